@@ -1,0 +1,49 @@
+# Tessera build and test entry points. `make run` and `make test` are the two
+# commands in the README; .ci/run calls `make test`.
+
+GO           ?= go
+TOOLS_BIN    := $(CURDIR)/.tools/bin
+STATICCHECK_VERSION := 2026.2.2
+STATICCHECK  := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
+BIN          := bin/tessera
+FUZZTIME     ?= 10s
+
+.PHONY: all build run test lint unit fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/tessera
+
+## run: the main job on the embedded default (real GPUs, else simulated 8xH200).
+run: build
+	./$(BIN) show-gpus --source auto
+
+## test: every check CI runs: formatting, vet, staticcheck and all tests.
+test: lint unit
+
+unit:
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+lint: $(STATICCHECK)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(TOOLS_BIN)/staticcheck $(STATICCHECK)
+
+## fuzz: a short run of every fuzz target (FUZZTIME each).
+fuzz:
+	$(GO) test ./quantity -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./discovery/simulated -run '^$$' -fuzz FuzzSpec -fuzztime $(FUZZTIME)
+
+## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin .tools

@@ -1,0 +1,7 @@
+// Package simulated builds GPU inventories without hardware: from a spec
+// string such as "8xH200" or "4xA100-80GB+2xL4", or from a YAML file that
+// describes several nodes with per-GPU overrides and topology. Every feature
+// of Tessera can run and be tested on it.
+//
+// It only fabricates inventory; it must not schedule or enforce anything.
+package simulated

@@ -1,0 +1,161 @@
+package gpusummary
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// SchemaVersion identifies the JSON/YAML layout of a Report. It changes only
+// when a field is removed or changes meaning; new fields may be added.
+const SchemaVersion = "tessera.io/show-gpus/v1"
+
+// Report is what show-gpus prints.
+type Report struct {
+	SchemaVersion string `json:"schemaVersion"`
+	// Source names the inventory source, or is empty when only the catalog was read.
+	Source string `json:"source"`
+	// All is true when every catalog model was listed, not only the common ones.
+	All  bool  `json:"all"`
+	Rows []Row `json:"gpus"`
+}
+
+// Row describes one model.
+type Row struct {
+	Model             string   `json:"model"`
+	Vendor            string   `json:"vendor"`
+	Family            string   `json:"family"`
+	Architecture      string   `json:"architecture"`
+	MemoryMiB         int64    `json:"memoryMiB"`
+	SMCount           int      `json:"smCount"`
+	ComputeCapability string   `json:"computeCapability"`
+	Common            bool     `json:"common"`
+	MIG               bool     `json:"mig"`
+	MIGProfiles       []string `json:"migProfiles"`
+	// InCatalog is false for devices the catalog does not know; their
+	// figures come from the device itself.
+	InCatalog bool `json:"inCatalog"`
+	// Total, Free, Unhealthy and FreeCapacity are null when no inventory was read.
+	Total     *int `json:"total"`
+	Free      *int `json:"free"`
+	Unhealthy *int `json:"unhealthy"`
+	// FreeCapacity is the unallocated compute of healthy GPUs, in GPUs (6.5 = six and a half GPUs' worth).
+	FreeCapacity *float64 `json:"freeCapacity"`
+}
+
+// Options selects the rows.
+type Options struct {
+	// All lists every catalog model instead of the common ones.
+	All bool
+	// Filter keeps only models a name, alias or family denotes (case-insensitive).
+	Filter string
+}
+
+// Build makes a report. nodes is nil when no inventory was read (catalog
+// only); source names it. Models present in the inventory are always listed.
+// A filter that matches nothing is an error that lists close matches.
+func Build(cat *catalog.Catalog, source string, nodes []inventory.Node, opt Options) (Report, error) {
+	rep := Report{SchemaVersion: SchemaVersion, Source: source, All: opt.All, Rows: []Row{}}
+	rows := map[string]*Row{}
+	var order []string
+	add := func(r Row) *Row {
+		if old, ok := rows[r.Model]; ok {
+			return old
+		}
+		rows[r.Model] = &r
+		order = append(order, r.Model)
+		return rows[r.Model]
+	}
+	var wanted map[string]bool
+	if opt.Filter != "" {
+		wanted = map[string]bool{}
+		for _, m := range cat.Match(opt.Filter) {
+			wanted[m.Name] = true
+		}
+	}
+	for _, m := range cat.Models() {
+		if (wanted == nil && (opt.All || m.Common)) || wanted[m.Name] {
+			add(fromModel(m))
+		}
+	}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			name, known := g.Model, g.Model != ""
+			if !known {
+				name = g.Product
+			}
+			if wanted != nil && !wanted[name] && !strings.EqualFold(name, opt.Filter) {
+				continue
+			}
+			var r *Row
+			if m, ok := cat.Lookup(name); ok && known {
+				r = add(fromModel(m))
+			} else {
+				r = add(Row{Model: name, Vendor: g.Vendor, Family: name, MemoryMiB: g.MemoryMiB, SMCount: g.SMCount,
+					ComputeCapability: g.ComputeCapability, MIG: g.MIGMode != inventory.MIGUnsupported, MIGProfiles: []string{}})
+			}
+			count(r, g)
+		}
+	}
+	if opt.Filter != "" && len(order) == 0 {
+		if _, err := cat.MatchOrError(opt.Filter); err != nil {
+			return Report{}, fmt.Errorf("no GPU matches %q: %w", opt.Filter, err)
+		}
+	}
+	if nodes != nil {
+		for _, r := range rows {
+			zero(r)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := rows[order[i]], rows[order[j]]
+		if a.Vendor != b.Vendor {
+			return a.Vendor > b.Vendor // NVIDIA first, then Intel, AMD
+		}
+		return a.Model < b.Model
+	})
+	for _, name := range order {
+		rep.Rows = append(rep.Rows, *rows[name])
+	}
+	return rep, nil
+}
+
+func fromModel(m catalog.Model) Row {
+	r := Row{Model: m.Name, Vendor: string(m.Vendor), Family: m.Family, Architecture: m.Architecture,
+		MemoryMiB: m.MemoryMiB, SMCount: m.SMCount, ComputeCapability: m.ComputeCapability,
+		Common: m.Common, MIG: m.SupportsMIG(), InCatalog: true, MIGProfiles: []string{}}
+	if m.MIG != nil {
+		for _, p := range m.MIG.Profiles {
+			r.MIGProfiles = append(r.MIGProfiles, p.Name)
+		}
+	}
+	return r
+}
+
+// zero turns nil counters into zeros, for rows of an inventory report.
+func zero(r *Row) {
+	for _, p := range []**int{&r.Total, &r.Free, &r.Unhealthy} {
+		if *p == nil {
+			*p = new(int)
+		}
+	}
+	if r.FreeCapacity == nil {
+		r.FreeCapacity = new(float64)
+	}
+}
+
+func count(r *Row, g inventory.GPU) {
+	zero(r)
+	*r.Total++
+	if g.Health != inventory.Healthy {
+		*r.Unhealthy++
+		return
+	}
+	if g.AllocatedMilli == 0 {
+		*r.Free++
+	}
+	*r.FreeCapacity += float64(1000-g.AllocatedMilli) / 1000
+}

@@ -1,0 +1,84 @@
+package gpusummary
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+func models(r Report) string {
+	var s []string
+	for _, row := range r.Rows {
+		s = append(s, row.Model)
+	}
+	return strings.Join(s, ",")
+}
+
+func TestBuildCatalogOnly(t *testing.T) {
+	cat := catalogtest.Small() // no model is Common
+	tests := []struct {
+		opt  Options
+		want string
+	}{
+		{Options{}, ""},
+		{Options{All: true}, "H100-PCIe,H100-SXM,H200,L4"},
+		{Options{Filter: "h100"}, "H100-PCIe,H100-SXM"},
+		{Options{Filter: "NVIDIA H200"}, "H200"},
+	}
+	for _, tc := range tests {
+		rep, err := Build(cat, "", nil, tc.opt)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.opt, err)
+		}
+		if got := models(rep); got != tc.want {
+			t.Errorf("%+v: rows %q, want %q", tc.opt, got, tc.want)
+		}
+		for _, r := range rep.Rows {
+			if r.Total != nil || r.FreeCapacity != nil {
+				t.Errorf("catalog-only row has counts: %+v", r)
+			}
+		}
+	}
+	if _, err := Build(cat, "", nil, Options{Filter: "L5"}); err == nil || !strings.Contains(err.Error(), "did you mean L4") {
+		t.Errorf("unknown filter: err = %v", err)
+	}
+}
+
+func TestBuildCountsInventory(t *testing.T) {
+	cat := catalogtest.Small()
+	nodes := []inventory.Node{{Name: "a", GPUs: []inventory.GPU{
+		{Index: 0, Model: "H200", Health: inventory.Healthy},
+		{Index: 1, Model: "H200", Health: inventory.Healthy, AllocatedMilli: 250},
+		{Index: 2, Model: "H200", Health: inventory.Unhealthy},
+		{Index: 3, Model: "", Product: "Mystery X1", Vendor: "NVIDIA", MemoryMiB: 1000, Health: inventory.Healthy, MIGMode: inventory.MIGUnsupported},
+	}}}
+	rep, err := Build(cat, "sim:test", nodes, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := models(rep); got != "H200,Mystery X1" {
+		t.Fatalf("rows %q", got)
+	}
+	h := rep.Rows[0]
+	if *h.Total != 3 || *h.Free != 1 || *h.Unhealthy != 1 || *h.FreeCapacity != 1.75 || !h.InCatalog {
+		t.Errorf("H200 row: total %d free %d unhealthy %d capacity %v", *h.Total, *h.Free, *h.Unhealthy, *h.FreeCapacity)
+	}
+	m := rep.Rows[1]
+	if m.InCatalog || *m.Total != 1 || m.MemoryMiB != 1000 || m.MIG {
+		t.Errorf("unknown-model row: %+v", m)
+	}
+	// A filter narrows inventory rows too; unknown products match by name.
+	rep, err = Build(cat, "sim:test", nodes, Options{Filter: "mystery x1"})
+	if err != nil || models(rep) != "Mystery X1" {
+		t.Errorf("filter on product: %q, %v", models(rep), err)
+	}
+	// With an inventory, listed models absent from it count zero, not null.
+	rep, _ = Build(cat, "sim:test", nodes, Options{All: true})
+	for _, r := range rep.Rows {
+		if r.Total == nil {
+			t.Errorf("row %s has null total in an inventory report", r.Model)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package inventory
+
+import "fmt"
+
+// Health is a GPU's health as its discovery backend sees it.
+type Health string
+
+// Health values.
+const (
+	Healthy   Health = "Healthy"
+	Unhealthy Health = "Unhealthy"
+	Unknown   Health = "Unknown"
+)
+
+// MIGMode is whether a GPU is partitioned with Multi-Instance GPU.
+type MIGMode string
+
+// MIG modes.
+const (
+	MIGUnsupported MIGMode = "Unsupported"
+	MIGDisabled    MIGMode = "Disabled"
+	MIGEnabled     MIGMode = "Enabled"
+)
+
+// Node is one host and its GPUs.
+type Node struct {
+	Name string `json:"name"`
+	// CPUMilli and MemoryMiB are the host's allocatable CPU and memory (0 when unknown).
+	CPUMilli  int64 `json:"cpuMilli,omitempty"`
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// DriverVersion and CUDAVersion come from the driver ("570.133.20", "12.8").
+	DriverVersion string `json:"driverVersion,omitempty"`
+	CUDAVersion   string `json:"cudaVersion,omitempty"`
+	GPUs          []GPU  `json:"gpus"`
+	// Links describe how pairs of GPUs are connected; pairs not listed are
+	// connected through the host (SYS) as far as is known.
+	Links []Link `json:"links,omitempty"`
+	// Source names the discovery backend ("sim", "nvml").
+	Source string `json:"source"`
+}
+
+// GPU is one physical accelerator.
+type GPU struct {
+	UUID  string `json:"uuid"`
+	Index int    `json:"index"`
+	// Model is the catalog's canonical name, or "" when the catalog does not know the product.
+	Model string `json:"model"`
+	// Product is the name the device reports ("NVIDIA H200").
+	Product           string  `json:"product"`
+	Vendor            string  `json:"vendor"`
+	MemoryMiB         int64   `json:"memoryMiB"`
+	MemoryUsedMiB     int64   `json:"memoryUsedMiB"`
+	SMCount           int     `json:"smCount,omitempty"`
+	ComputeCapability string  `json:"computeCapability,omitempty"`
+	MIGMode           MIGMode `json:"migMode"`
+	// MIGInstances are the GPU instances configured when MIGMode is Enabled.
+	MIGInstances []MIGInstance `json:"migInstances,omitempty"`
+	// NUMANode is the host NUMA node the GPU is attached to, -1 when unknown.
+	NUMANode int    `json:"numaNode"`
+	PCIBusID string `json:"pciBusId,omitempty"`
+	Health   Health `json:"health"`
+	// HealthReason explains an Unhealthy or Unknown health ("XID 79: fallen off the bus").
+	HealthReason string `json:"healthReason,omitempty"`
+	// AllocatedMilli is the compute share (thousandths) Tessera has granted
+	// on this GPU; discovery reports 0, a daemon fills it from its bookings.
+	AllocatedMilli int64 `json:"allocatedMilli"`
+}
+
+// MIGInstance is one configured MIG GPU instance.
+type MIGInstance struct {
+	UUID      string `json:"uuid,omitempty"`
+	Profile   string `json:"profile"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	SMCount   int    `json:"smCount,omitempty"`
+}
+
+// PCIePath is the closest common PCIe ancestor of two GPUs, named as
+// `nvidia-smi topo -m` names it.
+type PCIePath string
+
+// PCIe paths, nearest first.
+const (
+	PCIeSameBoard      PCIePath = "BOARD" // two GPUs on one board
+	PCIeSingleSwitch   PCIePath = "PIX"   // at most one PCIe bridge
+	PCIeMultipleSwitch PCIePath = "PXB"   // several PCIe bridges, no host bridge
+	PCIeHostBridge     PCIePath = "PHB"   // a PCIe host bridge (same CPU)
+	PCIeNUMANode       PCIePath = "NODE"  // host bridges within one NUMA node
+	PCIeSystem         PCIePath = "SYS"   // across NUMA nodes (SMP interconnect)
+)
+
+// Rank orders paths from nearest (0) to farthest; unknown paths rank as SYS.
+func (p PCIePath) Rank() int {
+	switch p {
+	case PCIeSameBoard:
+		return 0
+	case PCIeSingleSwitch:
+		return 1
+	case PCIeMultipleSwitch:
+		return 2
+	case PCIeHostBridge:
+		return 3
+	case PCIeNUMANode:
+		return 4
+	default:
+		return 5
+	}
+}
+
+// Valid reports whether p is one of the named paths.
+func (p PCIePath) Valid() bool { return p == PCIeSystem || p.Rank() < 5 }
+
+// Link is the connection between two GPUs of a node, by GPU index.
+type Link struct {
+	A int `json:"a"`
+	B int `json:"b"`
+	// NVLinks is the number of NVLink lanes directly joining A and B
+	// (through an NVSwitch counts too); 0 means none.
+	NVLinks int      `json:"nvlinks,omitempty"`
+	PCIe    PCIePath `json:"pcie,omitempty"`
+}
+
+// LinkBetween returns how GPUs a and b (indexes) are connected. Unlisted
+// pairs are reported as connected over SYS without NVLink.
+func (n *Node) LinkBetween(a, b int) Link {
+	for _, l := range n.Links {
+		if (l.A == a && l.B == b) || (l.A == b && l.B == a) {
+			return l
+		}
+	}
+	return Link{A: a, B: b, PCIe: PCIeSystem}
+}
+
+// GPUByIndex returns the GPU with the given index.
+func (n *Node) GPUByIndex(i int) (*GPU, bool) {
+	for k := range n.GPUs {
+		if n.GPUs[k].Index == i {
+			return &n.GPUs[k], true
+		}
+	}
+	return nil, false
+}
+
+// Validate checks the internal consistency of a node description: unique GPU
+// indexes and UUIDs, non-negative amounts, and links between known GPUs.
+func (n *Node) Validate() error {
+	idx := map[int]bool{}
+	uuids := map[string]bool{}
+	for i, g := range n.GPUs {
+		if idx[g.Index] {
+			return fmt.Errorf("node %s: gpus[%d].index %d is used twice", n.Name, i, g.Index)
+		}
+		idx[g.Index] = true
+		if g.UUID == "" {
+			return fmt.Errorf("node %s: gpus[%d].uuid is empty", n.Name, i)
+		}
+		if uuids[g.UUID] {
+			return fmt.Errorf("node %s: gpus[%d].uuid %q is used twice", n.Name, i, g.UUID)
+		}
+		uuids[g.UUID] = true
+		if g.MemoryMiB <= 0 {
+			return fmt.Errorf("node %s: gpus[%d].memoryMiB must be > 0, got %d", n.Name, i, g.MemoryMiB)
+		}
+		if g.MemoryUsedMiB < 0 || g.MemoryUsedMiB > g.MemoryMiB {
+			return fmt.Errorf("node %s: gpus[%d].memoryUsedMiB must be in [0, %d], got %d", n.Name, i, g.MemoryMiB, g.MemoryUsedMiB)
+		}
+		if g.AllocatedMilli < 0 || g.AllocatedMilli > 1000 {
+			return fmt.Errorf("node %s: gpus[%d].allocatedMilli must be in [0, 1000], got %d", n.Name, i, g.AllocatedMilli)
+		}
+	}
+	for i, l := range n.Links {
+		if !idx[l.A] || !idx[l.B] || l.A == l.B {
+			return fmt.Errorf("node %s: links[%d] joins GPUs %d and %d; both must be distinct GPU indexes of the node", n.Name, i, l.A, l.B)
+		}
+		if l.NVLinks < 0 {
+			return fmt.Errorf("node %s: links[%d].nvlinks must be >= 0, got %d", n.Name, i, l.NVLinks)
+		}
+		if l.PCIe != "" && !l.PCIe.Valid() {
+			return fmt.Errorf("node %s: links[%d].pcie must be one of BOARD, PIX, PXB, PHB, NODE, SYS, got %q", n.Name, i, l.PCIe)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package request
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/quantity"
+)
+
+// MaxCount is the largest number of GPUs one request may ask for: the most
+// GPUs a single node in the catalog's systems carries.
+const MaxCount = 16
+
+// Whole is a whole GPU in thousandths.
+const Whole = quantity.MilliPerUnit
+
+// GPU is a workload's GPU request. The zero value asks for nothing.
+type GPU struct {
+	// Count is the number of GPUs, in [1, MaxCount].
+	Count int `json:"count"`
+	// ComputeMilli is the guaranteed compute share of each GPU in
+	// thousandths, in [1, 1000]; 1000 is a whole GPU.
+	ComputeMilli int64 `json:"computeMilli"`
+	// ComputeLimitMilli is the burst limit of each GPU, in
+	// [ComputeMilli, 1000]: the share the node may grant when the GPU is idle.
+	ComputeLimitMilli int64 `json:"computeLimitMilli"`
+	// MemoryMiB is the guaranteed memory on each GPU. 0 means "in proportion
+	// to the compute share": ComputeMilli/1000 of the chosen GPU's memory.
+	MemoryMiB int64 `json:"memoryMiB"`
+	// MemoryLimitMiB is the memory the workload may use on each GPU, at
+	// least MemoryMiB; 0 means equal to the (resolved) MemoryMiB.
+	MemoryLimitMiB int64 `json:"memoryLimitMiB"`
+	// Exclusive asks for whole GPUs that no other workload shares.
+	Exclusive bool `json:"exclusive,omitempty"`
+	// MIGProfile asks for Count MIG instances of this profile ("1g.10gb").
+	MIGProfile string `json:"migProfile,omitempty"`
+	// Models limits placement to these catalog models (canonical names);
+	// empty allows any model.
+	Models []string `json:"models,omitempty"`
+}
+
+// Fractional reports whether the request shares GPUs (less than a whole GPU each).
+func (r GPU) Fractional() bool { return r.ComputeMilli < Whole }
+
+// IsZero reports whether the request asks for no GPU.
+func (r GPU) IsZero() bool { return r.Count == 0 }
+
+// FieldError says which field of a request is wrong and what it allows.
+type FieldError struct {
+	// Field is the request field in its string-form name ("compute-limit").
+	Field string
+	// Value is the offending value as given, or as stored when given as a number.
+	Value string
+	// Allowed states the allowed range or values.
+	Allowed string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: must be %s, got %q", e.Field, e.Allowed, e.Value)
+}
+
+func fieldErr(field, value, format string, args ...any) error {
+	return &FieldError{Field: field, Value: value, Allowed: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks r against the catalog and returns the first problem as a
+// *FieldError. It also checks that each Models entry is a catalog name.
+func (r GPU) Validate(cat *catalog.Catalog) error {
+	if r.Count < 1 || r.Count > MaxCount {
+		return fieldErr(FieldCount, fmt.Sprint(r.Count), "a whole number in [1, %d]", MaxCount)
+	}
+	if r.ComputeMilli < 1 || r.ComputeMilli > Whole {
+		return fieldErr(FieldCompute, quantity.FormatShare(r.ComputeMilli), "in (0, 1] (a share of one GPU, at most a thousandth fine)")
+	}
+	if r.ComputeLimitMilli < r.ComputeMilli || r.ComputeLimitMilli > Whole {
+		return fieldErr(FieldComputeLimit, quantity.FormatShare(r.ComputeLimitMilli), "in [%s, 1] (at least %s, the guaranteed compute)", quantity.FormatShare(r.ComputeMilli), FieldCompute)
+	}
+	allowed, err := r.allowedModels(cat)
+	if err != nil {
+		return err
+	}
+	largest := allowed[0]
+	for _, m := range allowed[1:] {
+		if m.MemoryMiB > largest.MemoryMiB {
+			largest = m
+		}
+	}
+	if r.MemoryMiB < 0 || r.MemoryMiB > largest.MemoryMiB {
+		return fieldErr(FieldMemory, quantity.FormatMiB(r.MemoryMiB), "in [0, %s] (the memory of the largest allowed model, %s)", quantity.FormatMiB(largest.MemoryMiB), largest.Name)
+	}
+	if r.MemoryLimitMiB != 0 && (r.MemoryLimitMiB < r.MemoryMiB || r.MemoryLimitMiB > largest.MemoryMiB) {
+		return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "in [%s, %s] (at least %s, at most the largest allowed model, %s)", quantity.FormatMiB(r.MemoryMiB), quantity.FormatMiB(largest.MemoryMiB), FieldMemory, largest.Name)
+	}
+	if r.Exclusive && r.Fractional() {
+		return fieldErr(FieldExclusive, "true", "false when %s is below 1 (an exclusive request takes whole GPUs)", FieldCompute)
+	}
+	if r.MIGProfile != "" {
+		return r.validateMIG(allowed)
+	}
+	return nil
+}
+
+func (r GPU) validateMIG(allowed []catalog.Model) error {
+	if r.Fractional() || r.ComputeLimitMilli != Whole {
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own compute share)", FieldCompute, FieldComputeLimit)
+	}
+	if r.MemoryMiB != 0 || r.MemoryLimitMiB != 0 {
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own memory)", FieldMemory, FieldMemoryLimit)
+	}
+	if r.Exclusive {
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s is true (a MIG instance is a slice, not a whole GPU)", FieldExclusive)
+	}
+	var offered []string
+	for _, m := range allowed {
+		if _, ok := m.MIGProfile(r.MIGProfile); ok {
+			return nil
+		}
+		if m.MIG != nil {
+			for _, p := range m.MIG.Profiles {
+				if !slices.Contains(offered, p.Name) {
+					offered = append(offered, p.Name)
+				}
+			}
+		}
+	}
+	if len(offered) == 0 {
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty: none of the allowed models supports MIG")
+	}
+	return fieldErr(FieldMIGProfile, r.MIGProfile, "a profile the allowed models offer: %s", strings.Join(offered, ", "))
+}
+
+// allowedModels resolves Models against the catalog; an empty list allows
+// every model.
+func (r GPU) allowedModels(cat *catalog.Catalog) ([]catalog.Model, error) {
+	if len(r.Models) == 0 {
+		return cat.Models(), nil
+	}
+	var out []catalog.Model
+	for _, name := range r.Models {
+		ms, err := cat.MatchOrError(name)
+		if err != nil {
+			return nil, &FieldError{Field: FieldModel, Value: name, Allowed: "a model from `tessera show-gpus -a` (" + strings.TrimPrefix(err.Error(), "unknown GPU model ") + ")"}
+		}
+		out = append(out, ms...)
+	}
+	return out, nil
+}
+
+// ResolveMemory returns the guaranteed and limit memory (MiB) the request
+// takes on a GPU with gpuMemMiB of memory, applying the documented defaults.
+func (r GPU) ResolveMemory(gpuMemMiB int64) (request, limit int64) {
+	request = r.MemoryMiB
+	if request == 0 && r.MIGProfile == "" {
+		request = gpuMemMiB * r.ComputeMilli / Whole
+	}
+	limit = r.MemoryLimitMiB
+	if limit == 0 {
+		limit = request
+	}
+	return request, limit
+}

@@ -1,0 +1,156 @@
+package request
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+)
+
+func TestParseValid(t *testing.T) {
+	cat := catalogtest.Small()
+	tests := []struct {
+		name string
+		in   map[string]string
+		want GPU
+	}{
+		{"whole GPU by default", map[string]string{"count": "2"},
+			GPU{Count: 2, ComputeMilli: 1000, ComputeLimitMilli: 1000}},
+		{"fraction with burst", map[string]string{"compute": "0.25", "compute-limit": "0.8"},
+			GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 800}},
+		{"percent and memory", map[string]string{"compute": "25%", "memory": "20Gi", "memory-limit": "30Gi"},
+			GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 20480, MemoryLimitMiB: 30720}},
+		{"milli share", map[string]string{"compute": "500m"},
+			GPU{Count: 1, ComputeMilli: 500, ComputeLimitMilli: 500}},
+		{"exclusive", map[string]string{"count": "1", "exclusive": "TRUE"},
+			GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, Exclusive: true}},
+		{"family expands to members", map[string]string{"model": "h100"},
+			GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, Models: []string{"H100-PCIe", "H100-SXM"}}},
+		{"alias list", map[string]string{"model": "NVIDIA H200|L4"},
+			GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, Models: []string{"H200", "L4"}}},
+		{"mig profile", map[string]string{"mig-profile": "1g.18gb", "count": "3"},
+			GPU{Count: 3, ComputeMilli: 1000, ComputeLimitMilli: 1000, MIGProfile: "1g.18gb"}},
+		{"memory equal to the model", map[string]string{"compute": "1", "memory": "143771Mi", "model": "H200"},
+			GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, MemoryMiB: 143771, Models: []string{"H200"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(tc.in, cat)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Parse = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseInvalid lists bad inputs with the message each must produce: the
+// field's name and its allowed range.
+func TestParseInvalid(t *testing.T) {
+	cat := catalogtest.Small()
+	tests := []struct {
+		in   map[string]string
+		want string
+	}{
+		{map[string]string{}, "empty GPU request"},
+		{map[string]string{"gpus": "1"}, `gpus: must be one of the fields count, compute,`},
+		{map[string]string{"count": "0"}, `count: must be a whole number in [1, 16], got "0"`},
+		{map[string]string{"count": "-1"}, `count: must be a whole number in [1, 16], got "-1"`},
+		{map[string]string{"count": "17"}, `count: must be a whole number in [1, 16], got "17"`},
+		{map[string]string{"count": "two"}, `count: must be a whole number in [1, 16], got "two"`},
+		{map[string]string{"count": "1.5"}, `count: must be a whole number in [1, 16], got "1.5"`},
+		{map[string]string{"count": ""}, `count: must be a whole number in [1, 16], got ""`},
+		{map[string]string{"compute": "1.5"}, `compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got "1.5"`},
+		{map[string]string{"compute": "0"}, `compute: must be a share in (0, 1]`},
+		{map[string]string{"compute": "-0.25"}, `compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got "-0.25"`},
+		{map[string]string{"compute": "abc"}, `compute: must be a share in (0, 1]`},
+		{map[string]string{"compute": "150%"}, `compute: must be a share in (0, 1]`},
+		{map[string]string{"compute": "0.0001"}, `compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got "0.0001"`},
+		{map[string]string{"compute": "NaN"}, `compute: must be a share in (0, 1]`},
+		{map[string]string{"compute": "0.5", "compute-limit": "0.25"}, `compute-limit: must be in [0.5, 1] (at least compute, the guaranteed compute), got "0.25"`},
+		{map[string]string{"compute": "0.5", "compute-limit": "1.2"}, `compute-limit: must be a share in (0, 1]`},
+		{map[string]string{"compute-limit": "0.8"}, `compute-limit: must be in [1, 1] (at least compute, the guaranteed compute), got "0.8"`},
+		{map[string]string{"memory": "20Gi"}, `compute: must be set when memory is set: a share in (0, 1] such as 0.25, got ""`},
+		{map[string]string{"compute": "0.5", "memory": "20GB"}, `memory: must be a size such as 20Gi or 512Mi (invalid quantity "20GB": unknown unit "GB"`},
+		{map[string]string{"compute": "0.5", "memory": "-1Gi"}, `memory: must be a size such as 20Gi or 512Mi (invalid quantity "-1Gi": must not be negative`},
+		{map[string]string{"compute": "0.5", "memory": "lots"}, `memory: must be a size such as 20Gi or 512Mi`},
+		{map[string]string{"compute": "0.5", "memory": "0"}, `memory: must be at least 1Mi, got "0"`},
+		{map[string]string{"compute": "0.5", "memory": "200Gi"}, `memory: must be in [0, 143771Mi] (the memory of the largest allowed model, H200), got "200Gi"`},
+		{map[string]string{"compute": "0.5", "memory": "30Gi", "model": "L4"}, `memory: must be in [0, 23034Mi] (the memory of the largest allowed model, L4), got "30Gi"`},
+		{map[string]string{"compute": "0.5", "memory": "20Gi", "memory-limit": "10Gi"}, `memory-limit: must be in [20Gi, 143771Mi] (at least memory, at most the largest allowed model, H200), got "10Gi"`},
+		{map[string]string{"compute": "0.5", "memory-limit": "1Ti"}, `memory-limit: must be in [0Mi, 143771Mi]`},
+		{map[string]string{"compute": "0.5", "exclusive": "true"}, `exclusive: must be false when compute is below 1 (an exclusive request takes whole GPUs), got "true"`},
+		{map[string]string{"exclusive": "yes"}, `exclusive: must be true or false, got "yes"`},
+		{map[string]string{"model": "H2000"}, `model: must be a model from ` + "`tessera show-gpus -a`" + ` ("H2000"; did you mean H200`},
+		{map[string]string{"model": "zzzz"}, `model: must be a model from`},
+		{map[string]string{"model": " , |"}, `model: must be a list of GPU models such as H200 or A100-80GB|H100, got " , |"`},
+		{map[string]string{"mig-profile": ""}, `mig-profile: must be a MIG profile name such as 1g.10gb, got ""`},
+		{map[string]string{"mig-profile": "1g.10gb"}, `mig-profile: must be a profile the allowed models offer: 1g.18gb, 7g.141gb, got "1g.10gb"`},
+		{map[string]string{"mig-profile": "1g.18gb", "model": "L4"}, `mig-profile: must be empty: none of the allowed models supports MIG, got "1g.18gb"`},
+		{map[string]string{"mig-profile": "1g.18gb", "compute": "0.5"}, `mig-profile: must be empty when compute or compute-limit is set`},
+		{map[string]string{"mig-profile": "1g.18gb", "compute": "1", "memory": "1Gi"}, `mig-profile: must be empty when memory or memory-limit is set`},
+		{map[string]string{"mig-profile": "1g.18gb", "exclusive": "true"}, `mig-profile: must be empty when exclusive is true`},
+	}
+	for _, tc := range tests {
+		_, err := Parse(tc.in, cat)
+		if err == nil {
+			t.Errorf("Parse(%v) succeeded, want error %q", tc.in, tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%v) error\n got: %s\nwant: %s", tc.in, err, tc.want)
+		}
+	}
+	if len(tests) < 30 {
+		t.Fatalf("the issue asks for at least 30 bad inputs, have %d", len(tests))
+	}
+}
+
+func TestValidateStruct(t *testing.T) {
+	cat := catalogtest.Small()
+	tests := []struct {
+		r     GPU
+		field string
+	}{
+		{GPU{}, FieldCount},
+		{GPU{Count: 1}, FieldCompute},
+		{GPU{Count: 1, ComputeMilli: 1001, ComputeLimitMilli: 1001}, FieldCompute},
+		{GPU{Count: 1, ComputeMilli: 500}, FieldComputeLimit},
+		{GPU{Count: 1, ComputeMilli: 500, ComputeLimitMilli: 500, MemoryMiB: -5}, FieldMemory},
+		{GPU{Count: 1, ComputeMilli: 500, ComputeLimitMilli: 500, Models: []string{"Z9"}}, FieldModel},
+	}
+	for _, tc := range tests {
+		err := tc.r.Validate(cat)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("Validate(%+v) = %v, want a FieldError for %s", tc.r, err, tc.field)
+		}
+	}
+	ok := GPU{Count: 8, ComputeMilli: 1000, ComputeLimitMilli: 1000}
+	if err := ok.Validate(cat); err != nil {
+		t.Errorf("Validate(%+v) = %v, want nil", ok, err)
+	}
+}
+
+func TestResolveMemory(t *testing.T) {
+	tests := []struct {
+		r              GPU
+		gpu            int64
+		wantReq, wantL int64
+	}{
+		{GPU{ComputeMilli: 250}, 80000, 20000, 20000},
+		{GPU{ComputeMilli: 250, MemoryMiB: 1024}, 80000, 1024, 1024},
+		{GPU{ComputeMilli: 250, MemoryMiB: 1024, MemoryLimitMiB: 4096}, 80000, 1024, 4096},
+		{GPU{ComputeMilli: 1000}, 81559, 81559, 81559},
+	}
+	for _, tc := range tests {
+		req, lim := tc.r.ResolveMemory(tc.gpu)
+		if req != tc.wantReq || lim != tc.wantL {
+			t.Errorf("ResolveMemory(%+v, %d) = %d, %d; want %d, %d", tc.r, tc.gpu, req, lim, tc.wantReq, tc.wantL)
+		}
+	}
+}
