@@ -3,7 +3,7 @@
 
 GO           ?= go
 TOOLS_BIN    := $(CURDIR)/.tools/bin
-STATICCHECK_VERSION := 2026.2.2
+STATICCHECK_VERSION := v0.8.2
 STATICCHECK  := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
 BIN          := bin/tessera
 FUZZTIME     ?= 10s
