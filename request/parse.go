@@ -30,11 +30,11 @@ func Fields() []string {
 }
 
 // Parse builds and validates a request from string fields. Absent fields
-// take these defaults: count 1; compute 1 (a whole GPU) unless memory is
-// given, in which case compute is required; compute-limit equal to compute;
-// memory 0 (in proportion to compute on the chosen GPU); memory-limit equal
-// to memory; exclusive false; any model. An empty map is an error: it asks
-// for nothing.
+// take these defaults: count 1; compute 1 (a whole GPU), or, when memory is
+// given, in proportion to memory on the chosen GPU (a memory-only share);
+// compute-limit equal to compute; memory 0 (in proportion to compute on the
+// chosen GPU); memory-limit equal to memory; exclusive false; any model. An
+// empty map is an error: it asks for nothing.
 //
 // Values: count is a whole number; compute and compute-limit are shares
 // ("0.25", "25%", "250m"); memory and memory-limit are sizes ("20Gi");
@@ -66,8 +66,11 @@ func Parse(fields map[string]string, cat *catalog.Catalog) (GPU, error) {
 	_, hasCompute := fields[FieldCompute]
 	_, hasMemory := fields[FieldMemory]
 	_, hasMemoryLimit := fields[FieldMemoryLimit]
-	if !hasCompute && (hasMemory || hasMemoryLimit) {
-		return GPU{}, &FieldError{Field: FieldCompute, Value: "", Allowed: "set when " + FieldMemory + " is set: a share in (0, 1] such as 0.25"}
+	if !hasCompute && hasMemoryLimit && !hasMemory {
+		return GPU{}, &FieldError{Field: FieldMemory, Value: "", Allowed: "set when " + FieldMemoryLimit + " is set without " + FieldCompute + ": a size such as 20Gi"}
+	}
+	if !hasCompute && hasMemory {
+		r.ComputeMilli = 0 // memory-only share: compute follows memory
 	}
 	if hasCompute {
 		if r.ComputeMilli, err = parseShare(FieldCompute, fields[FieldCompute]); err != nil {

@@ -21,10 +21,13 @@ type GPU struct {
 	// Count is the number of GPUs, in [1, MaxCount].
 	Count int `json:"count"`
 	// ComputeMilli is the guaranteed compute share of each GPU in
-	// thousandths, in [1, 1000]; 1000 is a whole GPU.
+	// thousandths, in [1, 1000]; 1000 is a whole GPU. 0 means "in proportion
+	// to the memory": MemoryMiB over the chosen GPU's memory (a memory-only
+	// share, as HAMi's gpumem and KAI's gpu-memory ask); MemoryMiB must then be set.
 	ComputeMilli int64 `json:"computeMilli"`
 	// ComputeLimitMilli is the burst limit of each GPU, in
 	// [ComputeMilli, 1000]: the share the node may grant when the GPU is idle.
+	// With a proportional ComputeMilli, 0 means equal to the resolved share.
 	ComputeLimitMilli int64 `json:"computeLimitMilli"`
 	// MemoryMiB is the guaranteed memory on each GPU. 0 means "in proportion
 	// to the compute share": ComputeMilli/1000 of the chosen GPU's memory.
@@ -71,10 +74,14 @@ func (r GPU) Validate(cat *catalog.Catalog) error {
 	if r.Count < 1 || r.Count > MaxCount {
 		return fieldErr(FieldCount, fmt.Sprint(r.Count), "a whole number in [1, %d]", MaxCount)
 	}
-	if r.ComputeMilli < 1 || r.ComputeMilli > Whole {
+	if r.ComputeMilli == 0 && r.MemoryMiB > 0 {
+		// Memory-only share: compute follows memory on the chosen GPU.
+		if r.ComputeLimitMilli < 0 || r.ComputeLimitMilli > Whole {
+			return fieldErr(FieldComputeLimit, quantity.FormatShare(r.ComputeLimitMilli), "in [0, 1] (0: the share that follows %s)", FieldMemory)
+		}
+	} else if r.ComputeMilli < 1 || r.ComputeMilli > Whole {
 		return fieldErr(FieldCompute, quantity.FormatShare(r.ComputeMilli), "in (0, 1] (a share of one GPU, at most a thousandth fine)")
-	}
-	if r.ComputeLimitMilli < r.ComputeMilli || r.ComputeLimitMilli > Whole {
+	} else if r.ComputeLimitMilli < r.ComputeMilli || r.ComputeLimitMilli > Whole {
 		return fieldErr(FieldComputeLimit, quantity.FormatShare(r.ComputeLimitMilli), "in [%s, 1] (at least %s, the guaranteed compute)", quantity.FormatShare(r.ComputeMilli), FieldCompute)
 	}
 	allowed, err := r.allowedModels(cat)
@@ -146,6 +153,18 @@ func (r GPU) allowedModels(cat *catalog.Catalog) ([]catalog.Model, error) {
 		out = append(out, ms...)
 	}
 	return out, nil
+}
+
+// ResolveCompute returns the guaranteed and limit compute (thousandths) the
+// request takes on a GPU with gpuMemMiB of memory, applying the documented
+// defaults: a memory-only share guarantees memory/gpuMemMiB of the compute
+// (rounded up, at least 1) and bursts to ComputeLimitMilli when that is larger.
+func (r GPU) ResolveCompute(gpuMemMiB int64) (guarantee, limit int64) {
+	guarantee, limit = r.ComputeMilli, r.ComputeLimitMilli
+	if guarantee == 0 && gpuMemMiB > 0 {
+		guarantee = min(Whole, max(1, (r.MemoryMiB*Whole+gpuMemMiB-1)/gpuMemMiB))
+	}
+	return guarantee, max(limit, guarantee)
 }
 
 // ResolveMemory returns the guaranteed and limit memory (MiB) the request

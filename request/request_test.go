@@ -32,6 +32,10 @@ func TestParseValid(t *testing.T) {
 			GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, Models: []string{"H200", "L4"}}},
 		{"mig profile", map[string]string{"mig-profile": "1g.18gb", "count": "3"},
 			GPU{Count: 3, ComputeMilli: 1000, ComputeLimitMilli: 1000, MIGProfile: "1g.18gb"}},
+		{"memory-only share", map[string]string{"memory": "20Gi"},
+			GPU{Count: 1, MemoryMiB: 20480}},
+		{"memory-only share with burst", map[string]string{"memory": "20Gi", "memory-limit": "40Gi", "compute-limit": "1"},
+			GPU{Count: 1, ComputeLimitMilli: 1000, MemoryMiB: 20480, MemoryLimitMiB: 40960}},
 		{"memory equal to the model", map[string]string{"compute": "1", "memory": "143771Mi", "model": "H200"},
 			GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, MemoryMiB: 143771, Models: []string{"H200"}}},
 	}
@@ -74,7 +78,8 @@ func TestParseInvalid(t *testing.T) {
 		{map[string]string{"compute": "0.5", "compute-limit": "0.25"}, `compute-limit: must be in [0.5, 1] (at least compute, the guaranteed compute), got "0.25"`},
 		{map[string]string{"compute": "0.5", "compute-limit": "1.2"}, `compute-limit: must be a share in (0, 1]`},
 		{map[string]string{"compute-limit": "0.8"}, `compute-limit: must be in [1, 1] (at least compute, the guaranteed compute), got "0.8"`},
-		{map[string]string{"memory": "20Gi"}, `compute: must be set when memory is set: a share in (0, 1] such as 0.25, got ""`},
+		{map[string]string{"memory-limit": "20Gi"}, `memory: must be set when memory-limit is set without compute: a size such as 20Gi, got ""`},
+		{map[string]string{"memory": "20Gi", "exclusive": "true"}, `exclusive: must be false when compute is below 1`},
 		{map[string]string{"compute": "0.5", "memory": "20GB"}, `memory: must be a size such as 20Gi or 512Mi (invalid quantity "20GB": unknown unit "GB"`},
 		{map[string]string{"compute": "0.5", "memory": "-1Gi"}, `memory: must be a size such as 20Gi or 512Mi (invalid quantity "-1Gi": must not be negative`},
 		{map[string]string{"compute": "0.5", "memory": "lots"}, `memory: must be a size such as 20Gi or 512Mi`},
@@ -133,6 +138,27 @@ func TestValidateStruct(t *testing.T) {
 	ok := GPU{Count: 8, ComputeMilli: 1000, ComputeLimitMilli: 1000}
 	if err := ok.Validate(cat); err != nil {
 		t.Errorf("Validate(%+v) = %v, want nil", ok, err)
+	}
+}
+
+func TestResolveCompute(t *testing.T) {
+	tests := []struct {
+		r            GPU
+		gpu          int64
+		wantG, wantL int64
+	}{
+		{GPU{ComputeMilli: 250, ComputeLimitMilli: 800}, 80000, 250, 800},
+		{GPU{MemoryMiB: 20000}, 80000, 250, 250},
+		{GPU{MemoryMiB: 20000, ComputeLimitMilli: 1000}, 80000, 250, 1000},
+		{GPU{MemoryMiB: 1}, 80000, 1, 1},         // rounds up, never 0
+		{GPU{MemoryMiB: 20001}, 80000, 251, 251}, // rounds up
+		{GPU{MemoryMiB: 90000}, 80000, 1000, 1000},
+	}
+	for _, tc := range tests {
+		g, l := tc.r.ResolveCompute(tc.gpu)
+		if g != tc.wantG || l != tc.wantL {
+			t.Errorf("ResolveCompute(%+v, %d) = %d, %d; want %d, %d", tc.r, tc.gpu, g, l, tc.wantG, tc.wantL)
+		}
 	}
 }
 

@@ -1,0 +1,12 @@
+// Package workload reads what a Kubernetes pod asks of GPUs and turns it into
+// Tessera requests (request.GPU), one per container. It accepts Tessera's own
+// keys (the tessera.io/gpu resource and tessera.io/ annotations) and, so that
+// users can switch by changing only schedulerName, the keys of other GPU
+// sharing systems: plain nvidia.com/gpu, KAI-Scheduler's gpu-fraction and
+// gpu-memory annotations, and HAMi's nvidia.com/gpumem, gpumem-percentage
+// and gpucores resources.
+//
+// Errors name the pod's own key (annotation or resource) and the allowed
+// range. The package only translates: it must not schedule, talk to the API
+// server or record decisions.
+package workload

@@ -1,0 +1,153 @@
+package workload
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+type ctr struct {
+	name   string
+	limits map[string]string
+}
+
+func pod(ann map[string]string, cs ...ctr) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: ann}}
+	for _, c := range cs {
+		rl := corev1.ResourceList{}
+		for k, v := range c.limits {
+			rl[corev1.ResourceName(k)] = resource.MustParse(v)
+		}
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: c.name, Resources: corev1.ResourceRequirements{Limits: rl}})
+	}
+	return p
+}
+
+func gpu(count int, compute, limit, mem, memLimit int64) request.GPU {
+	return request.GPU{Count: count, ComputeMilli: compute, ComputeLimitMilli: limit, MemoryMiB: mem, MemoryLimitMiB: memLimit}
+}
+
+func TestFromPod(t *testing.T) {
+	cat := catalogtest.Small()
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want []ContainerRequest
+	}{
+		{"no GPUs", pod(nil, ctr{"c", map[string]string{"cpu": "1"}}), nil},
+		{"tessera whole GPUs", pod(nil, ctr{"c", map[string]string{ResourceGPU: "2"}}),
+			[]ContainerRequest{{"c", gpu(2, 1000, 1000, 0, 0), Tessera}}},
+		{"tessera fraction with burst",
+			pod(map[string]string{AnnotationCompute: "0.25", AnnotationComputeLimit: "0.8", AnnotationMemory: "20Gi"},
+				ctr{"c", map[string]string{ResourceGPU: "1"}}),
+			[]ContainerRequest{{"c", gpu(1, 250, 800, 20480, 0), Tessera}}},
+		{"per-container override and untouched sidecar",
+			pod(map[string]string{AnnotationCompute: "0.5", AnnotationCompute + ".b": "0.25"},
+				ctr{"a", map[string]string{ResourceGPU: "1"}}, ctr{"b", map[string]string{ResourceGPU: "1"}}, ctr{"side", nil}),
+			[]ContainerRequest{{"a", gpu(1, 500, 500, 0, 0), Tessera}, {"b", gpu(1, 250, 250, 0, 0), Tessera}}},
+		{"model constraint",
+			pod(map[string]string{AnnotationModel: "h100"}, ctr{"c", map[string]string{ResourceGPU: "1"}}),
+			[]ContainerRequest{{"c", request.GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, Models: []string{"H100-PCIe", "H100-SXM"}}, Tessera}}},
+		{"plain nvidia.com/gpu", pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "4"}}),
+			[]ContainerRequest{{"c", gpu(4, 1000, 1000, 0, 0), NVIDIA}}},
+		{"KAI fraction on the first container",
+			pod(map[string]string{KAIAnnotationFraction: "0.5"}, ctr{"c", nil}, ctr{"d", nil}),
+			[]ContainerRequest{{"c", gpu(1, 500, 500, 0, 0), KAI}}},
+		{"KAI memory on two devices",
+			pod(map[string]string{KAIAnnotationMemory: "2000", KAIAnnotationNumDevices: "2"}, ctr{"c", nil}),
+			[]ContainerRequest{{"c", gpu(2, 0, 0, 2000, 0), KAI}}},
+		{"HAMi memory and cores",
+			pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "3000", HAMiResourceCores: "30"}}),
+			[]ContainerRequest{{"c", gpu(1, 300, 300, 3000, 0), HAMi}}},
+		{"HAMi memory only bursts to the whole GPU",
+			pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "3000"}}),
+			[]ContainerRequest{{"c", gpu(1, 0, 1000, 3000, 0), HAMi}}},
+		{"HAMi cores only",
+			pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "2", HAMiResourceCores: "50"}}),
+			[]ContainerRequest{{"c", gpu(2, 500, 500, 0, 0), HAMi}}},
+		{"HAMi memory percentage",
+			pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemoryPercent: "25"}}),
+			[]ContainerRequest{{"c", gpu(1, 250, 1000, 0, 0), HAMi}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := FromPod(tc.pod, cat)
+			if err != nil {
+				t.Fatalf("FromPod: %v", err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("FromPod =\n %+v\nwant\n %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFromPodErrors(t *testing.T) {
+	cat := catalogtest.Small()
+	one := ctr{"c", map[string]string{ResourceGPU: "1"}}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"fraction 1.5", pod(map[string]string{AnnotationCompute: "1.5"}, one),
+			`annotation tessera.io/gpu-fraction of container c: must be a share in (0, 1]`},
+		{"limit below request", pod(map[string]string{AnnotationCompute: "0.5", AnnotationComputeLimit: "0.25"}, one),
+			`annotation tessera.io/gpu-fraction-limit of container c: must be in [0.5, 1] (at least compute, the guaranteed compute), got "0.25"`},
+		{"memory larger than any GPU", pod(map[string]string{AnnotationCompute: "0.5", AnnotationMemory: "1Ti"}, one),
+			`annotation tessera.io/gpu-memory of container c: must be in [0, 143771Mi] (the memory of the largest allowed model, H200), got "1Ti"`},
+		{"unknown model", pod(map[string]string{AnnotationModel: "H2000"}, one),
+			`annotation tessera.io/gpu-model of container c: must be a model from`},
+		{"override names its own key", pod(map[string]string{AnnotationCompute + ".c": "2"}, one),
+			`annotation tessera.io/gpu-fraction.c of container c: must be a share in (0, 1]`},
+		{"bad count", pod(nil, ctr{"c", map[string]string{ResourceGPU: "20"}}),
+			`resource tessera.io/gpu of container c: must be a whole number in [1, 16], got 20`},
+		{"fractional count", pod(nil, ctr{"c", map[string]string{ResourceGPU: "500m"}}),
+			`resource tessera.io/gpu of container c: must be a whole number in [1, 16], got 500m`},
+		{"tessera and nvidia together", pod(nil, ctr{"c", map[string]string{ResourceGPU: "1", ResourceNVIDIAGPU: "1"}}),
+			`resource tessera.io/gpu of container c: conflicts with nvidia.com/gpu`},
+		{"tessera annotation on nvidia.com/gpu", pod(map[string]string{AnnotationCompute: "0.5"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1"}}),
+			`annotation tessera.io/gpu-fraction of container c: conflicts with resource nvidia.com/gpu`},
+		{"annotation without resource", pod(map[string]string{AnnotationCompute: "0.5"}, ctr{"c", nil}),
+			`annotation tessera.io/gpu-fraction: set, but no container requests tessera.io/gpu`},
+		{"KAI with resources", pod(map[string]string{KAIAnnotationFraction: "0.5"}, one),
+			`annotation gpu-fraction of container c: conflicts with resource tessera.io/gpu`},
+		{"KAI both fraction and memory", pod(map[string]string{KAIAnnotationFraction: "0.5", KAIAnnotationMemory: "100"}, ctr{"c", nil}),
+			`annotation gpu-memory: conflicts with gpu-fraction`},
+		{"KAI memory with unit", pod(map[string]string{KAIAnnotationMemory: "2Gi"}, ctr{"c", nil}),
+			`annotation gpu-memory: must be a whole number of MiB >= 1 (e.g. 2000), got "2Gi"`},
+		{"KAI fraction out of range", pod(map[string]string{KAIAnnotationFraction: "1.2"}, ctr{"c", nil}),
+			`annotation gpu-fraction of container c: must be a share in (0, 1]`},
+		{"KAI num devices alone", pod(map[string]string{KAIAnnotationNumDevices: "2"}, ctr{"c", nil}),
+			`annotation gpu-fraction-num-devices: needs gpu-fraction or gpu-memory`},
+		{"HAMi without count", pod(nil, ctr{"c", map[string]string{HAMiResourceMemory: "3000"}}),
+			`resource nvidia.com/gpumem of container c: needs nvidia.com/gpu in the same container`},
+		{"HAMi cores 150", pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceCores: "150"}}),
+			`resource nvidia.com/gpucores of container c: must be a whole percentage in [1, 100], got 150`},
+		{"HAMi memory and percentage", pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "10", HAMiResourceMemoryPercent: "10"}}),
+			`resource nvidia.com/gpumem-percentage of container c: conflicts with nvidia.com/gpumem`},
+		{"HAMi memory too large", pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "999999"}}),
+			`resource nvidia.com/gpumem of container c: must be in [0, 143771Mi]`},
+		{"HAMi percentage differs from cores", pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemoryPercent: "10", HAMiResourceCores: "20"}}),
+			`resource nvidia.com/gpumem-percentage of container c: must equal nvidia.com/gpucores`},
+	}
+	for _, tc := range tests {
+		_, err := FromPod(tc.pod, cat)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s:\n got: %v\nwant: %s", tc.name, err, tc.want)
+		}
+	}
+	// Init containers may not ask for GPUs.
+	p := pod(nil, ctr{"c", nil})
+	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceNVIDIAGPU: resource.MustParse("1")}}}}
+	if _, err := FromPod(p, cat); err == nil || !strings.Contains(err.Error(), "resource nvidia.com/gpu of container init: GPUs for init containers are not supported") {
+		t.Errorf("init container: %v", err)
+	}
+}
