@@ -8,12 +8,16 @@ STATICCHECK  := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
 BIN          := bin/tessera
 FUZZTIME     ?= 10s
 
-.PHONY: all build run test lint unit fuzz bench clean
+.PHONY: all build intercept run test lint unit fuzz bench clean
 
-all: build
+all: build intercept
 
 build:
 	$(GO) build -o $(BIN) ./cmd/tessera
+
+## intercept: the CUDA interception library, intercept/build/libtessera-intercept.so.
+intercept:
+	$(MAKE) -C intercept
 
 ## run: the main job on the embedded default (real GPUs, else simulated 8xH200).
 run: build
@@ -47,3 +51,4 @@ bench:
 
 clean:
 	rm -rf bin .tools
+	$(MAKE) -C intercept clean
