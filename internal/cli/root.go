@@ -68,8 +68,11 @@ one host or across a Kubernetes cluster.`,
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(
+		newAgentCommand(a),
 		newShowGPUsCommand(a),
+		newSchedulerCommand(a),
 		newVersionCommand(a),
+		newSimCommand(a),
 	)
 	return root
 }

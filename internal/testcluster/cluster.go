@@ -123,8 +123,10 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port 
 		// A loopback advertise address is refused by the endpoint reconciler,
 		// and no test needs the kubernetes Service endpoints.
 		"--endpoint-reconciler-type=none",
-		// No controller-manager runs, so nothing creates service accounts.
-		"--disable-admission-plugins=ServiceAccount",
+		// No controller-manager runs: nothing creates service accounts, and
+		// nothing would lift the not-ready taints that TaintNodesByCondition
+		// puts on new nodes once KWOK reports them Ready.
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--enable-priority-and-fairness=false", "--profiling=false", "--v=0")
 	if err != nil {
 		return err

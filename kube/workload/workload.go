@@ -226,7 +226,10 @@ func fromHAMi(pod *corev1.Pod, c corev1.Container, cat *catalog.Catalog) (Contai
 	}
 	fields := map[string]string{request.FieldCount: fmt.Sprint(n)}
 	keyOf := map[string]string{request.FieldCount: ResourceNVIDIAGPU}
-	lim := func(k string) (resource.Quantity, bool) { q, ok := c.Resources.Limits[corev1.ResourceName(k)]; return q, ok }
+	lim := func(k string) (resource.Quantity, bool) {
+		q, ok := c.Resources.Limits[corev1.ResourceName(k)]
+		return q, ok
+	}
 	cores, hasCores := lim(HAMiResourceCores)
 	memQ, hasMem := lim(HAMiResourceMemory)
 	pctQ, hasPct := lim(HAMiResourceMemoryPercent)

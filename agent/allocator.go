@@ -1,0 +1,278 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/tessera-gpu/tessera/agent/checkpoint"
+	"github.com/tessera-gpu/tessera/agent/deviceplugin"
+	"github.com/tessera-gpu/tessera/agent/handoff"
+	"github.com/tessera-gpu/tessera/binding"
+)
+
+// AllocatorConfig configures an Allocator.
+type AllocatorConfig struct {
+	Node    string
+	Paths   handoff.Paths
+	Pods    PodSource
+	Kubelet KubeletPods // nil when kubelet's PodResources API is not used
+	Store   *checkpoint.Store
+	Devices *Devices
+	Log     *slog.Logger
+	// PreferTimeout bounds the API call of GetPreferredAllocation, which
+	// kubelet makes while holding its device lock (default 2s).
+	PreferTimeout time.Duration
+}
+
+// Allocator answers kubelet's device plugin calls (deviceplugin.Handler).
+type Allocator struct {
+	cfg AllocatorConfig
+	mu  sync.Mutex // one allocation decision at a time
+	now func() time.Time
+}
+
+// NewAllocator checks cfg and returns an Allocator.
+func NewAllocator(cfg AllocatorConfig) (*Allocator, error) {
+	switch {
+	case cfg.Node == "":
+		return nil, errors.New("allocator: node name must be set")
+	case cfg.Pods == nil || cfg.Store == nil || cfg.Devices == nil:
+		return nil, errors.New("allocator: pods, store and devices must be set")
+	}
+	if err := cfg.Paths.Validate(); err != nil {
+		return nil, fmt.Errorf("allocator: %w", err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PreferTimeout <= 0 {
+		cfg.PreferTimeout = 2 * time.Second
+	}
+	return &Allocator{cfg: cfg, now: time.Now}, nil
+}
+
+var _ deviceplugin.Handler = (*Allocator)(nil)
+
+// Allocate finds the container kubelet is allocating deviceIDs to, records
+// it, and returns its handoff. See docs/handoff.md.
+func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginapi.ContainerAllocateResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := handoff.UnitsOf(deviceIDs); err != nil {
+		return nil, err
+	}
+	kpods, kerr := a.kubeletPods(ctx)
+	pods, err := a.cfg.Pods.OnNode(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var admitting map[handoff.PodRef]bool
+	if kerr == nil {
+		admitting = map[handoff.PodRef]bool{}
+		for _, kp := range kpods {
+			admitting[kp.Ref()] = true
+		}
+	} else if a.cfg.Kubelet != nil {
+		a.cfg.Log.Warn("kubelet PodResources unavailable; matching Allocate against the API server alone", "error", kerr)
+	}
+	done := a.doneFunc(kpods, kerr == nil)
+	choice, err := handoff.Resolve(a.cfg.Node, pods, done, admitting, deviceIDs)
+	if err != nil {
+		return nil, err
+	}
+	for i, g := range choice.GPUs {
+		if !a.cfg.Devices.Known(g.UUID) {
+			return nil, fmt.Errorf("pod %s container %s: annotation %s: gpus[%d].uuid %q is not a GPU of node %s", choice.Pod.Ref(), choice.Container, handoff.AnnotationKey(), i, g.UUID, a.cfg.Node)
+		}
+	}
+	if units, _ := handoff.UnitsOf(deviceIDs); !sameSet(units, choice.GPUs) {
+		a.cfg.Log.Info("kubelet chose slots on other GPUs than assigned; the assignment wins", "pod", choice.Pod.Ref(), "container", choice.Container, "devices", deviceIDs)
+	}
+	key := handoff.Key(deviceIDs, choice.Pod.UID, choice.Container)
+	if err := os.MkdirAll(a.cfg.Paths.HostStateDir(key), 0o755); err != nil {
+		return nil, fmt.Errorf("create container state folder: %w", err)
+	}
+	entry := checkpoint.Entry{
+		Key: key, DeviceIDs: append([]string(nil), deviceIDs...),
+		Namespace: choice.Pod.Namespace, Pod: choice.Pod.Name, PodUID: choice.Pod.UID, Container: choice.Container,
+		GPUs: choice.GPUs, Verified: kerr == nil && !choice.Ambiguous, Created: a.now().UTC(),
+	}
+	if err := a.cfg.Store.Put(entry); err != nil {
+		return nil, fmt.Errorf("record allocation: %w", err)
+	}
+	a.cfg.Log.Info("allocated", "pod", choice.Pod.Ref(), "container", choice.Container, "key", key, "devices", deviceIDs, "ambiguous", choice.Ambiguous)
+	return deviceplugin.Response(handoff.Build(a.cfg.Paths, key, choice.GPUs)), nil
+}
+
+// Preferred steers kubelet towards slots on the GPUs of the pod it most
+// likely admits. It never calls kubelet (kubelet holds its lock) and
+// returns nil, letting kubelet choose, when it cannot tell.
+func (a *Allocator) Preferred(ctx context.Context, available, mustInclude []string, size int) []string {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.PreferTimeout)
+	defer cancel()
+	pods, err := a.cfg.Pods.OnNode(ctx)
+	if err != nil {
+		a.cfg.Log.Debug("no preferred allocation", "error", err)
+		return nil
+	}
+	units, ok := handoff.Guess(a.cfg.Node, pods, a.doneFunc(nil, false), size)
+	if !ok {
+		return nil
+	}
+	return handoff.Prefer(available, mustInclude, units, size)
+}
+
+// PreStart checks, before each start of a container, that the container
+// kubelet records for deviceIDs is the one whose shares were handed out;
+// it relabels an entry picked among identical candidates and refuses to
+// start a container that would run with another container's shares.
+func (a *Allocator) PreStart(ctx context.Context, deviceIDs []string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	entry, have := a.cfg.Store.ByDevices(deviceIDs)
+	kpods, err := a.kubeletPods(ctx)
+	if err != nil {
+		a.cfg.Log.Warn("cannot verify container identity: kubelet PodResources unavailable", "devices", deviceIDs, "error", err)
+		return nil
+	}
+	ref, container, found := holder(kpods, deviceIDs)
+	if !found {
+		if !have {
+			a.cfg.Log.Warn("no allocation recorded and kubelet lists no holder", "devices", deviceIDs)
+		}
+		return nil
+	}
+	if have && entry.Namespace == ref.Namespace && entry.Pod == ref.Name && entry.Container == container {
+		if !entry.Verified {
+			entry.Verified = true
+			return a.cfg.Store.Put(entry)
+		}
+		return nil
+	}
+	pod, ok, err := a.cfg.Pods.Pod(ctx, ref.Namespace, ref.Name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("pod %s holding devices %v no longer exists", ref, deviceIDs)
+	}
+	gpus, err := handoff.Shares(a.cfg.Node, pod, container)
+	if err != nil {
+		return err
+	}
+	fixed := checkpoint.Entry{
+		Key: handoff.Key(deviceIDs, pod.UID, container), DeviceIDs: append([]string(nil), deviceIDs...),
+		Namespace: pod.Namespace, Pod: pod.Name, PodUID: pod.UID, Container: container,
+		GPUs: gpus, Verified: true, Created: a.now().UTC(),
+	}
+	if have {
+		if !handoff.SameShares(entry.GPUs, gpus) {
+			return fmt.Errorf("container %s of pod %s was handed the GPU shares of container %s of pod %s/%s; refusing to start it (delete the pod to allocate again)", container, ref, entry.Container, entry.Namespace, entry.Pod)
+		}
+		fixed.Key, fixed.Created = entry.Key, entry.Created // the container's environment names the old key
+		a.cfg.Log.Info("relabelled allocation picked among identical candidates", "key", entry.Key, "pod", ref, "container", container)
+	} else {
+		a.cfg.Log.Info("rebuilt lost allocation record from kubelet", "key", fixed.Key, "pod", ref, "container", container)
+	}
+	return a.cfg.Store.Put(fixed)
+}
+
+// Reconcile drops checkpoint entries (and their state folders) of pods
+// kubelet no longer lists as active. Without kubelet's report it keeps all.
+func (a *Allocator) Reconcile(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	kpods, err := a.kubeletPods(ctx)
+	if err != nil {
+		return err
+	}
+	active := map[handoff.PodRef]bool{}
+	for _, kp := range kpods {
+		active[kp.Ref()] = true
+	}
+	var stale []string
+	for _, e := range a.cfg.Store.Entries() {
+		if !active[handoff.PodRef{Namespace: e.Namespace, Name: e.Pod}] {
+			stale = append(stale, e.Key)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	if err := a.cfg.Store.Remove(stale...); err != nil {
+		return err
+	}
+	for _, k := range stale {
+		if err := os.RemoveAll(a.cfg.Paths.HostStateDir(k)); err != nil {
+			a.cfg.Log.Warn("cannot remove container state folder", "key", k, "error", err)
+		}
+	}
+	a.cfg.Log.Info("released allocations of finished pods", "count", len(stale))
+	return nil
+}
+
+func (a *Allocator) kubeletPods(ctx context.Context) ([]handoff.KubeletPod, error) {
+	if a.cfg.Kubelet == nil {
+		return nil, errors.New("kubelet PodResources API not configured")
+	}
+	return a.cfg.Kubelet.List(ctx)
+}
+
+// doneFunc reports which containers already hold devices: kubelet's own
+// record when available, the checkpoint for containers kubelet does not
+// list (regular init containers) or when kubelet's report is unavailable.
+func (a *Allocator) doneFunc(kpods []handoff.KubeletPod, useKubelet bool) func(handoff.Allocated) bool {
+	listed := map[handoff.PodRef]map[string][]string{}
+	if useKubelet {
+		for _, kp := range kpods {
+			listed[kp.Ref()] = kp.Devices
+		}
+	}
+	entries := a.cfg.Store.Entries()
+	return func(c handoff.Allocated) bool {
+		if devs, ok := listed[c.Pod][c.Container]; ok {
+			return len(devs) > 0
+		}
+		for _, e := range entries {
+			if e.PodUID == c.PodUID && e.Container == c.Container {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// holder finds the container kubelet records as holding exactly deviceIDs.
+func holder(kpods []handoff.KubeletPod, deviceIDs []string) (handoff.PodRef, string, bool) {
+	for _, kp := range kpods {
+		for c, devs := range kp.Devices {
+			if handoff.SameDevices(devs, deviceIDs) {
+				return kp.Ref(), c, true
+			}
+		}
+	}
+	return handoff.PodRef{}, "", false
+}
+
+func sameSet(units []string, gpus []binding.Share) bool {
+	if len(units) != len(gpus) {
+		return false
+	}
+	in := map[string]bool{}
+	for _, u := range units {
+		in[u] = true
+	}
+	for _, g := range gpus {
+		if !in[g.UUID] {
+			return false
+		}
+	}
+	return true
+}

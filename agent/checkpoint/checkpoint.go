@@ -1,0 +1,122 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/tessera-gpu/tessera/binding"
+)
+
+// Version is the file format this package writes and reads.
+const Version = 1
+
+// File is the checkpoint's content.
+type File struct {
+	Version int     `json:"version"`
+	Node    string  `json:"node"`
+	Entries []Entry `json:"entries"`
+}
+
+// Entry is one container's allocation.
+type Entry struct {
+	// Key is the allocation key (TESSERA_CONTAINER_ID).
+	Key string `json:"key"`
+	// DeviceIDs are the devices kubelet allocated to the container.
+	DeviceIDs []string `json:"deviceIDs"`
+	Namespace string   `json:"namespace"`
+	Pod       string   `json:"pod"`
+	PodUID    string   `json:"podUID"`
+	Container string   `json:"container"`
+	// GPUs are the shares handed to the container, in device order.
+	GPUs []binding.Share `json:"gpus"`
+	// Verified is set once kubelet's own record confirmed the identity.
+	Verified bool      `json:"verified,omitempty"`
+	Created  time.Time `json:"created"`
+}
+
+// Validate checks an entry; errors name the field.
+func (e Entry) Validate() error {
+	switch {
+	case e.Key == "":
+		return errors.New("key: must not be empty")
+	case len(e.DeviceIDs) == 0:
+		return fmt.Errorf("entry %s: deviceIDs: must list at least one device", e.Key)
+	case e.Namespace == "" || e.Pod == "" || e.Container == "":
+		return fmt.Errorf("entry %s: namespace, pod and container must be set", e.Key)
+	case len(e.GPUs) != len(e.DeviceIDs):
+		return fmt.Errorf("entry %s: gpus: must list one share per device (%d), got %d", e.Key, len(e.DeviceIDs), len(e.GPUs))
+	}
+	return nil
+}
+
+// Load reads the checkpoint at path; a missing file is an empty checkpoint.
+func Load(path string) (File, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return File{Version: Version}, nil
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("read checkpoint: %w", err)
+	}
+	var f File
+	if err := json.Unmarshal(data, &f); err != nil {
+		return File{}, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if f.Version != Version {
+		return File{}, fmt.Errorf("checkpoint %s: version: must be %d, got %d", path, Version, f.Version)
+	}
+	for _, e := range f.Entries {
+		if err := e.Validate(); err != nil {
+			return File{}, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+	}
+	return f, nil
+}
+
+// Save writes f to path atomically.
+func Save(path string, f File) error {
+	f.Version = Version
+	sort.Slice(f.Entries, func(i, j int) bool { return f.Entries[i].Key < f.Entries[j].Key })
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create checkpoint folder: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".checkpoint-*")
+	if err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync checkpoint: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace checkpoint: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync checkpoint folder: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync checkpoint folder: %w", err)
+	}
+	return nil
+}

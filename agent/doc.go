@@ -1,0 +1,15 @@
+// Package agent is the Tessera node agent: it tells the cluster what GPUs
+// the node has, hands each container exactly the GPU shares the scheduler
+// recorded for it, and reports what is used.
+//
+// It wires the pieces together: discovery feeds the device list
+// (devices.go) that the kubelet device plugin (agent/deviceplugin)
+// advertises; the Allocator (allocator.go) answers kubelet's Allocate and
+// PreStartContainer calls using agent/handoff and keeps every allocation in
+// a checkpoint (agent/checkpoint) so a restart loses nothing; agent/kube
+// publishes the inventory; agent/metrics serves /metrics. docs/handoff.md
+// and docs/metrics.md describe the design and the contract.
+//
+// It must not choose placements (the scheduler does) or enforce shares
+// inside containers (the interception library and the arbiter do).
+package agent

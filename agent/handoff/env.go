@@ -1,0 +1,152 @@
+package handoff
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tessera-gpu/tessera/binding"
+)
+
+// Paths inside every container the agent configures.
+const (
+	// ContainerStateDir holds the container's enforcement state: the
+	// interception library's accounting file and the arbiter's grant region.
+	ContainerStateDir = "/run/tessera"
+	// ContainerGrantRegion is the arbiter's compute grant region for the container.
+	ContainerGrantRegion = ContainerStateDir + "/grant"
+	// ContainerArbiterDir holds the node arbiter's socket.
+	ContainerArbiterDir = "/run/tessera-arbiter"
+	// ContainerArbiterSocket is the node arbiter's socket.
+	ContainerArbiterSocket = ContainerArbiterDir + "/arbiter.sock"
+	// ContainerInterceptLibrary is where the interception library is mounted.
+	ContainerInterceptLibrary = "/usr/local/lib/tessera/libtessera-intercept.so"
+)
+
+// AllocationAnnotation is the runtime annotation naming the allocation key.
+const AllocationAnnotation = "tessera.io/allocation"
+
+// Paths says where the node keeps what containers need.
+type Paths struct {
+	// HostStateRoot holds one folder per allocation key, mounted read-write
+	// at ContainerStateDir (tmpfs, e.g. /run/tessera/containers). Required.
+	HostStateRoot string
+	// HostArbiterDir is the folder of the node arbiter's socket; empty when
+	// no arbiter runs (then no grant region is named).
+	HostArbiterDir string
+	// HostInterceptLibrary is the interception library on the host; empty
+	// leaves containers without LD_PRELOAD (no memory or compute enforcement).
+	HostInterceptLibrary string
+	// CDI hands GPUs to the runtime as CDI device names (CDIKind=UUID)
+	// instead of through NVIDIA_VISIBLE_DEVICES.
+	CDI bool
+	// CDIKind is the CDI vendor/class of GPUs, "nvidia.com/gpu" by default.
+	CDIKind string
+	// ComputeFail is TESSERA_COMPUTE_FAIL: "open" or "closed" ("" = library default).
+	ComputeFail string
+	// Oversubscribe sets TESSERA_OVERSUBSCRIBE=1.
+	Oversubscribe bool
+}
+
+// Validate checks the paths; errors name the field.
+func (p Paths) Validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"host state root", p.HostStateRoot}, {"arbiter dir", p.HostArbiterDir}, {"intercept library", p.HostInterceptLibrary},
+	} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			return fmt.Errorf("%s: must be an absolute path, got %q", f.name, f.v)
+		}
+	}
+	if p.HostStateRoot == "" {
+		return fmt.Errorf("host state root: must be set")
+	}
+	if p.ComputeFail != "" && p.ComputeFail != "open" && p.ComputeFail != "closed" {
+		return fmt.Errorf("compute fail: must be open or closed, got %q", p.ComputeFail)
+	}
+	return nil
+}
+
+// HostStateDir is the host folder of one allocation.
+func (p Paths) HostStateDir(key string) string { return filepath.Join(p.HostStateRoot, key) }
+
+// Mount is a bind mount into the container.
+type Mount struct {
+	HostPath, ContainerPath string
+	ReadOnly                bool
+}
+
+// Handoff is what kubelet passes to the runtime for one container.
+type Handoff struct {
+	Env         map[string]string
+	Mounts      []Mount
+	CDIDevices  []string
+	Annotations map[string]string
+}
+
+// Build returns the handoff of a container with allocation key and shares.
+// Devices are listed in GPU index (PCI bus) order and CUDA_DEVICE_ORDER is
+// PCI_BUS_ID, so inside the container CUDA ordinal i, NVML index i and item
+// i of every per-device list (TESSERA_MEMORY_LIMIT...) are the same GPU, as
+// docs/enforcement.md requires.
+func Build(p Paths, key string, gpus []binding.Share) Handoff {
+	gpus = append([]binding.Share(nil), gpus...)
+	sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
+	uuids := make([]string, len(gpus))
+	var req, lim, memReq, memLim []string
+	for i, g := range gpus {
+		uuids[i] = g.UUID
+		req = append(req, fmt.Sprintf("%dm", g.ComputeMilli))
+		lim = append(lim, fmt.Sprintf("%dm", g.ComputeLimitMilli))
+		memReq = append(memReq, fmt.Sprintf("%dMi", g.MemoryMiB))
+		memLim = append(memLim, fmt.Sprintf("%dMi", g.MemoryLimitMiB))
+	}
+	visible := strings.Join(uuids, ",")
+	h := Handoff{
+		Env: map[string]string{
+			"CUDA_VISIBLE_DEVICES":    visible,
+			"CUDA_DEVICE_ORDER":       "PCI_BUS_ID",
+			"TESSERA_CONTAINER_ID":    key,
+			"TESSERA_GPU_UUIDS":       visible,
+			"TESSERA_COMPUTE_REQUEST": strings.Join(req, ","),
+			"TESSERA_COMPUTE_LIMIT":   strings.Join(lim, ","),
+			"TESSERA_MEMORY_REQUEST":  strings.Join(memReq, ","),
+			"TESSERA_MEMORY_LIMIT":    strings.Join(memLim, ","),
+			"TESSERA_SHM_DIR":         ContainerStateDir,
+		},
+		Mounts:      []Mount{{HostPath: p.HostStateDir(key), ContainerPath: ContainerStateDir}},
+		Annotations: map[string]string{AllocationAnnotation: key},
+	}
+	if p.CDI {
+		kind := p.CDIKind
+		if kind == "" {
+			kind = "nvidia.com/gpu"
+		}
+		for _, u := range uuids {
+			h.CDIDevices = append(h.CDIDevices, kind+"="+u)
+		}
+		// CUDA base images set NVIDIA_VISIBLE_DEVICES=all; with CDI the
+		// devices come from the CDI names, so the legacy hook must add none.
+		h.Env["NVIDIA_VISIBLE_DEVICES"] = "void"
+	} else {
+		h.Env["NVIDIA_VISIBLE_DEVICES"] = visible
+	}
+	if p.HostArbiterDir != "" {
+		h.Env["TESSERA_ARBITER_REGION"] = ContainerGrantRegion
+		h.Env["TESSERA_ARBITER_SOCKET"] = ContainerArbiterSocket
+		h.Mounts = append(h.Mounts, Mount{HostPath: p.HostArbiterDir, ContainerPath: ContainerArbiterDir, ReadOnly: true})
+	}
+	if p.HostInterceptLibrary != "" {
+		h.Env["LD_PRELOAD"] = ContainerInterceptLibrary
+		h.Mounts = append(h.Mounts, Mount{HostPath: p.HostInterceptLibrary, ContainerPath: ContainerInterceptLibrary, ReadOnly: true})
+	}
+	if p.ComputeFail != "" {
+		h.Env["TESSERA_COMPUTE_FAIL"] = p.ComputeFail
+	}
+	if p.Oversubscribe {
+		h.Env["TESSERA_OVERSUBSCRIBE"] = "1"
+	} else {
+		h.Env["TESSERA_OVERSUBSCRIBE"] = "0"
+	}
+	return h
+}

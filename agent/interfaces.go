@@ -1,0 +1,21 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/tessera-gpu/tessera/agent/handoff"
+)
+
+// PodSource reads pods bound to the node from the API server.
+type PodSource interface {
+	// Pod returns one pod; found is false when it does not exist.
+	Pod(ctx context.Context, namespace, name string) (pod handoff.Pod, found bool, err error)
+	// OnNode returns every pod bound to the node.
+	OnNode(ctx context.Context) ([]handoff.Pod, error)
+}
+
+// KubeletPods is kubelet's PodResources API: the active pods and the
+// devices their containers hold.
+type KubeletPods interface {
+	List(ctx context.Context) ([]handoff.KubeletPod, error)
+}

@@ -1,0 +1,161 @@
+package kube
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/discovery"
+	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// TestAgainstRealAPIServer runs the agent's Kubernetes side against etcd and
+// kube-apiserver on loopback.
+func TestAgainstRealAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // the first run builds binaries
+	defer cancel()
+	c, err := testcluster.Start(ctx, testcluster.Options{})
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	defer func() {
+		c.Stop()
+		if !t.Failed() {
+			os.RemoveAll(c.Dir)
+		}
+	}()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	node := simNode(t, "gpu-node-0")
+	if _, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("publish inventory", func(t *testing.T) { testPublish(ctx, t, core, dyn, node) })
+	t.Run("read pods bound to the node", func(t *testing.T) { testPods(ctx, t, core, node.Name) })
+}
+
+func simNode(t *testing.T, name string) inventory.Node {
+	src, err := discovery.Open("sim:4xH100-SXM", catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := src.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodes[0]
+	n.Name = name
+	return n
+}
+
+func testPublish(ctx context.Context, t *testing.T, core kubernetes.Interface, dyn dynamic.Interface, node inventory.Node) {
+	pub := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: SharingShared, InstallCRD: true}
+	if err := pub.Publish(ctx, node); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	got, err := dyn.Resource(GPUNodeResource).Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get GPUNode: %v", err)
+	}
+	gpus, _, _ := unstructured.NestedSlice(got.Object, "status", "gpus")
+	if len(gpus) != 4 {
+		t.Fatalf("GPUNode lists %d GPUs, want 4", len(gpus))
+	}
+	g0 := gpus[0].(map[string]any)
+	for k, want := range map[string]any{"uuid": node.GPUs[0].UUID, "model": node.GPUs[0].Model, "memoryMiB": node.GPUs[0].MemoryMiB, "sharing": "shared", "health": "Healthy"} {
+		if g0[k] != want {
+			t.Errorf("gpus[0].%s = %v, want %v", k, g0[k], want)
+		}
+	}
+	if owners := got.GetOwnerReferences(); len(owners) != 1 || owners[0].Kind != "Node" {
+		t.Errorf("owner references = %v, want the Node", owners)
+	}
+	n, err := core.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := n.Status.Capacity[ResourceGPUMemory]; q.Value() != 4*node.GPUs[0].MemoryMiB<<20 {
+		t.Errorf("capacity %s = %s, want 4 GPUs' memory", ResourceGPUMemory, q.String())
+	}
+	if q := n.Status.Allocatable[ResourceGPUMemory]; q.Value() != 4*node.GPUs[0].MemoryMiB<<20 {
+		t.Errorf("allocatable %s = %s, want 4 GPUs' memory", ResourceGPUMemory, q.String())
+	}
+
+	// Watchable: a restarted agent (a new Publisher) publishes a health change.
+	w, err := dyn.Resource(GPUNodeResource).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node.Name, ResourceVersion: got.GetResourceVersion()})
+	if err != nil {
+		t.Fatalf("watch GPUNode: %v", err)
+	}
+	defer w.Stop()
+	node.GPUs[2].Health, node.GPUs[2].HealthReason = inventory.Unhealthy, "XID 79: GPU has fallen off the bus"
+	again := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: SharingShared, InstallCRD: true}
+	if err := again.Publish(ctx, node); err != nil {
+		t.Fatalf("re-publish: %v", err)
+	}
+	var ev watch.Event
+	select {
+	case ev = <-w.ResultChan():
+	case <-ctx.Done():
+		t.Fatal("no watch event")
+	}
+	if ev.Type != watch.Modified {
+		t.Fatalf("watch event %s, want MODIFIED", ev.Type)
+	}
+	healthy, _, _ := unstructured.NestedInt64(ev.Object.(*unstructured.Unstructured).Object, "status", "healthyCount")
+	if healthy != 3 {
+		t.Errorf("healthyCount = %d after GPU 2 fell off the bus, want 3", healthy)
+	}
+	n, _ = core.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if q := n.Status.Allocatable[ResourceGPUMemory]; q.Value() != 3*node.GPUs[0].MemoryMiB<<20 {
+		t.Errorf("allocatable %s = %s, want 3 healthy GPUs' memory", ResourceGPUMemory, q.String())
+	}
+	list, err := dyn.Resource(GPUNodeResource).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Errorf("GPUNodes after re-publish: %v, %v; want exactly one", len(list.Items), err)
+	}
+}
+
+func testPods(ctx context.Context, t *testing.T, core kubernetes.Interface, nodeName string) {
+	mk := func(name, node string) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{AssignmentAnnotation: `{"v":1}`}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceGPU: resource.MustParse("2")}}}}},
+		}
+		if _, err := core.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s: %v", name, err)
+		}
+	}
+	mk("here", nodeName)
+	mk("there", "other-node")
+	pods := Pods{Client: core, Node: nodeName}
+	on, err := pods.OnNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(on) != 1 || on[0].Name != "here" || on[0].Containers[0].Devices != 2 || on[0].Assignment != `{"v":1}` || on[0].UID == "" {
+		t.Errorf("pods on node = %+v, want only pod here with 2 devices and its annotation", on)
+	}
+	if _, found, err := pods.Pod(ctx, "default", "gone"); found || err != nil {
+		t.Errorf("Pod(gone) = found %v, err %v; want not found, no error", found, err)
+	}
+}

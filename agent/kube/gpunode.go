@@ -1,0 +1,71 @@
+package kube
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// Sharing modes a GPU may be configured with.
+const (
+	SharingShared    = "shared"    // fractions with guarantees and limits
+	SharingExclusive = "exclusive" // whole GPUs only
+	SharingMIG       = "mig"       // MIG instances
+)
+
+// ValidSharing checks a configured sharing mode.
+func ValidSharing(s string) bool {
+	return s == SharingShared || s == SharingExclusive || s == SharingMIG
+}
+
+// GPUNodeObject returns the GPUNode object describing node.
+func GPUNodeObject(node inventory.Node, slotsPerGPU int, sharing string) *unstructured.Unstructured {
+	healthy := 0
+	gpus := make([]any, 0, len(node.GPUs))
+	uuidOf := map[int]string{}
+	for _, g := range node.GPUs {
+		uuidOf[g.Index] = g.UUID
+	}
+	for _, g := range node.GPUs {
+		if g.Health == inventory.Healthy {
+			healthy++
+		}
+		mode := sharing
+		if g.MIGMode == inventory.MIGEnabled {
+			mode = SharingMIG
+		}
+		migs := make([]any, 0, len(g.MIGInstances))
+		for _, m := range g.MIGInstances {
+			migs = append(migs, map[string]any{"uuid": m.UUID, "profile": m.Profile, "memoryMiB": m.MemoryMiB, "smCount": int64(m.SMCount)})
+		}
+		peers := []any{}
+		for _, l := range node.Links {
+			if l.NVLinks == 0 || (l.A != g.Index && l.B != g.Index) {
+				continue
+			}
+			other := l.A
+			if other == g.Index {
+				other = l.B
+			}
+			peers = append(peers, map[string]any{"index": int64(other), "uuid": uuidOf[other], "links": int64(l.NVLinks)})
+		}
+		gpus = append(gpus, map[string]any{
+			"uuid": g.UUID, "index": int64(g.Index), "model": g.Model, "product": g.Product, "vendor": g.Vendor,
+			"memoryMiB": g.MemoryMiB, "smCount": int64(g.SMCount), "computeCapability": g.ComputeCapability,
+			"numaNode": int64(g.NUMANode), "pciBusId": g.PCIBusID, "migMode": string(g.MIGMode), "migInstances": migs,
+			"health": string(g.Health), "healthReason": g.HealthReason, "sharing": mode, "nvlinkPeers": peers,
+		})
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GPUNodeResource.GroupVersion().String(),
+		"kind":       "GPUNode",
+		"metadata":   map[string]any{"name": node.Name},
+		"spec":       map[string]any{"nodeName": node.Name},
+		"status": map[string]any{
+			"source": node.Source, "driverVersion": node.DriverVersion, "cudaVersion": node.CUDAVersion,
+			"gpuCount": int64(len(node.GPUs)), "healthyCount": int64(healthy), "slotsPerGPU": int64(slotsPerGPU),
+			"gpus": gpus,
+		},
+	}}
+	return u
+}

@@ -1,0 +1,47 @@
+package kube
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/agent/handoff"
+)
+
+func TestKeysAgreeAcrossPackagesAndCopies(t *testing.T) {
+	if AssignmentAnnotation != handoff.AnnotationKey() {
+		t.Errorf("AssignmentAnnotation %q != handoff's %q", AssignmentAnnotation, handoff.AnnotationKey())
+	}
+	deployed, err := os.ReadFile("../../deploy/crds/tessera.io_gpunodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(deployed, CRDManifest) {
+		t.Errorf("deploy/crds/tessera.io_gpunodes.yaml differs from agent/kube/crd.yaml; copy one onto the other")
+	}
+}
+
+func TestFromAPIListsTesseraContainersInKubeletOrder(t *testing.T) {
+	gpu := func(n int64) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceGPU: *resource.NewQuantity(n, resource.DecimalSI)}}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1", Annotations: map[string]string{AssignmentAnnotation: "{}"}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Resources: gpu(1)}},
+			Containers:     []corev1.Container{{Name: "plain"}, {Name: "b", Resources: gpu(2)}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed},
+	}
+	p := FromAPI(pod)
+	if len(p.Containers) != 2 || p.Containers[0] != (handoff.ContainerRequest{Name: "init", Devices: 1}) || p.Containers[1] != (handoff.ContainerRequest{Name: "b", Devices: 2}) {
+		t.Errorf("containers = %+v", p.Containers)
+	}
+	if !p.HasAssignment || p.Assignment != "{}" || !p.Terminal || p.UID != "u1" {
+		t.Errorf("pod = %+v", p)
+	}
+}

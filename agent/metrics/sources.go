@@ -1,0 +1,48 @@
+package metrics
+
+import (
+	"context"
+
+	"github.com/tessera-gpu/tessera/agent/checkpoint"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// GPUStat is one GPU's current figures.
+type GPUStat struct {
+	UUID string
+	// UtilizationRatio is the fraction of time a kernel ran, [0, 1].
+	UtilizationRatio float64
+	MemoryUsedBytes  float64
+	MemoryTotalBytes float64
+	TemperatureC     float64
+	PowerW           float64
+}
+
+// GPUStats reads GPU figures.
+type GPUStats interface {
+	// Source labels every series: "nvml", or "simulated".
+	Source() string
+	// Stats returns figures for the GPUs it can read; missing GPUs are
+	// left out of the per-GPU figures (health and info are still exposed).
+	Stats(ctx context.Context) ([]GPUStat, error)
+}
+
+// ContainerMemory is what one container uses of one GPU.
+type ContainerMemory struct {
+	// Key is the allocation key (TESSERA_CONTAINER_ID).
+	Key             string
+	GPUUUID         string
+	MemoryUsedBytes float64
+}
+
+// ContainerUsage reports containers' GPU memory use; the node arbiter will
+// implement it from the interception library's accounting files.
+type ContainerUsage interface {
+	Usage(ctx context.Context) ([]ContainerMemory, error)
+}
+
+// Node is what the collector reads from the agent.
+type Node interface {
+	Inventory() inventory.Node
+	Allocations() []checkpoint.Entry
+}

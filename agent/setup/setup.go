@@ -1,0 +1,164 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tessera-gpu/tessera/agent"
+	"github.com/tessera-gpu/tessera/agent/handoff"
+	"github.com/tessera-gpu/tessera/agent/kube"
+	"github.com/tessera-gpu/tessera/agent/metrics"
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/discovery"
+	"github.com/tessera-gpu/tessera/discovery/nvmlgpu"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// Options are the agent's settings, already validated by the caller.
+type Options struct {
+	NodeName           string
+	Source             string // discovery source string
+	PluginDir          string // kubelet's device-plugins folder
+	PodResourcesSocket string // "" disables kubelet's PodResources API
+	StateDir           string
+	Paths              handoff.Paths
+	SlotsPerGPU        int
+	Sharing            string
+	MetricsAddr        string // "" disables the metrics server
+	Kubeconfig         string // "" = in-cluster configuration
+	InstallCRD         bool
+	Catalog            *catalog.Catalog
+	Log                *slog.Logger
+}
+
+// Run discovers the node's GPUs and runs the agent until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	src, err := discovery.Open(o.Source, o.Catalog)
+	if err != nil {
+		return err
+	}
+	nodes, err := src.Discover(ctx)
+	if err != nil {
+		return fmt.Errorf("discover GPUs (%s): %w", o.Source, err)
+	}
+	if len(nodes) != 1 {
+		return fmt.Errorf("source %s describes %d nodes; the agent needs exactly one (its own)", o.Source, len(nodes))
+	}
+	node := nodes[0]
+	measured := node.Source == "nvml"
+	if !measured {
+		o.Log.Warn("using simulated GPUs; GPU metrics carry source=\"simulated\"", "source", src.Name())
+	}
+	cfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	acfg := agent.Config{
+		NodeName: o.NodeName, Node: node, SlotsPerGPU: o.SlotsPerGPU, ResourceName: kube.ResourceGPU,
+		PluginDir: o.PluginDir, StateDir: o.StateDir, Paths: o.Paths,
+		Pods:      kube.Pods{Client: core, Node: o.NodeName},
+		Publisher: &kube.Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: o.SlotsPerGPU, Sharing: o.Sharing, InstallCRD: o.InstallCRD, Log: o.Log},
+		Log:       o.Log,
+	}
+	if o.PodResourcesSocket != "" {
+		pr, err := kube.NewPodResources(o.PodResourcesSocket, kube.ResourceGPU)
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		acfg.Kubelet = pr
+	}
+	if measured {
+		acfg.Health = nvmlHealth(nvmlgpu.New(o.Catalog))
+	}
+	a, err := agent.New(acfg)
+	if err != nil {
+		return err
+	}
+	var stats metrics.GPUStats = metrics.Simulated{Node: a}
+	if measured {
+		stats = metrics.NewNVML()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 1)
+	if o.MetricsAddr != "" {
+		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(a, stats, nil, o.Log), serveErr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.Log.Info("serving metrics", "addr", o.MetricsAddr)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	select {
+	case err := <-runErr:
+		return err
+	case err := <-serveErr:
+		cancel()
+		<-runErr
+		return err
+	}
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: not set and not running in a pod (%w)", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+func nvmlHealth(src *nvmlgpu.Source) agent.HealthWatcher {
+	return func(ctx context.Context, report func(string, inventory.Health, string)) error {
+		return src.WatchHealth(ctx, func(ev nvmlgpu.HealthEvent) { report(ev.UUID, ev.Health, ev.Reason) })
+	}
+}
+
+func serveMetrics(ctx context.Context, addr string, c *metrics.Collector, errc chan<- error) (func(), error) {
+	h, err := metrics.Handler(c)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("metrics server: %w", err)
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}, nil
+}

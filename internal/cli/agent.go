@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tessera-gpu/tessera/agent/handoff"
+	"github.com/tessera-gpu/tessera/agent/kube"
+	"github.com/tessera-gpu/tessera/agent/setup"
+	"github.com/tessera-gpu/tessera/discovery"
+)
+
+// agentFlags are the flags of `tessera agent`.
+type agentFlags struct {
+	nodeName, source, pluginDir, podResources, stateDir, runDir string
+	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig  string
+	computeFail                                                 string
+	slotsPerGPU                                                 int
+	cdi, oversubscribe, installCRD                              bool
+}
+
+func newAgentCommand(a *app) *cobra.Command {
+	f := agentFlags{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: GPU inventory, kubelet device plugin, handoff and metrics",
+		Long: `Run the Tessera node agent on a GPU node (as a DaemonSet). It publishes the
+node's GPUs (a GPUNode object and the tessera.io/gpu-memory extended resource),
+serves kubelet the tessera.io/gpu device plugin, hands each container the GPU
+shares the scheduler recorded in its tessera.io/assignment annotation, and
+serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
+		Example: `  tessera agent --node-name "$NODE_NAME"
+  tessera agent --node-name gpu-0 --source sim:8xH200 --kubeconfig ~/.kube/config --state-dir /tmp/tessera`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := f.options(a)
+			if err != nil {
+				return err
+			}
+			return setup.Run(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's Kubernetes name (default $NODE_NAME)")
+	fl.StringVar(&f.source, "source", "auto", discovery.SourceHelp)
+	fl.StringVar(&f.pluginDir, "kubelet-socket-dir", "/var/lib/kubelet/device-plugins", "kubelet's device-plugins folder (holds kubelet.sock)")
+	fl.StringVar(&f.podResources, "pod-resources-socket", kube.DefaultPodResourcesSocket, `kubelet's PodResources socket; "" to match pods through the API server alone`)
+	fl.StringVar(&f.stateDir, "state-dir", "/var/lib/tessera/agent", "folder of the allocation checkpoint (must survive agent restarts)")
+	fl.StringVar(&f.runDir, "run-dir", "/run/tessera/containers", "host folder (tmpfs) of the per-container enforcement state mounted at "+handoff.ContainerStateDir)
+	fl.StringVar(&f.arbiterDir, "arbiter-dir", "", "host folder of the node arbiter's socket; empty: no compute gating")
+	fl.StringVar(&f.interceptLib, "intercept-library", "", "host path of libtessera-intercept.so to preload; empty: no in-container enforcement")
+	fl.StringVar(&f.computeFail, "compute-fail", "", "TESSERA_COMPUTE_FAIL for containers: open or closed (empty: the library's default)")
+	fl.BoolVar(&f.oversubscribe, "oversubscribe", false, "set TESSERA_OVERSUBSCRIBE=1 (device memory may spill to host memory)")
+	fl.BoolVar(&f.cdi, "cdi", false, "hand GPUs to the runtime as CDI devices (nvidia.com/gpu=UUID) instead of NVIDIA_VISIBLE_DEVICES")
+	fl.IntVar(&f.slotsPerGPU, "slots-per-gpu", 16, "containers that may share one GPU (tessera.io/gpu devices per GPU), 1 to 1000")
+	fl.StringVar(&f.sharing, "sharing", kube.SharingShared, "sharing mode of non-MIG GPUs: shared or exclusive")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
+	fl.BoolVar(&f.installCRD, "install-crd", true, "create or update the GPUNode CRD on start (needs RBAC on customresourcedefinitions)")
+	return cmd
+}
+
+// options validates the flags; errors name the flag and the allowed values.
+func (f agentFlags) options(a *app) (setup.Options, error) {
+	if f.nodeName == "" {
+		return setup.Options{}, fmt.Errorf("--node-name: must be set (or $NODE_NAME, e.g. from the downward API spec.nodeName)")
+	}
+	for _, p := range []struct{ flag, v string }{
+		{"--kubelet-socket-dir", f.pluginDir}, {"--state-dir", f.stateDir}, {"--run-dir", f.runDir},
+		{"--pod-resources-socket", f.podResources}, {"--arbiter-dir", f.arbiterDir}, {"--intercept-library", f.interceptLib},
+	} {
+		if p.v != "" && !filepath.IsAbs(p.v) {
+			return setup.Options{}, fmt.Errorf("%s: must be an absolute path, got %q", p.flag, p.v)
+		}
+	}
+	if f.pluginDir == "" || f.stateDir == "" || f.runDir == "" {
+		return setup.Options{}, fmt.Errorf("--kubelet-socket-dir, --state-dir and --run-dir: must not be empty")
+	}
+	if f.slotsPerGPU < 1 || f.slotsPerGPU > handoff.MaxSlotsPerUnit {
+		return setup.Options{}, fmt.Errorf("--slots-per-gpu: must be in [1, %d], got %d", handoff.MaxSlotsPerUnit, f.slotsPerGPU)
+	}
+	if f.sharing != kube.SharingShared && f.sharing != kube.SharingExclusive {
+		return setup.Options{}, fmt.Errorf("--sharing: must be shared or exclusive (MIG GPUs are reported as mig), got %q", f.sharing)
+	}
+	if f.computeFail != "" && f.computeFail != "open" && f.computeFail != "closed" {
+		return setup.Options{}, fmt.Errorf("--compute-fail: must be open or closed, got %q", f.computeFail)
+	}
+	if _, err := discovery.Open(f.source, a.catalog); err != nil {
+		return setup.Options{}, fmt.Errorf("--source: %w", err)
+	}
+	return setup.Options{
+		NodeName: f.nodeName, Source: f.source, PluginDir: f.pluginDir, PodResourcesSocket: f.podResources,
+		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MetricsAddr: f.metricsAddr,
+		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, Catalog: a.catalog, Log: a.log,
+		Paths: handoff.Paths{
+			HostStateRoot: f.runDir, HostArbiterDir: f.arbiterDir, HostInterceptLibrary: f.interceptLib,
+			CDI: f.cdi, ComputeFail: f.computeFail, Oversubscribe: f.oversubscribe,
+		},
+	}, nil
+}

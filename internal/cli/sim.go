@@ -1,0 +1,297 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/tracesim"
+)
+
+// simOptions are the flags shared by `sim` and `sim compare`.
+type simOptions struct {
+	traces     []string
+	nodes      string
+	policies   string
+	seeds      string
+	tune       float64
+	popularity float64
+	parallel   int
+	outDir     string
+	published  string
+	plotFormat string
+	quiet      bool
+}
+
+func (o *simOptions) register(cmd *cobra.Command, defaultPolicies string) {
+	f := cmd.Flags()
+	f.StringSliceVar(&o.traces, "trace", nil, "pod list CSV (openb_pod_list_*.csv); repeat or separate with commas for several traces")
+	f.StringVar(&o.nodes, "nodes", "", "node list CSV (openb_node_list_gpu_node.csv)")
+	f.StringVar(&o.policies, "policy", defaultPolicies, "policies, comma-separated: "+strings.Join(placement.Names(), ", "))
+	f.StringVar(&o.seeds, "seeds", "42", `seeds, comma-separated, ranges allowed ("42-51")`)
+	f.Float64Var(&o.tune, "tune", 1.3, "stop arrivals when GPU demand reaches this multiple of cluster GPU capacity, in (0, 10]")
+	f.Float64Var(&o.popularity, "popularity", 0.95, "share of the trace's pods the typical shapes cover, in (0, 1]")
+	f.IntVar(&o.parallel, "parallel", runtime.NumCPU(), "replays run at once, in [1, 256]")
+	f.StringVarP(&o.outDir, "output", "o", "", "directory for curves.csv, summary.json, summary.md and the plots")
+	f.StringVar(&o.published, "published", "", "the study's analysis_allo_discrete.csv, to print its numbers beside ours")
+	f.StringVar(&o.plotFormat, "plot-format", "png", "plot file format: png or svg")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
+}
+
+func (o *simOptions) validate(needOut bool) ([]string, []uint64, error) {
+	if len(o.traces) == 0 {
+		return nil, nil, fmt.Errorf("--trace: give at least one pod list CSV")
+	}
+	if o.nodes == "" {
+		return nil, nil, fmt.Errorf("--nodes: give the node list CSV")
+	}
+	if needOut && o.outDir == "" {
+		return nil, nil, fmt.Errorf("-o/--output: give a directory for the results")
+	}
+	if !(o.tune > 0 && o.tune <= 10) {
+		return nil, nil, fmt.Errorf("--tune: must be in (0, 10], got %g", o.tune)
+	}
+	if !(o.popularity > 0 && o.popularity <= 1) {
+		return nil, nil, fmt.Errorf("--popularity: must be in (0, 1], got %g", o.popularity)
+	}
+	if o.parallel < 1 || o.parallel > 256 {
+		return nil, nil, fmt.Errorf("--parallel: must be in [1, 256], got %d", o.parallel)
+	}
+	if o.plotFormat != "png" && o.plotFormat != "svg" {
+		return nil, nil, fmt.Errorf("--plot-format: must be png or svg, got %q", o.plotFormat)
+	}
+	var pols []string
+	for _, p := range strings.Split(o.policies, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if _, err := placement.New(p, placement.Options{}); err != nil {
+			return nil, nil, fmt.Errorf("--policy: %w", err)
+		}
+		pols = append(pols, p)
+	}
+	if len(pols) == 0 {
+		return nil, nil, fmt.Errorf("--policy: give at least one of %s", strings.Join(placement.Names(), ", "))
+	}
+	seeds, err := parseSeeds(o.seeds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pols, seeds, nil
+}
+
+// parseSeeds reads "42,43" and "42-51" (at most 10,000 seeds).
+func parseSeeds(s string) ([]uint64, error) {
+	var out []uint64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(strings.TrimSpace(lo), 10, 64)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.ParseUint(strings.TrimSpace(hi), 10, 64)
+		}
+		if err != nil || b < a || b-a >= 10000 {
+			return nil, fmt.Errorf("--seeds: %q is not a seed or an ascending range such as 42-51", part)
+		}
+		for v := a; v <= b; v++ {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 || len(out) > 10000 {
+		return nil, fmt.Errorf("--seeds: give between 1 and 10000 seeds, got %d", len(out))
+	}
+	return out, nil
+}
+
+func newSimCommand(a *app) *cobra.Command {
+	var o simOptions
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Replay GPU cluster traces against placement policies",
+		Long: `Replay a GPU cluster trace (the Alibaba openb traces of the FGD study, ATC'23)
+against placement policies, the way the study's simulator does: the trace's
+pods arrive one at a time in a seeded random order, then random copies of
+them until the GPU demand reaches --tune times the cluster's GPU capacity; each
+pod is placed by the policy or dropped if nothing fits; pods never leave.
+
+For every trace x policy x seed it records the share of GPU capacity allocated
+at each percent of arrived demand, the fragmentation (the study's definition)
+and the dropped pods, and writes to -o DIR:
+
+  curves.csv            one row per run and arrived percent
+  summary.json          one object per run (allocation at 100% and at the end,
+                        failed pods, failed GPU request %)
+  summary.md            the table printed on stdout, means over seeds
+  allocation.png|svg    allocation vs arrived demand, and a zoom on 80-130%
+
+Policies: ` + strings.Join(placement.Names(), ", ") + `; "tessera" is the default
+policy, "*-online" variants learn the pod-shape distribution only from pods
+that have arrived.`,
+		Example: `  tessera sim --trace ../shared/traces/openb/openb_pod_list_default.csv \
+      --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
+      --policy fgd,tessera --seeds 42-51 --tune 1.3 -o out/default`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runSim(cmd, &o, true)
+		},
+	}
+	o.register(cmd, placement.DefaultPolicy)
+	cmd.AddCommand(newSimCompareCommand(a))
+	return cmd
+}
+
+func newSimCompareCommand(a *app) *cobra.Command {
+	var o simOptions
+	cmd := &cobra.Command{
+		Use:   "compare",
+		Short: "Run several policies x traces x seeds in parallel and print one table",
+		Long: `Run every policy on every trace for every seed, in parallel, and print one
+table of means over seeds: allocation at 100% arrived demand and at the end,
+failed pods and failed GPU request share. With --published (the study's
+expected/analysis_allo_discrete.csv) the study's numbers for the same trace and
+policy are printed beside ours. With -o the outputs of "tessera sim" are
+written too.`,
+		Example: `  tessera sim compare --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
+      --trace ../shared/traces/openb/openb_pod_list_default.csv,../shared/traces/openb/openb_pod_list_gpushare40.csv \
+      --policy random,bestfit,fgd,tessera --seeds 42-51 \
+      --published ../shared/traces/openb/expected/analysis_allo_discrete.csv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runSim(cmd, &o, false)
+		},
+	}
+	o.register(cmd, "random,dotproduct,gpuclustering,gpupacking,bestfit,fgd,tessera,tessera-online")
+	return cmd
+}
+
+func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
+	pols, seeds, err := o.validate(needOut)
+	if err != nil {
+		return err
+	}
+	nodes, err := tracesim.LoadNodes(o.nodes)
+	if err != nil {
+		return err
+	}
+	m := tracesim.Matrix{Nodes: nodes, Policies: pols, Seeds: seeds, Tune: o.tune, Popularity: o.popularity, Parallel: o.parallel}
+	for _, path := range o.traces {
+		pods, err := tracesim.LoadPods(path)
+		if err != nil {
+			return err
+		}
+		m.Traces = append(m.Traces, tracesim.Trace{Name: tracesim.TraceName(path), Pods: pods})
+	}
+	var published tracesim.PublishedTable
+	if o.published != "" {
+		if published, err = tracesim.LoadPublished(o.published, o.tune); err != nil {
+			return err
+		}
+	}
+	var bar *progressBar
+	if !o.quiet {
+		bar = &progressBar{w: a.stderr, runs: len(m.Traces) * len(pols) * len(seeds)}
+		m.Progress = bar.update
+	}
+	a.log.Debug("simulating", "traces", len(m.Traces), "policies", pols, "seeds", len(seeds), "nodes", len(nodes.Nodes), "parallel", o.parallel)
+	start := time.Now()
+	results, err := m.Run(cmd.Context())
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	a.log.Info("simulation done", "runs", len(results), "elapsed", time.Since(start).Round(time.Millisecond))
+	rows := tracesim.Table(results, pols, published)
+	if err := tracesim.WriteTable(a.stdout, rows); err != nil {
+		return err
+	}
+	if o.outDir == "" {
+		return nil
+	}
+	return writeSimOutputs(o.outDir, o.plotFormat, results, rows)
+}
+
+func writeSimOutputs(dir, plotFormat string, results []*tracesim.Result, rows []tracesim.Row) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-o/--output: %w", err)
+	}
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"curves.csv", func(w io.Writer) error { return tracesim.WriteCurvesCSV(w, results) }},
+		{"summary.json", func(w io.Writer) error { return tracesim.WriteSummaryJSON(w, results) }},
+		{"summary.md", func(w io.Writer) error { return tracesim.WriteTable(w, rows) }},
+	}
+	for _, f := range files {
+		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {
+			return err
+		}
+	}
+	if err := tracesim.WritePlot(filepath.Join(dir, "allocation."+plotFormat), results); err != nil {
+		return err
+	}
+	return tracesim.WriteZoomPlot(filepath.Join(dir, "allocation_zoom."+plotFormat), results)
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
+}
+
+// progressBar draws one line on stderr: arrivals placed over all replays.
+type progressBar struct {
+	mu   sync.Mutex
+	w    io.Writer
+	runs int
+	last int
+}
+
+func (b *progressBar) update(done, total int64) {
+	if total <= 0 {
+		return
+	}
+	pct := int(min(100, 100*done/total))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if pct == b.last {
+		return
+	}
+	b.last = pct
+	fill := pct * 30 / 100
+	fmt.Fprintf(b.w, "\rsimulating %d runs [%s%s] %3d%%", b.runs, strings.Repeat("#", fill), strings.Repeat(".", 30-fill), pct)
+}
+
+func (b *progressBar) finish() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last > 0 {
+		fmt.Fprintln(b.w)
+	}
+}

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	tinyNodes = "../../tracesim/testdata/nodes.csv"
+	tinyPods  = "../../tracesim/testdata/pods.csv"
+	tinyPub   = "../../tracesim/testdata/published.csv"
+)
+
+func TestSimWritesOutputs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, errOut, code := run(t, "sim", "--trace", tinyPods, "--nodes", tinyNodes, "--policy", "fgd,tessera", "--seeds", "42-43", "-o", dir, "--plot-format", "svg")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "| pods | fgd | 2 |") || !strings.Contains(out, "| pods | tessera | 2 |") {
+		t.Fatalf("table:\n%s", out)
+	}
+	if !strings.Contains(errOut, "100%") {
+		t.Fatalf("no progress bar on stderr: %q", errOut)
+	}
+	for _, f := range []string{"curves.csv", "summary.json", "summary.md", "allocation.svg", "allocation_zoom.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+}
+
+func TestSimCompareShowsPublished(t *testing.T) {
+	out, errOut, code := run(t, "sim", "compare", "--trace", tinyPods, "--nodes", tinyNodes, "--policy", "bestfit,fgd", "--published", tinyPub, "-q")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "published at end") || !strings.Contains(out, "95.00 |") {
+		t.Fatalf("published numbers missing:\n%s", out)
+	}
+	if errOut != "" && strings.Contains(errOut, "simulating") {
+		t.Fatalf("-q still drew progress: %q", errOut)
+	}
+}
+
+func TestSimFlagValidation(t *testing.T) {
+	base := []string{"sim", "--trace", tinyPods, "--nodes", tinyNodes, "-o", t.TempDir()}
+	cases := []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--tune", "0"}, "--tune: must be in (0, 10]"},
+		{[]string{"--popularity", "1.5"}, "--popularity: must be in (0, 1]"},
+		{[]string{"--parallel", "0"}, "--parallel: must be in [1, 256]"},
+		{[]string{"--seeds", "9-3"}, "--seeds"},
+		{[]string{"--policy", "magic"}, `--policy: unknown policy "magic"`},
+		{[]string{"--plot-format", "gif"}, "--plot-format"},
+	}
+	for _, tc := range cases {
+		_, errOut, code := run(t, append(append([]string{}, base...), tc.extra...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error containing %q", tc.extra, code, errOut, tc.want)
+		}
+	}
+	if _, errOut, code := run(t, "sim", "--trace", tinyPods, "--nodes", tinyNodes); code == 0 || !strings.Contains(errOut, "-o/--output") {
+		t.Errorf("sim without -o: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "sim", "-o", t.TempDir(), "--trace", "missing.csv", "--nodes", tinyNodes); code == 0 || !strings.Contains(errOut, "missing.csv") {
+		t.Errorf("missing trace: exit %d, %q", code, errOut)
+	}
+}

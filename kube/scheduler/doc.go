@@ -1,0 +1,15 @@
+// Package scheduler is Tessera's Kubernetes scheduler: pods that set
+// schedulerName to Tessera's name are placed by the placement engine, their
+// GPU assignment is written on the pod (annotation tessera.io/assignment)
+// and then they are bound through the Binding subresource.
+//
+// It adapts Kubernetes to the engine: informers feed a cache, each cycle
+// builds a placement snapshot from the nodes and the pods already bound (or
+// assumed), standard pod constraints (readiness, nodeSelector, affinity,
+// taints) narrow the nodes through k8s.io/component-helpers, and the engine
+// decides. State lives only in the API server: a restarted scheduler
+// rebuilds it from the assignment annotations of bound pods.
+//
+// It must not contain placement policy (that is package placement) or
+// translate request keys (that is package kube/workload).
+package scheduler

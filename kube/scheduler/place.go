@@ -1,0 +1,175 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+type outcome int
+
+const (
+	outcomeBound outcome = iota
+	outcomeInvalid
+	outcomeUnschedulable
+	outcomeError
+)
+
+// scheduleOne places, records and binds one pending pod, updating snap.
+func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod) outcome {
+	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
+	if err != nil {
+		s.events.reject(ctx, pod, reasonInvalid, err.Error())
+		return outcomeInvalid
+	}
+	view, viewNodes, why := s.eligibleView(snap, pod)
+	cpu, mem := podHostRequests(pod)
+	a, decisions, err := s.decide(view, viewNodes, snap, pod, reqs, cpu, mem)
+	if err != nil {
+		msg := err.Error()
+		if len(why) > 0 {
+			msg += "; ruled out: " + summarize(why)
+		}
+		s.events.reject(ctx, pod, reasonUnschedulable, msg)
+		return outcomeUnschedulable
+	}
+	nodeName := a.Node
+	if err := s.bind(ctx, pod, a); err != nil {
+		s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		return outcomeError
+	}
+	// Book on the cycle's snapshot and remember the pod until the informer
+	// shows it bound, so the next cycle counts it too.
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = nodeName
+	if bound.Annotations == nil {
+		bound.Annotations = map[string]string{}
+	}
+	bound.Annotations[AnnotationAssignment], _ = binding.Encode(a)
+	for _, d := range decisions {
+		d.dec.Node = snap.byName[nodeName]
+		if err := snap.cluster.Apply(&d.pod, d.dec); err != nil {
+			s.cfg.Log.Error("booking a fresh decision failed", "pod", pod.Name, "err", err)
+		}
+	}
+	s.assume(bound)
+	s.events.bound(ctx, pod, nodeName, a)
+	return outcomeBound
+}
+
+type placed struct {
+	pod placement.Pod
+	dec placement.Decision
+}
+
+// eligibleView returns the snapshot restricted to the nodes the pod's
+// constraints allow (the full snapshot when all are allowed), the view's
+// node indexes in snap, and why nodes were ruled out.
+func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod) (*placement.Cluster, []int, map[string]int) {
+	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
+	why := map[string]int{}
+	var keep []int
+	for i, n := range snap.nodes {
+		if r := eligible(pod, aff, n); r != "" {
+			why[r]++
+			continue
+		}
+		keep = append(keep, i)
+	}
+	if len(keep) == len(snap.nodes) {
+		return snap.cluster, keep, why
+	}
+	view := &placement.Cluster{Nodes: make([]placement.Node, len(keep))}
+	for vi, i := range keep {
+		view.Nodes[vi] = snap.cluster.Nodes[i]
+	}
+	return view, keep, why
+}
+
+// decide runs the engine for every GPU container of the pod: the first
+// chooses the node, the others are placed on that node. It returns the
+// assignment and the decisions, with nodes indexed in snap.
+func (s *Scheduler) decide(view *placement.Cluster, viewNodes []int, snap *snapshot, pod *corev1.Pod, reqs []workload.ContainerRequest, cpu, mem int64) (binding.Assignment, []placed, error) {
+	name := pod.Namespace + "/" + pod.Name
+	if len(reqs) == 0 {
+		reqs = []workload.ContainerRequest{{}} // CPU-only pod: one host-only placement
+	}
+	work := view.Clone()
+	var out []placed
+	var a binding.Assignment
+	node := -1
+	for i, r := range reqs {
+		p := placement.Pod{Name: name + "/" + r.Container, GPU: r.GPU}
+		if i == 0 {
+			p.CPUMilli, p.MemoryMiB = cpu, mem
+		}
+		cl := work
+		if node >= 0 {
+			cl = &placement.Cluster{Nodes: []placement.Node{work.Nodes[node]}}
+		}
+		d, err := s.policy.Place(cl, &p)
+		if err != nil {
+			if errors.Is(err, placement.ErrNoFit) {
+				return a, nil, fmt.Errorf("no node fits %s: %w", describe(r.GPU), err)
+			}
+			return a, nil, err
+		}
+		if node >= 0 {
+			d.Node = node
+		}
+		if err := work.Apply(&p, d); err != nil {
+			return a, nil, fmt.Errorf("engine decision does not apply: %w", err)
+		}
+		node = d.Node
+		out = append(out, placed{pod: p, dec: d})
+		if r.Container != "" {
+			a.Containers = append(a.Containers, binding.Container{Name: r.Container, GPUs: s.shares(snap, viewNodes[d.Node], d, r.GPU)})
+		}
+	}
+	a.Version, a.Node = binding.Version, snap.nodes[viewNodes[node]].Name
+	return a, out, nil
+}
+
+// shares turns a decision into per-GPU grants with the request's defaults
+// resolved against each chosen GPU.
+func (s *Scheduler) shares(snap *snapshot, ni int, d placement.Decision, r request.GPU) []binding.Share {
+	var out []binding.Share
+	n := &snap.cluster.Nodes[ni]
+	for _, pos := range d.GPUs {
+		g := n.GPUs[pos]
+		inv, _ := findGPU(&snap.inv[ni], g.Index)
+		c, cl := r.ResolveCompute(g.MemoryMiB)
+		m, ml := r.ResolveMemory(g.MemoryMiB)
+		if r.Exclusive {
+			c, cl, m, ml = request.Whole, request.Whole, g.MemoryMiB, g.MemoryMiB
+		}
+		out = append(out, binding.Share{UUID: inv.UUID, Index: g.Index, ComputeMilli: c, ComputeLimitMilli: cl, MemoryMiB: max(m, 1), MemoryLimitMiB: max(ml, m, 1), MIGProfile: r.MIGProfile})
+	}
+	return out
+}
+
+func describe(r request.GPU) string {
+	if r.Count == 0 {
+		return "the pod's CPU and memory"
+	}
+	return fmt.Sprintf("%d GPU(s) at compute %d/1000", r.Count, r.ComputeMilli)
+}
+
+func summarize(why map[string]int) string {
+	var parts []string
+	for r, n := range why {
+		parts = append(parts, fmt.Sprintf("%d node(s): %s", n, r))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,244 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/placement"
+)
+
+// DefaultName is the schedulerName pods set to opt in.
+const DefaultName = "tessera"
+
+// Config configures a Scheduler.
+type Config struct {
+	// Client talks to the API server.
+	Client kubernetes.Interface
+	// Name is the schedulerName this scheduler serves (default DefaultName).
+	Name string
+	// Policy names the placement policy (default placement.DefaultPolicy).
+	Policy string
+	// Seed makes tie-breaking reproducible.
+	Seed uint64
+	// Catalog resolves model names (default catalog.Default()).
+	Catalog *catalog.Catalog
+	// Inventory reads nodes' GPUs (default LabelInventory).
+	Inventory InventorySource
+	// Log receives the scheduler's logs (default slog.Default()).
+	Log *slog.Logger
+	// Resync is how often a cycle runs without events (default 1s).
+	Resync time.Duration
+}
+
+// Scheduler places pods that name it.
+type Scheduler struct {
+	cfg    Config
+	policy placement.Policy
+	nodes  corelisters.NodeLister
+	pods   corelisters.PodLister
+	wake   chan struct{}
+	events *eventSink
+
+	mu      sync.Mutex
+	assumed map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
+}
+
+// New validates cfg and builds a scheduler; call Run to start it.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("scheduler: Client is required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = placement.DefaultPolicy
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = catalog.Default()
+	}
+	if cfg.Inventory == nil {
+		cfg.Inventory = LabelInventory{Catalog: cfg.Catalog}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = time.Second
+	}
+	pol, err := placement.New(cfg.Policy, placement.Options{Seed: cfg.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: --policy: %w", err)
+	}
+	return &Scheduler{
+		cfg: cfg, policy: pol, wake: make(chan struct{}, 1),
+		events: newEventSink(cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
+	}, nil
+}
+
+// Run starts the informers and schedules until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	f := informers.NewSharedInformerFactory(s.cfg.Client, 0)
+	nodeInf, podInf := f.Core().V1().Nodes(), f.Core().V1().Pods()
+	s.nodes, s.pods = nodeInf.Lister(), podInf.Lister()
+	poke := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.poke() },
+		UpdateFunc: func(any, any) { s.poke() },
+		DeleteFunc: func(any) { s.poke() },
+	}
+	if _, err := nodeInf.Informer().AddEventHandler(poke); err != nil {
+		return fmt.Errorf("watch nodes: %w", err)
+	}
+	if _, err := podInf.Informer().AddEventHandler(poke); err != nil {
+		return fmt.Errorf("watch pods: %w", err)
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
+		}
+	}
+	defer s.events.stop()
+	s.cfg.Log.Info("scheduler started", "name", s.cfg.Name, "policy", s.cfg.Policy)
+	ticker := time.NewTicker(s.cfg.Resync)
+	defer ticker.Stop()
+	for {
+		if _, err := s.cycle(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Error("scheduling cycle failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// CycleStats counts what one cycle did.
+type CycleStats struct {
+	Bound, Unschedulable, Invalid int
+}
+
+// cycle schedules every pending pod once, in queue order, against one
+// snapshot that it updates as it binds.
+func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
+	var st CycleStats
+	nodes, err := s.nodes.List(labels.Everything())
+	if err != nil {
+		return st, fmt.Errorf("list nodes: %w", err)
+	}
+	all, err := s.pods.List(labels.Everything())
+	if err != nil {
+		return st, fmt.Errorf("list pods: %w", err)
+	}
+	var occupying, pending []*corev1.Pod
+	seen := map[types.UID]bool{}
+	for _, p := range all {
+		seen[p.UID] = true
+		switch {
+		case occupies(p):
+			occupying = append(occupying, p)
+			s.forget(p.UID)
+		case p.Spec.NodeName == "" && p.Spec.SchedulerName == s.cfg.Name && p.DeletionTimestamp == nil && !s.isAssumed(p.UID):
+			pending = append(pending, p)
+		}
+	}
+	occupying = append(occupying, s.assumedPods(seen)...)
+	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
+	sortQueue(pending)
+	for _, p := range pending {
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		switch s.scheduleOne(ctx, snap, p) {
+		case outcomeBound:
+			st.Bound++
+		case outcomeInvalid:
+			st.Invalid++
+		case outcomeUnschedulable:
+			st.Unschedulable++
+		}
+	}
+	if len(pending) > 0 {
+		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "nodes", len(snap.nodes))
+	}
+	return st, nil
+}
+
+// sortQueue orders pending pods: higher priority first, then older, then by name.
+func sortQueue(pods []*corev1.Pod) {
+	prio := func(p *corev1.Pod) int32 {
+		if p.Spec.Priority != nil {
+			return *p.Spec.Priority
+		}
+		return 0
+	}
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i], pods[j]
+		if prio(a) != prio(b) {
+			return prio(a) > prio(b)
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+}
+
+func (s *Scheduler) assume(p *corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.assumed[p.UID] = p
+}
+
+func (s *Scheduler) forget(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.assumed, uid)
+}
+
+func (s *Scheduler) isAssumed(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.assumed[uid]
+	return ok
+}
+
+// assumedPods returns the pods we bound that the informer has not shown
+// bound yet; pods that disappeared are forgotten.
+func (s *Scheduler) assumedPods(seen map[types.UID]bool) []*corev1.Pod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*corev1.Pod
+	for uid, p := range s.assumed {
+		if !seen[uid] {
+			delete(s.assumed, uid)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -1,0 +1,247 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/kube/workload"
+)
+
+// TestSchedulerOnRealControlPlane runs the scheduler against etcd,
+// kube-apiserver and KWOK: fractional pods pack onto fake GPU nodes with
+// their assignment recorded, bad requests and impossible requests stay
+// pending with a condition and an event, and a restarted scheduler books
+// nothing twice.
+func TestSchedulerOnRealControlPlane(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	cl, err := testcluster.Start(ctx, testcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cl.Stop()
+		if !t.Failed() {
+			os.RemoveAll(cl.Dir)
+		}
+	}()
+	if err := cl.StartKWOK(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	for i := 0; i < 2; i++ {
+		createGPUNode(ctx, t, client, fmt.Sprintf("gpu-%d", i), 2)
+	}
+	waitFor(t, "nodes Ready", func() error {
+		for i := 0; i < 2; i++ {
+			n, err := client.CoreV1().Nodes().Get(ctx, fmt.Sprintf("gpu-%d", i), metav1.GetOptions{})
+			if err != nil || !ready(n) {
+				return fmt.Errorf("node gpu-%d not ready (%v)", i, err)
+			}
+		}
+		return nil
+	})
+
+	stop := startScheduler(ctx, t, client)
+	for i := 0; i < 12; i++ {
+		createPod(ctx, t, client, fmt.Sprintf("frac-%02d", i), "1", map[string]string{workload.AnnotationCompute: "0.25"})
+	}
+	createPod(ctx, t, client, "bad-fraction", "1", map[string]string{workload.AnnotationCompute: "1.5"})
+	createPod(ctx, t, client, "too-big", "3", nil)
+
+	waitFor(t, "12 fractional pods bound", func() error { return countBound(ctx, client, "frac-", 12) })
+	waitFor(t, "bad request reported", func() error {
+		return hasCondition(ctx, client, "bad-fraction", reasonInvalid, "annotation tessera.io/gpu-fraction of container main: must be a share in (0, 1]")
+	})
+	waitFor(t, "impossible request reported", func() error {
+		return hasCondition(ctx, client, "too-big", corev1.PodReasonUnschedulable, "no node fits 3 GPU(s)")
+	})
+	waitFor(t, "warning event for the bad request", func() error {
+		evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bad-fraction"})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "tessera.io/gpu-fraction") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none a warning about tessera.io/gpu-fraction", len(evs.Items))
+	})
+	checkNoOverbooking(ctx, t, client)
+
+	// Restart: pods created while no scheduler runs are placed by a new one
+	// that rebuilt its view from the API only.
+	stop()
+	for i := 12; i < 20; i++ {
+		createPod(ctx, t, client, fmt.Sprintf("frac-%02d", i), "1", map[string]string{workload.AnnotationCompute: "0.25"})
+	}
+	stop = startScheduler(ctx, t, client)
+	defer stop()
+	waitFor(t, "16 fractional pods bound after restart", func() error { return countBound(ctx, client, "frac-", 16) })
+	time.Sleep(2 * time.Second) // a few more cycles: nothing else may be bound
+	if err := countBound(ctx, client, "frac-", 16); err != nil {
+		t.Fatal(err)
+	}
+	checkNoOverbooking(ctx, t, client)
+}
+
+func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interface) (stop func()) {
+	t.Helper()
+	s, err := New(Config{Client: client, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("scheduler: %v", err)
+		}
+	}
+}
+
+func createGPUNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, gpus int) {
+	t.Helper()
+	res := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), workload.ResourceGPU: *resource.NewQuantity(int64(gpus), resource.DecimalSI),
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: "H100"},
+			Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
+	}
+	if _, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name, gpus string, ann map[string]string) {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		Spec: corev1.PodSpec{SchedulerName: DefaultName, Containers: []corev1.Container{{
+			Name: "main", Image: "example.invalid/none",
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+				Limits:   corev1.ResourceList{workload.ResourceGPU: resource.MustParse(gpus)},
+			},
+		}}},
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countBound(ctx context.Context, c kubernetes.Interface, prefix string, want int) error {
+	pods, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, prefix) && p.Spec.NodeName != "" {
+			n++
+		}
+	}
+	if n != want {
+		return fmt.Errorf("%d pods %s* bound, want %d", n, prefix, want)
+	}
+	return nil
+}
+
+func hasCondition(ctx context.Context, c kubernetes.Interface, name, reason, msg string) error {
+	p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if p.Spec.NodeName != "" {
+		return fmt.Errorf("pod %s was bound to %s", name, p.Spec.NodeName)
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == reason && strings.Contains(cond.Message, msg) {
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s conditions %+v lack %s %q", name, p.Status.Conditions, reason, msg)
+}
+
+// checkNoOverbooking sums the granted compute per GPU over all bound pods.
+func checkNoOverbooking(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	t.Helper()
+	pods, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]int64{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		a, err := binding.Decode(p.Annotations[AnnotationAssignment])
+		if err != nil {
+			t.Fatalf("bound pod %s: %v", p.Name, err)
+		}
+		if a.Node != p.Spec.NodeName {
+			t.Fatalf("pod %s bound to %s but assigned on %s", p.Name, p.Spec.NodeName, a.Node)
+		}
+		for _, ctr := range a.Containers {
+			for _, g := range ctr.GPUs {
+				if !strings.HasPrefix(g.UUID, p.Spec.NodeName+"/") {
+					t.Fatalf("pod %s on %s got GPU %s of another node", p.Name, p.Spec.NodeName, g.UUID)
+				}
+				used[g.UUID] += g.ComputeMilli
+			}
+		}
+	}
+	for uuid, m := range used {
+		if m > 1000 {
+			t.Fatalf("GPU %s over-booked: %d/1000", uuid, m)
+		}
+	}
+}
+
+// waitFor polls check; the bound is a liveness guard, not a performance target.
+func waitFor(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// testWriter sends log lines to the test log, shown only on failure or -v.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

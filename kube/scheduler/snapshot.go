@@ -1,0 +1,177 @@
+package scheduler
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/resource"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+// AnnotationAssignment holds a pod's binding.Assignment (JSON). The scheduler
+// writes it before binding; the node agent reads it.
+const AnnotationAssignment = "tessera.io/assignment"
+
+// snapshot is one cycle's view: the engine's cluster plus what maps engine
+// positions back to Kubernetes nodes and GPU UUIDs.
+type snapshot struct {
+	cluster *placement.Cluster
+	nodes   []*corev1.Node   // same order as cluster.Nodes
+	inv     []inventory.Node // same order
+	byName  map[string]int   // node name -> index
+	uuidPos []map[string]int // per node: GPU UUID -> position in Node.GPUs
+}
+
+// buildSnapshot makes a snapshot from nodes and the pods already on them
+// (bound, or assumed by this scheduler). Nodes whose inventory cannot be
+// read are left out and logged; nothing panics on a bad node.
+func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
+	sorted := append([]*corev1.Node(nil), nodes...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	s := &snapshot{byName: map[string]int{}}
+	for _, n := range sorted {
+		in, err := src.Node(n)
+		if err != nil {
+			log.Warn("node left out of scheduling", "node", n.Name, "err", err)
+			continue
+		}
+		s.byName[n.Name] = len(s.nodes)
+		s.nodes = append(s.nodes, n)
+		s.inv = append(s.inv, in)
+	}
+	cl, err := placement.FromInventory(s.inv)
+	if err != nil {
+		// Inventories come from InventorySource and are valid by construction;
+		// if not, schedule nothing rather than on a wrong view.
+		log.Error("invalid node inventory; scheduling paused", "err", err)
+		cl = &placement.Cluster{}
+		s.nodes, s.inv, s.byName = nil, nil, map[string]int{}
+	}
+	s.cluster = cl
+	s.uuidPos = make([]map[string]int, len(s.inv))
+	for i := range s.inv {
+		m := map[string]int{}
+		for pos, g := range cl.Nodes[i].GPUs {
+			if in, ok := findGPU(&s.inv[i], g.Index); ok {
+				m[in.UUID] = pos
+			}
+		}
+		s.uuidPos[i] = m
+	}
+	for _, p := range pods {
+		s.book(log, p)
+	}
+	return s
+}
+
+func findGPU(n *inventory.Node, index int) (inventory.GPU, bool) {
+	g, ok := n.GPUByIndex(index)
+	if !ok {
+		return inventory.GPU{}, false
+	}
+	return *g, true
+}
+
+// book takes a running or assumed pod's resources off its node. A pod whose
+// assignment no longer fits (inventory shrank, a GPU turned unhealthy) is
+// still booked, saturating at zero, so the snapshot never shows capacity
+// that is in use.
+func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
+	ni, ok := s.byName[p.Spec.NodeName]
+	if !ok {
+		return
+	}
+	cpu, mem := podHostRequests(p)
+	host := placement.Pod{Name: p.Namespace + "/" + p.Name, CPUMilli: cpu, MemoryMiB: mem}
+	a, err := assignmentOf(p)
+	if err != nil {
+		log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", host.Name, "err", err)
+	}
+	if a == nil || len(a.Containers) == 0 {
+		s.apply(log, &host, placement.Decision{Node: ni})
+		return
+	}
+	for i, c := range a.Containers {
+		pp := placement.Pod{Name: host.Name + "/" + c.Name, GPU: shareRequest(c.GPUs)}
+		if i == 0 {
+			pp.CPUMilli, pp.MemoryMiB = cpu, mem
+		}
+		d := placement.Decision{Node: ni}
+		for _, g := range c.GPUs {
+			pos, ok := s.uuidPos[ni][g.UUID]
+			if !ok {
+				log.Warn("assignment names a GPU the node does not report", "pod", host.Name, "gpu", g.UUID)
+				continue
+			}
+			d.GPUs = append(d.GPUs, pos)
+		}
+		pp.GPU.Count = len(d.GPUs)
+		s.apply(log, &pp, d)
+	}
+}
+
+// apply books with the engine's checked Apply and falls back to saturating
+// subtraction when the booking no longer fits.
+func (s *snapshot) apply(log *slog.Logger, p *placement.Pod, d placement.Decision) {
+	if err := s.cluster.Apply(p, d); err == nil {
+		return
+	} else {
+		log.Warn("booking an existing pod over capacity", "pod", p.Name, "err", err)
+	}
+	n := &s.cluster.Nodes[d.Node]
+	n.FreeCPUMilli = max(0, n.FreeCPUMilli-p.CPUMilli)
+	n.FreeMemoryMiB = max(0, n.FreeMemoryMiB-p.MemoryMiB)
+	for _, gi := range d.GPUs {
+		g := &n.GPUs[gi]
+		g.FreeMilli = max(0, g.FreeMilli-p.GPU.ComputeMilli)
+		g.FreeMemoryMiB = max(0, g.FreeMemoryMiB-p.GPU.MemoryMiB)
+	}
+}
+
+// shareRequest turns one container's granted shares back into a request
+// whose booking takes exactly those shares (compute and memory of the first
+// share; a container's shares are identical per GPU).
+func shareRequest(gpus []binding.Share) request.GPU {
+	if len(gpus) == 0 {
+		return request.GPU{}
+	}
+	g := gpus[0]
+	return request.GPU{Count: len(gpus), ComputeMilli: g.ComputeMilli, ComputeLimitMilli: g.ComputeLimitMilli, MemoryMiB: g.MemoryMiB, MemoryLimitMiB: g.MemoryLimitMiB}
+}
+
+// assignmentOf decodes the pod's assignment annotation; nil when absent.
+func assignmentOf(p *corev1.Pod) (*binding.Assignment, error) {
+	v, ok := p.Annotations[AnnotationAssignment]
+	if !ok {
+		return nil, nil
+	}
+	a, err := binding.Decode(v)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationAssignment, err)
+	}
+	return &a, nil
+}
+
+// podHostRequests is the pod's CPU (milli) and memory (MiB) requests as the
+// kube-scheduler counts them (containers, init containers, overhead).
+func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
+	reqs := resource.PodRequests(p, resource.PodResourcesOptions{})
+	if q, ok := reqs[corev1.ResourceCPU]; ok {
+		cpuMilli = q.MilliValue()
+	}
+	if q, ok := reqs[corev1.ResourceMemory]; ok {
+		memMiB = (q.Value() + (1 << 20) - 1) >> 20
+	}
+	return cpuMilli, memMiB
+}
+
+// occupies reports whether a pod holds node resources: bound and not finished.
+func occupies(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}

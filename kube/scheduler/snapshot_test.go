@@ -1,0 +1,96 @@
+package scheduler
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+	"github.com/tessera-gpu/tessera/kube/workload"
+)
+
+func labelNode(name string, gpus string, model string) *corev1.Node {
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), workload.ResourceGPU: resource.MustParse(gpus)}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: model}}, Status: corev1.NodeStatus{Allocatable: res}}
+}
+
+func boundPod(name, node string, a *binding.Assignment) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Annotations: map[string]string{}}, Spec: corev1.PodSpec{NodeName: node,
+		Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}}}
+	if a != nil {
+		enc, err := binding.Encode(*a)
+		if err != nil {
+			panic(err)
+		}
+		p.Annotations[AnnotationAssignment] = enc
+	}
+	return p
+}
+
+func share(uuid string, milli int64) binding.Share {
+	return binding.Share{UUID: uuid, ComputeMilli: milli, ComputeLimitMilli: milli, MemoryMiB: 1024, MemoryLimitMiB: 1024}
+}
+
+func TestBuildSnapshot(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inv := LabelInventory{Catalog: catalogtest.Small()}
+	nodes := []*corev1.Node{
+		labelNode("b", "2", "H200"),
+		labelNode("a", "1", "L4"),
+		labelNode("broken", "2", "H9000"), // unknown model: left out, not fatal
+	}
+	pods := []*corev1.Pod{
+		boundPod("p1", "b", &binding.Assignment{Version: 1, Node: "b", Containers: []binding.Container{{Name: "main", GPUs: []binding.Share{share("b/gpu1", 600)}}}}),
+		// Over capacity (inconsistent with p1): booked, saturating at zero.
+		boundPod("p2", "b", &binding.Assignment{Version: 1, Node: "b", Containers: []binding.Container{{Name: "main", GPUs: []binding.Share{share("b/gpu1", 600)}}}}),
+		boundPod("p3", "a", nil),    // CPU only
+		boundPod("p4", "gone", nil), // node no longer exists
+		func() *corev1.Pod { p := boundPod("p5", "a", nil); p.Annotations[AnnotationAssignment] = "{"; return p }(),
+	}
+	s := buildSnapshot(log, inv, nodes, pods)
+	if len(s.nodes) != 2 || s.nodes[0].Name != "a" || s.nodes[1].Name != "b" {
+		t.Fatalf("nodes = %v", s.byName)
+	}
+	b := s.cluster.Nodes[s.byName["b"]]
+	if b.GPUs[0].FreeMilli != 1000 || b.GPUs[1].FreeMilli != 0 {
+		t.Errorf("node b GPUs free = %d, %d; want 1000, 0", b.GPUs[0].FreeMilli, b.GPUs[1].FreeMilli)
+	}
+	if b.FreeCPUMilli != 8000-4000 {
+		t.Errorf("node b CPU free = %d", b.FreeCPUMilli)
+	}
+	a := s.cluster.Nodes[s.byName["a"]]
+	if a.FreeCPUMilli != 8000-4000 || a.GPUs[0].FreeMilli != 1000 {
+		t.Errorf("node a: CPU free %d, GPU free %d", a.FreeCPUMilli, a.GPUs[0].FreeMilli)
+	}
+	if s.uuidPos[s.byName["b"]]["b/gpu1"] != 1 {
+		t.Errorf("uuid map = %v", s.uuidPos)
+	}
+}
+
+func TestLabelInventoryErrors(t *testing.T) {
+	inv := LabelInventory{Catalog: catalogtest.Small()}
+	for _, tc := range []struct {
+		node *corev1.Node
+		want string
+	}{
+		{labelNode("n", "2", ""), "label tessera.io/gpu-model must name the GPU model"},
+		{labelNode("n", "2", "H9000"), `label tessera.io/gpu-model: unknown GPU model "H9000"`},
+		{labelNode("n", "500m", "H200"), "allocatable tessera.io/gpu must be a whole number in [0, 64], got 500m"},
+		{labelNode("n", "65", "H200"), "allocatable tessera.io/gpu must be a whole number in [0, 64], got 65"},
+	} {
+		if _, err := inv.Node(tc.node); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Node: %v, want %q", err, tc.want)
+		}
+	}
+	n := labelNode("n", "0", "")
+	delete(n.Status.Allocatable, workload.ResourceGPU)
+	if got, err := inv.Node(n); err != nil || len(got.GPUs) != 0 || got.CPUMilli != 8000 {
+		t.Errorf("CPU-only node: %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,168 @@
+package placement
+
+import "github.com/tessera-gpu/tessera/inventory"
+
+// Whole is one whole GPU in thousandths of compute.
+const Whole int64 = 1000
+
+// GPU is one accelerator of a node as the engine sees it.
+type GPU struct {
+	// Index is the device index on its node.
+	Index int
+	// Model is an opaque model label ("H100-80GB", "V100M16"); requests
+	// restrict placement by comparing labels.
+	Model string
+	// MemoryMiB is the GPU's memory; 0 means not tracked (memory is then
+	// never a constraint on this GPU).
+	MemoryMiB int64
+	// FreeMilli is the unallocated compute share in [0, 1000].
+	FreeMilli int64
+	// FreeMemoryMiB is the unallocated memory in [0, MemoryMiB].
+	FreeMemoryMiB int64
+	// NUMANode is the host NUMA node, -1 when unknown.
+	NUMANode int
+}
+
+// Node is one host: its CPU and memory, its GPUs and how they are linked.
+type Node struct {
+	Name string
+	// CPUMilli and MemoryMiB are allocatable capacity; 0 means not tracked.
+	CPUMilli      int64
+	MemoryMiB     int64
+	FreeCPUMilli  int64
+	FreeMemoryMiB int64
+	GPUs          []GPU
+	// NVLinks[i][j] is the number of NVLink lanes joining GPUs at positions
+	// i and j of GPUs; nil when the topology is unknown.
+	NVLinks [][]int
+	// Shapes counts the GPU pods booked on the node by request shape (Apply
+	// and Release keep it); the GpuClustering policy reads it.
+	Shapes map[GPUShape]int
+}
+
+// GPUShape is the GPU part of a request: how many GPUs and how much of
+// each; Milli is 0 for every fractional share (sharing pods form one class).
+type GPUShape struct {
+	Count int
+	Milli int64
+}
+
+// Cluster is a snapshot of nodes. Policies only read it; Apply and Release
+// change it.
+type Cluster struct {
+	Nodes []Node
+}
+
+// Clone returns a deep copy of the snapshot.
+func (c *Cluster) Clone() *Cluster {
+	out := &Cluster{Nodes: make([]Node, len(c.Nodes))}
+	for i := range c.Nodes {
+		out.Nodes[i] = c.Nodes[i].clone()
+	}
+	return out
+}
+
+func (n *Node) clone() Node {
+	o := *n
+	o.GPUs = append([]GPU(nil), n.GPUs...)
+	if n.Shapes != nil {
+		o.Shapes = make(map[GPUShape]int, len(n.Shapes))
+		for k, v := range n.Shapes {
+			o.Shapes[k] = v
+		}
+	}
+	if n.NVLinks != nil {
+		o.NVLinks = make([][]int, len(n.NVLinks))
+		for i := range n.NVLinks {
+			o.NVLinks[i] = append([]int(nil), n.NVLinks[i]...)
+		}
+	}
+	return o
+}
+
+// FreeGPUMilli is the node's unallocated GPU compute, summed over its GPUs.
+func (n *Node) FreeGPUMilli() int64 {
+	var s int64
+	for i := range n.GPUs {
+		s += n.GPUs[i].FreeMilli
+	}
+	return s
+}
+
+// FullyFreeGPUs counts GPUs with nothing allocated.
+func (n *Node) FullyFreeGPUs() int {
+	k := 0
+	for i := range n.GPUs {
+		if n.GPUs[i].FreeMilli == Whole {
+			k++
+		}
+	}
+	return k
+}
+
+// TotalGPUMilli is the GPU compute capacity of the cluster.
+func (c *Cluster) TotalGPUMilli() int64 {
+	var s int64
+	for i := range c.Nodes {
+		s += int64(len(c.Nodes[i].GPUs)) * Whole
+	}
+	return s
+}
+
+// AllocatedGPUMilli is the GPU compute allocated in the cluster.
+func (c *Cluster) AllocatedGPUMilli() int64 {
+	var s int64
+	for i := range c.Nodes {
+		s += int64(len(c.Nodes[i].GPUs))*Whole - c.Nodes[i].FreeGPUMilli()
+	}
+	return s
+}
+
+// NewNode builds an empty node with count identical GPUs of one model.
+// gpuMemMiB may be 0 (GPU memory not tracked).
+func NewNode(name string, cpuMilli, memMiB int64, count int, model string, gpuMemMiB int64) Node {
+	n := Node{Name: name, CPUMilli: cpuMilli, MemoryMiB: memMiB, FreeCPUMilli: cpuMilli, FreeMemoryMiB: memMiB}
+	for i := 0; i < count; i++ {
+		n.GPUs = append(n.GPUs, GPU{Index: i, Model: model, MemoryMiB: gpuMemMiB, FreeMilli: Whole, FreeMemoryMiB: gpuMemMiB, NUMANode: -1})
+	}
+	return n
+}
+
+// FromInventory adapts discovered nodes into a snapshot. Allocations the
+// inventory reports (AllocatedMilli, MemoryUsedMiB) are taken as already
+// used; GPUs whose health is Unhealthy are left out.
+func FromInventory(nodes []inventory.Node) (*Cluster, error) {
+	c := &Cluster{Nodes: make([]Node, 0, len(nodes))}
+	for i := range nodes {
+		in := &nodes[i]
+		if err := in.Validate(); err != nil {
+			return nil, err
+		}
+		n := Node{Name: in.Name, CPUMilli: in.CPUMilli, MemoryMiB: in.MemoryMiB, FreeCPUMilli: in.CPUMilli, FreeMemoryMiB: in.MemoryMiB}
+		var idx []int
+		for _, g := range in.GPUs {
+			if g.Health == inventory.Unhealthy {
+				continue
+			}
+			n.GPUs = append(n.GPUs, GPU{
+				Index: g.Index, Model: g.Model, MemoryMiB: g.MemoryMiB,
+				FreeMilli: Whole - g.AllocatedMilli, FreeMemoryMiB: g.MemoryMiB - g.MemoryUsedMiB,
+				NUMANode: g.NUMANode,
+			})
+			idx = append(idx, g.Index)
+		}
+		if len(in.Links) > 0 {
+			n.NVLinks = make([][]int, len(idx))
+			for a := range idx {
+				n.NVLinks[a] = make([]int, len(idx))
+				for b := range idx {
+					if a != b {
+						n.NVLinks[a][b] = in.LinkBetween(idx[a], idx[b]).NVLinks
+					}
+				}
+			}
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	return c, nil
+}

@@ -1,0 +1,112 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoFit is returned (wrapped) by policies when no node can take the pod.
+var ErrNoFit = errors.New("no feasible node")
+
+// Decision is where a pod goes: a node and the positions (in Node.GPUs) of
+// the GPUs it takes. GPUs is empty for CPU-only pods.
+type Decision struct {
+	Node int
+	GPUs []int
+}
+
+// Apply books the pod on the snapshot as decided. It checks every
+// invariant first and changes nothing when one fails.
+func (c *Cluster) Apply(p *Pod, d Decision) error {
+	n, err := c.checkDecision(p, d)
+	if err != nil {
+		return fmt.Errorf("apply pod %s: %w", p.Name, err)
+	}
+	if n.CPUMilli > 0 && n.FreeCPUMilli < p.CPUMilli {
+		return fmt.Errorf("apply pod %s: node %s has %dm CPU free, pod needs %dm", p.Name, n.Name, n.FreeCPUMilli, p.CPUMilli)
+	}
+	if n.MemoryMiB > 0 && n.FreeMemoryMiB < p.MemoryMiB {
+		return fmt.Errorf("apply pod %s: node %s has %d MiB free, pod needs %d MiB", p.Name, n.Name, n.FreeMemoryMiB, p.MemoryMiB)
+	}
+	for _, gi := range d.GPUs {
+		if reason := gpuFits(p, &n.GPUs[gi]); reason != "" {
+			return fmt.Errorf("apply pod %s: node %s GPU %d: %s", p.Name, n.Name, n.GPUs[gi].Index, reason)
+		}
+	}
+	if n.CPUMilli > 0 {
+		n.FreeCPUMilli -= p.CPUMilli
+	}
+	if n.MemoryMiB > 0 {
+		n.FreeMemoryMiB -= p.MemoryMiB
+	}
+	for _, gi := range d.GPUs {
+		g := &n.GPUs[gi]
+		g.FreeMilli -= p.MilliPerGPU()
+		g.FreeMemoryMiB -= p.memoryOn(g)
+	}
+	if p.GPUCount() > 0 {
+		if n.Shapes == nil {
+			n.Shapes = map[GPUShape]int{}
+		}
+		n.Shapes[p.shape()]++
+	}
+	return nil
+}
+
+// Release gives back what Apply booked for the same pod and decision.
+func (c *Cluster) Release(p *Pod, d Decision) error {
+	n, err := c.checkDecision(p, d)
+	if err != nil {
+		return fmt.Errorf("release pod %s: %w", p.Name, err)
+	}
+	if n.CPUMilli > 0 && n.FreeCPUMilli+p.CPUMilli > n.CPUMilli {
+		return fmt.Errorf("release pod %s: node %s would have more CPU free than its capacity", p.Name, n.Name)
+	}
+	if n.MemoryMiB > 0 && n.FreeMemoryMiB+p.MemoryMiB > n.MemoryMiB {
+		return fmt.Errorf("release pod %s: node %s would have more memory free than its capacity", p.Name, n.Name)
+	}
+	for _, gi := range d.GPUs {
+		g := &n.GPUs[gi]
+		if g.FreeMilli+p.MilliPerGPU() > Whole || g.FreeMemoryMiB+p.memoryOn(g) > g.MemoryMiB {
+			return fmt.Errorf("release pod %s: node %s GPU %d would have more free than its capacity", p.Name, n.Name, g.Index)
+		}
+	}
+	if n.CPUMilli > 0 {
+		n.FreeCPUMilli += p.CPUMilli
+	}
+	if n.MemoryMiB > 0 {
+		n.FreeMemoryMiB += p.MemoryMiB
+	}
+	for _, gi := range d.GPUs {
+		g := &n.GPUs[gi]
+		g.FreeMilli += p.MilliPerGPU()
+		g.FreeMemoryMiB += p.memoryOn(g)
+	}
+	if p.GPUCount() > 0 && n.Shapes[p.shape()] > 0 {
+		if n.Shapes[p.shape()]--; n.Shapes[p.shape()] == 0 {
+			delete(n.Shapes, p.shape())
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) checkDecision(p *Pod, d Decision) (*Node, error) {
+	if d.Node < 0 || d.Node >= len(c.Nodes) {
+		return nil, fmt.Errorf("node index %d out of range [0, %d)", d.Node, len(c.Nodes))
+	}
+	n := &c.Nodes[d.Node]
+	if len(d.GPUs) != p.GPUCount() {
+		return nil, fmt.Errorf("decision names %d GPUs, pod asks for %d", len(d.GPUs), p.GPUCount())
+	}
+	seen := make(map[int]bool, len(d.GPUs))
+	for _, gi := range d.GPUs {
+		if gi < 0 || gi >= len(n.GPUs) {
+			return nil, fmt.Errorf("node %s: GPU position %d out of range [0, %d)", n.Name, gi, len(n.GPUs))
+		}
+		if seen[gi] {
+			return nil, fmt.Errorf("node %s: GPU position %d named twice", n.Name, gi)
+		}
+		seen[gi] = true
+	}
+	return n, nil
+}

@@ -1,0 +1,18 @@
+// Package placement is Tessera's pure placement engine: it decides on which
+// node, and on which GPU(s) of that node, a pod goes.
+//
+// It owns the cluster snapshot (Cluster, Node, GPU: free CPU, memory, GPU
+// compute and GPU memory, model labels, NUMA and NVLink topology), the
+// feasibility units (one small check per resource), the scoring policies
+// (one file each, sharing the Policy interface), and the explicit, checked
+// step that applies or releases a decision on a snapshot.
+//
+// Policies never mutate the snapshot they read; Apply is a separate step and
+// returns an error (never panics) when a decision would over-allocate.
+// Everything is deterministic given a seed and there is no package-level
+// mutable state.
+//
+// The package must not import Kubernetes, talk to devices or read files: the
+// Kubernetes scheduler, the host daemon and the trace simulator (tracesim)
+// are thin adapters around it.
+package placement

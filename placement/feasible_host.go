@@ -1,0 +1,17 @@
+package placement
+
+import "fmt"
+
+// okCPU: the node has the pod's CPU free (nodes with untracked CPU pass).
+func okCPU(n *Node, p *Pod) bool { return n.CPUMilli == 0 || n.FreeCPUMilli >= p.CPUMilli }
+
+func whyCPU(n *Node, p *Pod) string {
+	return fmt.Sprintf("insufficient CPU: %dm free, %dm requested", n.FreeCPUMilli, p.CPUMilli)
+}
+
+// okMemory: the node has the pod's memory free (untracked memory passes).
+func okMemory(n *Node, p *Pod) bool { return n.MemoryMiB == 0 || n.FreeMemoryMiB >= p.MemoryMiB }
+
+func whyMemory(n *Node, p *Pod) string {
+	return fmt.Sprintf("insufficient memory: %d MiB free, %d MiB requested", n.FreeMemoryMiB, p.MemoryMiB)
+}

@@ -1,0 +1,54 @@
+package placement
+
+import "github.com/tessera-gpu/tessera/request"
+
+// Pod is what one placement asks for: host CPU and memory for the whole pod
+// plus a GPU request (per GPU). A zero GPU request is a CPU-only pod.
+type Pod struct {
+	Name      string
+	CPUMilli  int64
+	MemoryMiB int64
+	GPU       request.GPU
+}
+
+// GPUCount is the number of GPUs the pod needs (0 for CPU-only pods).
+func (p *Pod) GPUCount() int { return p.GPU.Count }
+
+// MilliPerGPU is the compute share taken on each chosen GPU; an exclusive
+// request takes whole GPUs whatever its compute share.
+func (p *Pod) MilliPerGPU() int64 {
+	if p.GPU.Count == 0 {
+		return 0
+	}
+	if p.GPU.Exclusive {
+		return Whole
+	}
+	return p.GPU.ComputeMilli
+}
+
+// Sharing reports whether the pod takes a fraction of one GPU.
+func (p *Pod) Sharing() bool { return p.GPU.Count == 1 && p.MilliPerGPU() < Whole }
+
+// TotalGPUMilli is the GPU compute the pod takes in all.
+func (p *Pod) TotalGPUMilli() int64 { return int64(p.GPU.Count) * p.MilliPerGPU() }
+
+// memoryOn is the GPU memory the pod takes on g (0 when g's memory is not tracked).
+func (p *Pod) memoryOn(g *GPU) int64 {
+	if g.MemoryMiB == 0 {
+		return 0
+	}
+	if p.GPU.Exclusive {
+		return g.MemoryMiB
+	}
+	m, _ := p.GPU.ResolveMemory(g.MemoryMiB)
+	return m
+}
+
+// shape is the pod's GPU affinity class: all sharing pods form one class
+// (Milli 0), whole-GPU pods one class per GPU count.
+func (p *Pod) shape() GPUShape {
+	if p.Sharing() {
+		return GPUShape{Count: 1}
+	}
+	return GPUShape{Count: p.GPUCount(), Milli: p.MilliPerGPU()}
+}

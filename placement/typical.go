@@ -1,0 +1,122 @@
+package placement
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// Shape is a pod's resource shape as fragmentation sees it: CPU, GPU share
+// per GPU, GPU count and allowed models ("|"-joined, "" for any).
+type Shape struct {
+	CPUMilli int64
+	GPUMilli int64
+	GPUCount int
+	Models   string
+}
+
+// ShapeOf returns the shape of a pod.
+func ShapeOf(p *Pod) Shape {
+	return Shape{CPUMilli: p.CPUMilli, GPUMilli: p.MilliPerGPU(), GPUCount: p.GPUCount(), Models: strings.Join(p.GPU.Models, "|")}
+}
+
+func (s Shape) allows(model string) bool {
+	if s.Models == "" {
+		return true
+	}
+	for m := range strings.SplitSeq(s.Models, "|") {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// Typical is one typical shape and its probability.
+type Typical struct {
+	Shape  Shape
+	Weight float64
+	// MemoryMiB is the mean host memory of the pods of this shape (the
+	// shape itself leaves memory out, as the study does).
+	MemoryMiB float64
+}
+
+// Distribution is the typical-pod distribution fragmentation is measured
+// against; weights sum to 1.
+type Distribution []Typical
+
+// ShapeCounter counts pod shapes; it learns a distribution from a trace
+// (offline) or from the pods that have arrived so far (online).
+type ShapeCounter struct {
+	counts map[Shape]float64
+	mem    map[Shape]float64
+	total  float64
+}
+
+// Add counts one pod.
+func (sc *ShapeCounter) Add(p *Pod) {
+	if sc.counts == nil {
+		sc.counts = map[Shape]float64{}
+		sc.mem = map[Shape]float64{}
+	}
+	s := ShapeOf(p)
+	sc.counts[s]++
+	sc.mem[s] += float64(p.MemoryMiB)
+	sc.total++
+}
+
+// Total is the number of pods counted.
+func (sc *ShapeCounter) Total() float64 { return sc.total }
+
+// Typical returns the most popular shapes that together make up at least
+// popularity (0..1] of the pods counted, most popular first, weights
+// renormalised to sum to 1. Equal counts are ordered by shape, larger
+// first, so the result is deterministic.
+func (sc *ShapeCounter) Typical(popularity float64) Distribution {
+	if sc.total == 0 {
+		return nil
+	}
+	all := make(Distribution, 0, len(sc.counts))
+	for s, n := range sc.counts {
+		all = append(all, Typical{Shape: s, Weight: n, MemoryMiB: sc.mem[s] / n})
+	}
+	slices.SortFunc(all, func(a, b Typical) int {
+		if c := cmp.Compare(b.Weight, a.Weight); c != 0 {
+			return c
+		}
+		return -compareShape(a.Shape, b.Shape)
+	})
+	var cum float64
+	k := 0
+	for k < len(all) && cum < popularity*sc.total {
+		cum += all[k].Weight
+		k++
+	}
+	out := all[:k]
+	for i := range out {
+		out[i].Weight /= cum
+	}
+	return out
+}
+
+func compareShape(a, b Shape) int {
+	if c := cmp.Compare(a.CPUMilli, b.CPUMilli); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.GPUMilli, b.GPUMilli); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.GPUCount, b.GPUCount); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Models, b.Models)
+}
+
+// TypicalShapes is the offline distribution of a whole trace.
+func TypicalShapes(pods []Pod, popularity float64) Distribution {
+	var sc ShapeCounter
+	for i := range pods {
+		sc.Add(&pods[i])
+	}
+	return sc.Typical(popularity)
+}
