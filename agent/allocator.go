@@ -89,7 +89,7 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	}
 	for i, g := range choice.GPUs {
 		if !a.cfg.Devices.Known(g.UUID) {
-			return nil, fmt.Errorf("pod %s container %s: annotation %s: gpus[%d].uuid %q is not a GPU of node %s", choice.Pod.Ref(), choice.Container, handoff.AnnotationKey(), i, g.UUID, a.cfg.Node)
+			return nil, fmt.Errorf("pod %s container %s: annotation %s: gpus[%d].uuid %q is not a GPU of node %s", choice.Pod.Ref(), choice.Container, binding.AnnotationKey, i, g.UUID, a.cfg.Node)
 		}
 	}
 	if units, _ := handoff.UnitsOf(deviceIDs); !sameSet(units, choice.GPUs) {

@@ -11,6 +11,10 @@ import (
 // Version is the encoding version this package writes and reads.
 const Version = 1
 
+// AnnotationKey is the Kubernetes pod annotation that carries an encoded
+// Assignment. The scheduler writes it; the node agent reads it.
+const AnnotationKey = "tessera.io/assignment"
+
 // Assignment is the GPUs granted to one workload (a pod or a local job).
 type Assignment struct {
 	// Version of the encoding; Decode rejects versions it does not know.

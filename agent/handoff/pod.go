@@ -70,11 +70,3 @@ type Choice struct {
 	// confirms the identity at container start from kubelet's own record.
 	Ambiguous bool
 }
-
-// annotationKey is the pod annotation the scheduler records the assignment
-// in, for error messages; agent/kube.AssignmentAnnotation is the constant
-// the rest of the agent uses (a test keeps the two equal).
-const annotationKey = "tessera.io/assignment"
-
-// AnnotationKey returns the assignment annotation's key (for that test).
-func AnnotationKey() string { return annotationKey }

@@ -83,21 +83,21 @@ func narrow(node string, cands []Choice, deviceIDs []string) (Choice, error) {
 func withShares(node string, c Choice, n int) (Choice, error) {
 	where := fmt.Sprintf("pod %s container %s", c.Pod.Ref(), c.Container)
 	if !c.Pod.HasAssignment {
-		return Choice{}, fmt.Errorf("%s: annotation %s is missing; only the Tessera scheduler may place pods that request Tessera devices", where, annotationKey)
+		return Choice{}, fmt.Errorf("%s: annotation %s is missing; only the Tessera scheduler may place pods that request Tessera devices", where, binding.AnnotationKey)
 	}
 	a, err := binding.Decode(c.Pod.Assignment)
 	if err != nil {
-		return Choice{}, fmt.Errorf("%s: annotation %s: %w", where, annotationKey, err)
+		return Choice{}, fmt.Errorf("%s: annotation %s: %w", where, binding.AnnotationKey, err)
 	}
 	if a.Node != node {
-		return Choice{}, fmt.Errorf("%s: annotation %s: assignment.node is %q, but this is node %q", where, annotationKey, a.Node, node)
+		return Choice{}, fmt.Errorf("%s: annotation %s: assignment.node is %q, but this is node %q", where, binding.AnnotationKey, a.Node, node)
 	}
 	ac, ok := a.Container(c.Container)
 	if !ok {
-		return Choice{}, fmt.Errorf("%s: annotation %s lists no container %q", where, annotationKey, c.Container)
+		return Choice{}, fmt.Errorf("%s: annotation %s lists no container %q", where, binding.AnnotationKey, c.Container)
 	}
 	if len(ac.GPUs) != n {
-		return Choice{}, fmt.Errorf("%s: annotation %s gives it %d GPU(s), but it requests %d Tessera device(s)", where, annotationKey, len(ac.GPUs), n)
+		return Choice{}, fmt.Errorf("%s: annotation %s gives it %d GPU(s), but it requests %d Tessera device(s)", where, binding.AnnotationKey, len(ac.GPUs), n)
 	}
 	c.GPUs = ac.GPUs
 	return c, nil

@@ -15,10 +15,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
 // TestAgainstRealAPIServer runs the agent's Kubernetes side against etcd and
@@ -68,11 +70,11 @@ func simNode(t *testing.T, name string) inventory.Node {
 }
 
 func testPublish(ctx context.Context, t *testing.T, core kubernetes.Interface, dyn dynamic.Interface, node inventory.Node) {
-	pub := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: SharingShared, InstallCRD: true}
+	pub := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared, InstallCRD: true}
 	if err := pub.Publish(ctx, node); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	got, err := dyn.Resource(GPUNodeResource).Get(ctx, node.Name, metav1.GetOptions{})
+	got, err := dyn.Resource(gpunode.Resource()).Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get GPUNode: %v", err)
 	}
@@ -101,13 +103,13 @@ func testPublish(ctx context.Context, t *testing.T, core kubernetes.Interface, d
 	}
 
 	// Watchable: a restarted agent (a new Publisher) publishes a health change.
-	w, err := dyn.Resource(GPUNodeResource).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node.Name, ResourceVersion: got.GetResourceVersion()})
+	w, err := dyn.Resource(gpunode.Resource()).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node.Name, ResourceVersion: got.GetResourceVersion()})
 	if err != nil {
 		t.Fatalf("watch GPUNode: %v", err)
 	}
 	defer w.Stop()
 	node.GPUs[2].Health, node.GPUs[2].HealthReason = inventory.Unhealthy, "XID 79: GPU has fallen off the bus"
-	again := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: SharingShared, InstallCRD: true}
+	again := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared, InstallCRD: true}
 	if err := again.Publish(ctx, node); err != nil {
 		t.Fatalf("re-publish: %v", err)
 	}
@@ -128,7 +130,7 @@ func testPublish(ctx context.Context, t *testing.T, core kubernetes.Interface, d
 	if q := n.Status.Allocatable[ResourceGPUMemory]; q.Value() != 3*node.GPUs[0].MemoryMiB<<20 {
 		t.Errorf("allocatable %s = %s, want 3 healthy GPUs' memory", ResourceGPUMemory, q.String())
 	}
-	list, err := dyn.Resource(GPUNodeResource).List(ctx, metav1.ListOptions{})
+	list, err := dyn.Resource(gpunode.Resource()).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		t.Errorf("GPUNodes after re-publish: %v, %v; want exactly one", len(list.Items), err)
 	}
@@ -137,7 +139,7 @@ func testPublish(ctx context.Context, t *testing.T, core kubernetes.Interface, d
 func testPods(ctx context.Context, t *testing.T, core kubernetes.Interface, nodeName string) {
 	mk := func(name, node string) {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{AssignmentAnnotation: `{"v":1}`}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{binding.AnnotationKey: `{"v":1}`}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceGPU: resource.MustParse("2")}}}}},
 		}

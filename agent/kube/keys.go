@@ -1,15 +1,15 @@
 package kube
 
-// Keys Tessera uses on Kubernetes objects.
-const (
-	// AssignmentAnnotation is the pod annotation the Tessera scheduler
-	// writes before binding: a binding.Assignment in its JSON encoding.
-	AssignmentAnnotation = "tessera.io/assignment"
+import "github.com/tessera-gpu/tessera/kube/workload"
 
+// Keys Tessera uses on Kubernetes objects. The assignment annotation is
+// binding.AnnotationKey; the resource a container requests is
+// workload.ResourceGPU, named here for the agent's device plugin.
+const (
 	// ResourceGPU is the device plugin resource. Each device is a slot on
 	// one GPU (or MIG instance); a container requests one per GPU it uses,
 	// so kubelet and ResourceQuota count GPU attachments.
-	ResourceGPU = "tessera.io/gpu"
+	ResourceGPU = workload.ResourceGPU
 
 	// ResourceGPUMemory is the node's total GPU memory in bytes, published
 	// on the Node as an extended resource so quotas and kubelet can count

@@ -1,8 +1,6 @@
 package kube
 
 import (
-	"bytes"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,27 +8,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/agent/handoff"
+	"github.com/tessera-gpu/tessera/binding"
 )
-
-func TestKeysAgreeAcrossPackagesAndCopies(t *testing.T) {
-	if AssignmentAnnotation != handoff.AnnotationKey() {
-		t.Errorf("AssignmentAnnotation %q != handoff's %q", AssignmentAnnotation, handoff.AnnotationKey())
-	}
-	deployed, err := os.ReadFile("../../deploy/crds/tessera.io_gpunodes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(deployed, CRDManifest) {
-		t.Errorf("deploy/crds/tessera.io_gpunodes.yaml differs from agent/kube/crd.yaml; copy one onto the other")
-	}
-}
 
 func TestFromAPIListsTesseraContainersInKubeletOrder(t *testing.T) {
 	gpu := func(n int64) corev1.ResourceRequirements {
 		return corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceGPU: *resource.NewQuantity(n, resource.DecimalSI)}}
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1", Annotations: map[string]string{AssignmentAnnotation: "{}"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1", Annotations: map[string]string{binding.AnnotationKey: "{}"}},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{{Name: "init", Resources: gpu(1)}},
 			Containers:     []corev1.Container{{Name: "plain"}, {Name: "b", Resources: gpu(2)}},

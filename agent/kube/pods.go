@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/agent/handoff"
+	"github.com/tessera-gpu/tessera/binding"
 )
 
 // Pods reads the pods bound to one node from the API server.
@@ -54,7 +55,7 @@ func FromAPI(pod *corev1.Pod) handoff.Pod {
 		Created:  pod.CreationTimestamp.Time,
 		Terminal: pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 	}
-	p.Assignment, p.HasAssignment = pod.Annotations[AssignmentAnnotation]
+	p.Assignment, p.HasAssignment = pod.Annotations[binding.AnnotationKey]
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
 			if n := devices(c); n > 0 {

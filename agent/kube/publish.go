@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
 // Publisher writes a node's inventory to the API server: the GPUNode object
@@ -35,7 +36,7 @@ type Publisher struct {
 // (after a restart, after a health change): it creates or updates.
 func (p *Publisher) Publish(ctx context.Context, node inventory.Node) error {
 	if p.InstallCRD && !p.crdDone {
-		if err := InstallCRD(ctx, p.Dynamic); err != nil {
+		if err := gpunode.InstallCRD(ctx, p.Dynamic); err != nil {
 			return err
 		}
 		p.crdDone = true
@@ -44,9 +45,9 @@ func (p *Publisher) Publish(ctx context.Context, node inventory.Node) error {
 	if err != nil {
 		return fmt.Errorf("get node %s: %w", node.Name, err)
 	}
-	obj := GPUNodeObject(node, p.SlotsPerGPU, p.Sharing)
+	obj := gpunode.Object(node, p.SlotsPerGPU, p.Sharing)
 	obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: k8sNode.Name, UID: k8sNode.UID}})
-	client := p.Dynamic.Resource(GPUNodeResource)
+	client := p.Dynamic.Resource(gpunode.Resource())
 	cur, err := client.Get(ctx, node.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/setup"
 	"github.com/tessera-gpu/tessera/discovery"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
 // agentFlags are the flags of `tessera agent`.
@@ -56,7 +57,7 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 	fl.BoolVar(&f.oversubscribe, "oversubscribe", false, "set TESSERA_OVERSUBSCRIBE=1 (device memory may spill to host memory)")
 	fl.BoolVar(&f.cdi, "cdi", false, "hand GPUs to the runtime as CDI devices (nvidia.com/gpu=UUID) instead of NVIDIA_VISIBLE_DEVICES")
 	fl.IntVar(&f.slotsPerGPU, "slots-per-gpu", 16, "containers that may share one GPU (tessera.io/gpu devices per GPU), 1 to 1000")
-	fl.StringVar(&f.sharing, "sharing", kube.SharingShared, "sharing mode of non-MIG GPUs: shared or exclusive")
+	fl.StringVar(&f.sharing, "sharing", gpunode.SharingShared, "sharing mode of non-MIG GPUs: shared or exclusive")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
 	fl.BoolVar(&f.installCRD, "install-crd", true, "create or update the GPUNode CRD on start (needs RBAC on customresourcedefinitions)")
@@ -82,7 +83,7 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	if f.slotsPerGPU < 1 || f.slotsPerGPU > handoff.MaxSlotsPerUnit {
 		return setup.Options{}, fmt.Errorf("--slots-per-gpu: must be in [1, %d], got %d", handoff.MaxSlotsPerUnit, f.slotsPerGPU)
 	}
-	if f.sharing != kube.SharingShared && f.sharing != kube.SharingExclusive {
+	if f.sharing != gpunode.SharingShared && f.sharing != gpunode.SharingExclusive {
 		return setup.Options{}, fmt.Errorf("--sharing: must be shared or exclusive (MIG GPUs are reported as mig), got %q", f.sharing)
 	}
 	if f.computeFail != "" && f.computeFail != "open" && f.computeFail != "closed" {

@@ -25,6 +25,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/kubeletsim"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
 func TestAgentFlagValidation(t *testing.T) {
@@ -136,7 +137,7 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 	a, _ := binding.Encode(binding.Assignment{Node: "gpu-node-0", Containers: []binding.Container{{Name: "main", GPUs: []binding.Share{
 		{UUID: gpu, ComputeMilli: 300, ComputeLimitMilli: 600, MemoryMiB: 4096, MemoryLimitMiB: 8192}}}}})
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Annotations: map[string]string{kube.AssignmentAnnotation: a}},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Annotations: map[string]string{binding.AnnotationKey: a}},
 		Spec: corev1.PodSpec{NodeName: "gpu-node-0", Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")}}}}},
 	}
@@ -155,7 +156,7 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 	}
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	eventually(ctx, t, "GPUNode published", func() error {
-		_, err := dyn.Resource(kube.GPUNodeResource).Get(ctx, "gpu-node-0", metav1.GetOptions{})
+		_, err := dyn.Resource(gpunode.Resource()).Get(ctx, "gpu-node-0", metav1.GetOptions{})
 		return err
 	})
 	eventually(ctx, t, "metrics served", func() error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -40,7 +41,11 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
 			}
-			s, err := scheduler.New(scheduler.Config{Client: client, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("kubernetes dynamic client: %w", err)
+			}
+			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
 			if err != nil {
 				return err
 			}

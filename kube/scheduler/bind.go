@@ -21,7 +21,7 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, a binding.Assignm
 		return fmt.Errorf("encode assignment: %w", err)
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations":     map[string]string{AnnotationAssignment: enc},
+		"annotations":     map[string]string{binding.AnnotationKey: enc},
 		"resourceVersion": pod.ResourceVersion, // fail if the pod changed since we read it
 	}})
 	if err != nil {

@@ -2,16 +2,24 @@ package scheduler
 
 import (
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
-	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
-// LabelModel is the node label naming the catalog model of a node's GPUs.
-const LabelModel = "tessera.io/gpu-model"
+// Node labels read when a node has no GPUNode object.
+const (
+	// LabelModel names the catalog model of a node's GPUs.
+	LabelModel = "tessera.io/gpu-model"
+	// LabelCount is the number of GPUs. (The allocatable tessera.io/gpu
+	// counts the agent's device-plugin slots, not GPUs.)
+	LabelCount = "tessera.io/gpu-count"
+)
 
 // InventorySource reports the GPUs of a Kubernetes node. A node without
 // Tessera GPUs returns an inventory.Node with no GPUs and no error.
@@ -19,10 +27,10 @@ type InventorySource interface {
 	Node(n *corev1.Node) (inventory.Node, error)
 }
 
-// LabelInventory reads a node's GPUs from its allocatable tessera.io/gpu
-// count and its tessera.io/gpu-model label, with the catalog's figures for
-// memory. GPU UUIDs are "<node>/gpu<i>". It serves nodes whose agent does not
-// publish a detailed inventory (and the tests' KWOK nodes).
+// LabelInventory reads a node's GPUs from its tessera.io/gpu-count and
+// tessera.io/gpu-model labels, with the catalog's figures for memory. GPU
+// UUIDs are "<node>/gpu<i>". It serves nodes without a GPUNode object (no
+// Tessera agent yet), e.g. the tests' KWOK nodes.
 type LabelInventory struct {
 	Catalog *catalog.Catalog
 }
@@ -30,19 +38,14 @@ type LabelInventory struct {
 // Node implements InventorySource.
 func (l LabelInventory) Node(n *corev1.Node) (inventory.Node, error) {
 	out := inventory.Node{Name: n.Name, Source: "node-labels"}
-	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
-		out.CPUMilli = q.MilliValue()
-	}
-	if q, ok := n.Status.Allocatable[corev1.ResourceMemory]; ok {
-		out.MemoryMiB = q.Value() >> 20
-	}
-	q, ok := n.Status.Allocatable[workload.ResourceGPU]
+	hostResources(n, &out)
+	v, ok := n.Labels[LabelCount]
 	if !ok {
 		return out, nil
 	}
-	count, isInt := q.AsInt64()
-	if !isInt || count < 0 || count > 64 {
-		return out, fmt.Errorf("node %s: allocatable %s must be a whole number in [0, 64], got %s", n.Name, workload.ResourceGPU, q.String())
+	count, err := strconv.Atoi(v)
+	if err != nil || count < 0 || count > 64 {
+		return out, fmt.Errorf("node %s: label %s must be a whole number in [0, 64], got %q", n.Name, LabelCount, v)
 	}
 	name := n.Labels[LabelModel]
 	if name == "" {
@@ -52,12 +55,48 @@ func (l LabelInventory) Node(n *corev1.Node) (inventory.Node, error) {
 	if err != nil {
 		return out, fmt.Errorf("node %s: label %s: %w", n.Name, LabelModel, err)
 	}
-	for i := 0; i < int(count); i++ {
+	for i := 0; i < count; i++ {
 		out.GPUs = append(out.GPUs, inventory.GPU{
 			UUID: fmt.Sprintf("%s/gpu%d", n.Name, i), Index: i, Model: m.Name, Product: m.Name,
 			Vendor: string(m.Vendor), MemoryMiB: m.MemoryMiB, SMCount: m.SMCount, NUMANode: -1,
 			Health: inventory.Healthy, MIGMode: inventory.MIGDisabled,
 		})
 	}
+	return out, nil
+}
+
+// hostResources fills a node's CPU and memory from its allocatable.
+func hostResources(n *corev1.Node, out *inventory.Node) {
+	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
+		out.CPUMilli = q.MilliValue()
+	}
+	if q, ok := n.Status.Allocatable[corev1.ResourceMemory]; ok {
+		out.MemoryMiB = q.Value() >> 20
+	}
+}
+
+// GPUNodeInventory reads a node's GPUs from its GPUNode object (published by
+// the Tessera agent: real UUIDs, health, MIG and NVLink) and falls back to
+// Fallback for nodes that have none.
+type GPUNodeInventory struct {
+	// Get returns the GPUNode object of a node, found false when absent.
+	Get      func(name string) (obj *unstructured.Unstructured, found bool, err error)
+	Fallback InventorySource
+}
+
+// Node implements InventorySource.
+func (g GPUNodeInventory) Node(n *corev1.Node) (inventory.Node, error) {
+	obj, found, err := g.Get(n.Name)
+	if err != nil {
+		return inventory.Node{}, fmt.Errorf("node %s: read GPUNode: %w", n.Name, err)
+	}
+	if !found {
+		return g.Fallback.Node(n)
+	}
+	out, err := gpunode.FromObject(obj)
+	if err != nil {
+		return inventory.Node{}, err
+	}
+	hostResources(n, &out)
 	return out, nil
 }

@@ -55,7 +55,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1
 	if bound.Annotations == nil {
 		bound.Annotations = map[string]string{}
 	}
-	bound.Annotations[AnnotationAssignment], _ = binding.Encode(a)
+	bound.Annotations[binding.AnnotationKey], _ = binding.Encode(a)
 	for _, d := range decisions {
 		d.dec.Node = snap.byName[nodeName]
 		if err := snap.cluster.Apply(&d.pod, d.dec); err != nil {

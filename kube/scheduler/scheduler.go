@@ -10,14 +10,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/placement"
 )
 
@@ -36,7 +41,11 @@ type Config struct {
 	Seed uint64
 	// Catalog resolves model names (default catalog.Default()).
 	Catalog *catalog.Catalog
-	// Inventory reads nodes' GPUs (default LabelInventory).
+	// Dynamic, when set, lets the scheduler read the agent's GPUNode
+	// objects for nodes' GPUs (real UUIDs, health, NVLink).
+	Dynamic dynamic.Interface
+	// Inventory reads nodes' GPUs (default: GPUNode objects when Dynamic is
+	// set, falling back to node labels; LabelInventory otherwise).
 	Inventory InventorySource
 	// Log receives the scheduler's logs (default slog.Default()).
 	Log *slog.Logger
@@ -71,9 +80,6 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Catalog == nil {
 		cfg.Catalog = catalog.Default()
 	}
-	if cfg.Inventory == nil {
-		cfg.Inventory = LabelInventory{Catalog: cfg.Catalog}
-	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -106,6 +112,27 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if _, err := podInf.Informer().AddEventHandler(poke); err != nil {
 		return fmt.Errorf("watch pods: %w", err)
 	}
+	if s.cfg.Inventory == nil {
+		s.cfg.Inventory = LabelInventory{Catalog: s.cfg.Catalog}
+		if s.cfg.Dynamic != nil {
+			df := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
+			gi := df.ForResource(gpunode.Resource())
+			if _, err := gi.Informer().AddEventHandler(poke); err != nil {
+				return fmt.Errorf("watch GPUNodes: %w", err)
+			}
+			s.cfg.Inventory = GPUNodeInventory{Get: gpuNodeGetter(gi), Fallback: s.cfg.Inventory}
+			df.Start(ctx.Done())
+			defer df.Shutdown()
+			// Wait for GPUNodes only when the API serves them: without the
+			// CRD (no agent installed yet) the informer keeps retrying and
+			// nodes fall back to their labels.
+			if gpuNodesServed(s.cfg.Client) {
+				if !cache.WaitForCacheSync(ctx.Done(), gi.Informer().HasSynced) {
+					return fmt.Errorf("sync GPUNode informer: %w", ctx.Err())
+				}
+			}
+		}
+	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -127,6 +154,43 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		case <-s.wake:
 		case <-ticker.C:
 		}
+	}
+}
+
+// gpuNodesServed reports whether the API server serves GPUNode objects.
+func gpuNodesServed(c kubernetes.Interface) bool {
+	gvr := gpunode.Resource()
+	list, err := c.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true
+		}
+	}
+	return false
+}
+
+// gpuNodeGetter reads GPUNodes from an informer; before its first sync it
+// reports none, so nodes fall back to their labels.
+func gpuNodeGetter(gi informers.GenericInformer) func(string) (*unstructured.Unstructured, bool, error) {
+	return func(name string) (*unstructured.Unstructured, bool, error) {
+		if !gi.Informer().HasSynced() {
+			return nil, false, nil
+		}
+		obj, err := gi.Lister().Get(name)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, false, fmt.Errorf("GPUNode %s: unexpected type %T", name, obj)
+		}
+		return u, true, nil
 	}
 }
 

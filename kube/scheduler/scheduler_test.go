@@ -13,11 +13,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -47,8 +51,27 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(cfg)
-	for i := 0; i < 2; i++ {
-		createGPUNode(ctx, t, client, fmt.Sprintf("gpu-%d", i), 2)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	// gpu-0 is described by labels only; gpu-1 by a GPUNode object, as the
+	// agent publishes it (real UUIDs).
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-1", nil)
+	if err := gpunode.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	sim, err := simulated.FromSpec("2xH100", catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	simNodes, _ := sim.Discover(ctx)
+	inv := simNodes[0]
+	inv.Name = "gpu-1"
+	if _, err := dyn.Resource(gpunode.Resource()).Create(ctx, gpunode.Object(inv, 16, gpunode.SharingShared), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nodeOf := map[string]string{"gpu-0/gpu0": "gpu-0", "gpu-0/gpu1": "gpu-0"}
+	for _, g := range inv.GPUs {
+		nodeOf[g.UUID] = "gpu-1"
 	}
 	waitFor(t, "nodes Ready", func() error {
 		for i := 0; i < 2; i++ {
@@ -60,7 +83,7 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 		return nil
 	})
 
-	stop := startScheduler(ctx, t, client)
+	stop := startScheduler(ctx, t, client, dyn)
 	for i := 0; i < 12; i++ {
 		createPod(ctx, t, client, fmt.Sprintf("frac-%02d", i), "1", map[string]string{workload.AnnotationCompute: "0.25"})
 	}
@@ -86,7 +109,7 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 		}
 		return fmt.Errorf("%d events, none a warning about tessera.io/gpu-fraction", len(evs.Items))
 	})
-	checkNoOverbooking(ctx, t, client)
+	checkNoOverbooking(ctx, t, client, nodeOf)
 
 	// Restart: pods created while no scheduler runs are placed by a new one
 	// that rebuilt its view from the API only.
@@ -94,19 +117,19 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 	for i := 12; i < 20; i++ {
 		createPod(ctx, t, client, fmt.Sprintf("frac-%02d", i), "1", map[string]string{workload.AnnotationCompute: "0.25"})
 	}
-	stop = startScheduler(ctx, t, client)
+	stop = startScheduler(ctx, t, client, dyn)
 	defer stop()
 	waitFor(t, "16 fractional pods bound after restart", func() error { return countBound(ctx, client, "frac-", 16) })
 	time.Sleep(2 * time.Second) // a few more cycles: nothing else may be bound
 	if err := countBound(ctx, client, "frac-", 16); err != nil {
 		t.Fatal(err)
 	}
-	checkNoOverbooking(ctx, t, client)
+	checkNoOverbooking(ctx, t, client, nodeOf)
 }
 
-func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interface) (stop func()) {
+func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface) (stop func()) {
 	t.Helper()
-	s, err := New(Config{Client: client, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond})
+	s, err := New(Config{Client: client, Dynamic: dyn, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,14 +144,14 @@ func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interfa
 	}
 }
 
-func createGPUNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, gpus int) {
+func createGPUNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, labels map[string]string) {
 	t.Helper()
 	res := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), workload.ResourceGPU: *resource.NewQuantity(int64(gpus), resource.DecimalSI),
+		corev1.ResourcePods: resource.MustParse("110"), workload.ResourceGPU: resource.MustParse("32"),
 	}
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: "H100"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
 			Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
 	}
@@ -187,8 +210,9 @@ func hasCondition(ctx context.Context, c kubernetes.Interface, name, reason, msg
 	return fmt.Errorf("pod %s conditions %+v lack %s %q", name, p.Status.Conditions, reason, msg)
 }
 
-// checkNoOverbooking sums the granted compute per GPU over all bound pods.
-func checkNoOverbooking(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+// checkNoOverbooking sums the granted compute per GPU over all bound pods
+// and checks every granted GPU belongs to the pod's node (nodeOf: UUID -> node).
+func checkNoOverbooking(ctx context.Context, t *testing.T, c kubernetes.Interface, nodeOf map[string]string) {
 	t.Helper()
 	pods, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -199,7 +223,7 @@ func checkNoOverbooking(ctx context.Context, t *testing.T, c kubernetes.Interfac
 		if p.Spec.NodeName == "" {
 			continue
 		}
-		a, err := binding.Decode(p.Annotations[AnnotationAssignment])
+		a, err := binding.Decode(p.Annotations[binding.AnnotationKey])
 		if err != nil {
 			t.Fatalf("bound pod %s: %v", p.Name, err)
 		}
@@ -208,8 +232,8 @@ func checkNoOverbooking(ctx context.Context, t *testing.T, c kubernetes.Interfac
 		}
 		for _, ctr := range a.Containers {
 			for _, g := range ctr.GPUs {
-				if !strings.HasPrefix(g.UUID, p.Spec.NodeName+"/") {
-					t.Fatalf("pod %s on %s got GPU %s of another node", p.Name, p.Spec.NodeName, g.UUID)
+				if nodeOf[g.UUID] != p.Spec.NodeName {
+					t.Fatalf("pod %s on %s got GPU %s, which is on %q", p.Name, p.Spec.NodeName, g.UUID, nodeOf[g.UUID])
 				}
 				used[g.UUID] += g.ComputeMilli
 			}

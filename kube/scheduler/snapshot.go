@@ -14,10 +14,6 @@ import (
 	"github.com/tessera-gpu/tessera/request"
 )
 
-// AnnotationAssignment holds a pod's binding.Assignment (JSON). The scheduler
-// writes it before binding; the node agent reads it.
-const AnnotationAssignment = "tessera.io/assignment"
-
 // snapshot is one cycle's view: the engine's cluster plus what maps engine
 // positions back to Kubernetes nodes and GPU UUIDs.
 type snapshot struct {
@@ -147,13 +143,13 @@ func shareRequest(gpus []binding.Share) request.GPU {
 
 // assignmentOf decodes the pod's assignment annotation; nil when absent.
 func assignmentOf(p *corev1.Pod) (*binding.Assignment, error) {
-	v, ok := p.Annotations[AnnotationAssignment]
+	v, ok := p.Annotations[binding.AnnotationKey]
 	if !ok {
 		return nil, nil
 	}
 	a, err := binding.Decode(v)
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnotationAssignment, err)
+		return nil, fmt.Errorf("annotation %s: %w", binding.AnnotationKey, err)
 	}
 	return &a, nil
 }

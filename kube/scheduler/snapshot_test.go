@@ -16,8 +16,8 @@ import (
 )
 
 func labelNode(name string, gpus string, model string) *corev1.Node {
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), workload.ResourceGPU: resource.MustParse(gpus)}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: model}}, Status: corev1.NodeStatus{Allocatable: res}}
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), workload.ResourceGPU: resource.MustParse("128")}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: model, LabelCount: gpus}}, Status: corev1.NodeStatus{Allocatable: res}}
 }
 
 func boundPod(name, node string, a *binding.Assignment) *corev1.Pod {
@@ -28,7 +28,7 @@ func boundPod(name, node string, a *binding.Assignment) *corev1.Pod {
 		if err != nil {
 			panic(err)
 		}
-		p.Annotations[AnnotationAssignment] = enc
+		p.Annotations[binding.AnnotationKey] = enc
 	}
 	return p
 }
@@ -51,7 +51,11 @@ func TestBuildSnapshot(t *testing.T) {
 		boundPod("p2", "b", &binding.Assignment{Version: 1, Node: "b", Containers: []binding.Container{{Name: "main", GPUs: []binding.Share{share("b/gpu1", 600)}}}}),
 		boundPod("p3", "a", nil),    // CPU only
 		boundPod("p4", "gone", nil), // node no longer exists
-		func() *corev1.Pod { p := boundPod("p5", "a", nil); p.Annotations[AnnotationAssignment] = "{"; return p }(),
+		func() *corev1.Pod {
+			p := boundPod("p5", "a", nil)
+			p.Annotations[binding.AnnotationKey] = "{"
+			return p
+		}(),
 	}
 	s := buildSnapshot(log, inv, nodes, pods)
 	if len(s.nodes) != 2 || s.nodes[0].Name != "a" || s.nodes[1].Name != "b" {
@@ -81,15 +85,15 @@ func TestLabelInventoryErrors(t *testing.T) {
 	}{
 		{labelNode("n", "2", ""), "label tessera.io/gpu-model must name the GPU model"},
 		{labelNode("n", "2", "H9000"), `label tessera.io/gpu-model: unknown GPU model "H9000"`},
-		{labelNode("n", "500m", "H200"), "allocatable tessera.io/gpu must be a whole number in [0, 64], got 500m"},
-		{labelNode("n", "65", "H200"), "allocatable tessera.io/gpu must be a whole number in [0, 64], got 65"},
+		{labelNode("n", "1.5", "H200"), `label tessera.io/gpu-count must be a whole number in [0, 64], got "1.5"`},
+		{labelNode("n", "65", "H200"), `label tessera.io/gpu-count must be a whole number in [0, 64], got "65"`},
 	} {
 		if _, err := inv.Node(tc.node); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Node: %v, want %q", err, tc.want)
 		}
 	}
 	n := labelNode("n", "0", "")
-	delete(n.Status.Allocatable, workload.ResourceGPU)
+	delete(n.Labels, LabelCount)
 	if got, err := inv.Node(n); err != nil || len(got.GPUs) != 0 || got.CPUMilli != 8000 {
 		t.Errorf("CPU-only node: %+v, %v", got, err)
 	}

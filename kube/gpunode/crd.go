@@ -1,4 +1,4 @@
-package kube
+package gpunode
 
 import (
 	"context"
@@ -14,25 +14,33 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// CRDManifest is the GPUNode CRD (also in deploy/crds/tessera.io_gpunodes.yaml).
+// manifest is the GPUNode CRD; deploy/crds/tessera.io_gpunodes.yaml is the
+// same file for kubectl users (a test keeps them equal).
 //
 //go:embed crd.yaml
-var CRDManifest []byte
+var manifest []byte
 
-// GPUNodeResource is the GPUNode resource (cluster-scoped).
-var GPUNodeResource = schema.GroupVersionResource{Group: "tessera.io", Version: "v1alpha1", Resource: "gpunodes"}
+// Manifest returns a copy of the GPUNode CRD manifest (YAML).
+func Manifest() []byte { return append([]byte(nil), manifest...) }
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+// Resource is the GPUNode resource (cluster-scoped).
+func Resource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "tessera.io", Version: "v1alpha1", Resource: "gpunodes"}
+}
+
+func crdResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+}
 
 // InstallCRD creates or updates the GPUNode CRD and waits until the API
 // server serves it (ctx bounds the wait).
 func InstallCRD(ctx context.Context, dyn dynamic.Interface) error {
 	var obj map[string]any
-	if err := yaml.Unmarshal(CRDManifest, &obj); err != nil {
+	if err := yaml.Unmarshal(manifest, &obj); err != nil {
 		return fmt.Errorf("GPUNode CRD manifest: %w", err)
 	}
 	want := &unstructured.Unstructured{Object: obj}
-	client := dyn.Resource(crdResource)
+	client := dyn.Resource(crdResource())
 	cur, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

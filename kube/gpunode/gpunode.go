@@ -1,4 +1,4 @@
-package kube
+package gpunode
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,8 +18,8 @@ func ValidSharing(s string) bool {
 	return s == SharingShared || s == SharingExclusive || s == SharingMIG
 }
 
-// GPUNodeObject returns the GPUNode object describing node.
-func GPUNodeObject(node inventory.Node, slotsPerGPU int, sharing string) *unstructured.Unstructured {
+// Object returns the GPUNode object describing node.
+func Object(node inventory.Node, slotsPerGPU int, sharing string) *unstructured.Unstructured {
 	healthy := 0
 	gpus := make([]any, 0, len(node.GPUs))
 	uuidOf := map[int]string{}
@@ -57,7 +57,7 @@ func GPUNodeObject(node inventory.Node, slotsPerGPU int, sharing string) *unstru
 		})
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": GPUNodeResource.GroupVersion().String(),
+		"apiVersion": Resource().GroupVersion().String(),
 		"kind":       "GPUNode",
 		"metadata":   map[string]any{"name": node.Name},
 		"spec":       map[string]any{"nodeName": node.Name},

@@ -1,0 +1,94 @@
+package gpunode
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// status is the typed form of a GPUNode's status, as Object writes it.
+type status struct {
+	Source        string      `json:"source"`
+	DriverVersion string      `json:"driverVersion"`
+	CUDAVersion   string      `json:"cudaVersion"`
+	SlotsPerGPU   int         `json:"slotsPerGPU"`
+	GPUs          []gpuStatus `json:"gpus"`
+}
+
+type gpuStatus struct {
+	UUID              string        `json:"uuid"`
+	Index             int           `json:"index"`
+	Model             string        `json:"model"`
+	Product           string        `json:"product"`
+	Vendor            string        `json:"vendor"`
+	MemoryMiB         int64         `json:"memoryMiB"`
+	SMCount           int           `json:"smCount"`
+	ComputeCapability string        `json:"computeCapability"`
+	NUMANode          int           `json:"numaNode"`
+	PCIBusID          string        `json:"pciBusId"`
+	MIGMode           string        `json:"migMode"`
+	MIGInstances      []migInstance `json:"migInstances"`
+	Health            string        `json:"health"`
+	HealthReason      string        `json:"healthReason"`
+	Sharing           string        `json:"sharing"`
+	NVLinkPeers       []peer        `json:"nvlinkPeers"`
+}
+
+type migInstance struct {
+	UUID      string `json:"uuid"`
+	Profile   string `json:"profile"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	SMCount   int    `json:"smCount"`
+}
+
+type peer struct {
+	Index int `json:"index"`
+	Links int `json:"links"`
+}
+
+// FromObject reads a GPUNode object back into the inventory it describes:
+// the node's GPUs (with health and MIG instances) and their NVLink links.
+// The node's CPU and memory are not part of a GPUNode and stay zero. The
+// result is validated; a malformed object is an error naming the field.
+func FromObject(u *unstructured.Unstructured) (inventory.Node, error) {
+	raw, ok := u.Object["status"]
+	if !ok {
+		return inventory.Node{}, fmt.Errorf("GPUNode %s: status is missing", u.GetName())
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return inventory.Node{}, fmt.Errorf("GPUNode %s: status: %w", u.GetName(), err)
+	}
+	var st status
+	if err := json.Unmarshal(data, &st); err != nil {
+		return inventory.Node{}, fmt.Errorf("GPUNode %s: status: %w", u.GetName(), err)
+	}
+	n := inventory.Node{Name: u.GetName(), Source: st.Source, DriverVersion: st.DriverVersion, CUDAVersion: st.CUDAVersion, GPUs: []inventory.GPU{}}
+	seen := map[[2]int]bool{}
+	for _, g := range st.GPUs {
+		ig := inventory.GPU{
+			UUID: g.UUID, Index: g.Index, Model: g.Model, Product: g.Product, Vendor: g.Vendor,
+			MemoryMiB: g.MemoryMiB, SMCount: g.SMCount, ComputeCapability: g.ComputeCapability,
+			NUMANode: g.NUMANode, PCIBusID: g.PCIBusID, MIGMode: inventory.MIGMode(g.MIGMode),
+			Health: inventory.Health(g.Health), HealthReason: g.HealthReason,
+		}
+		for _, m := range g.MIGInstances {
+			ig.MIGInstances = append(ig.MIGInstances, inventory.MIGInstance{UUID: m.UUID, Profile: m.Profile, MemoryMiB: m.MemoryMiB, SMCount: m.SMCount})
+		}
+		n.GPUs = append(n.GPUs, ig)
+		for _, p := range g.NVLinkPeers {
+			key := [2]int{min(g.Index, p.Index), max(g.Index, p.Index)}
+			if !seen[key] {
+				seen[key] = true
+				n.Links = append(n.Links, inventory.Link{A: key[0], B: key[1], NVLinks: p.Links})
+			}
+		}
+	}
+	if err := n.Validate(); err != nil {
+		return inventory.Node{}, fmt.Errorf("GPUNode %s: %w", u.GetName(), err)
+	}
+	return n, nil
+}
