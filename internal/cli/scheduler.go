@@ -1,8 +1,17 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +27,10 @@ func newSchedulerCommand(a *app) *cobra.Command {
 		name       string
 		policy     string
 		seed       uint64
+		elect      bool
+		leaseNS    string
+		identity   string
+		metricsAt  string
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -45,16 +58,59 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			if err != nil {
 				return fmt.Errorf("kubernetes dynamic client: %w", err)
 			}
-			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			if metricsAt != "" {
+				stop, err := serveMetrics(cmd.Context(), a, metricsAt, reg)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Metrics: reg, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
 			if err != nil {
 				return err
 			}
-			return s.Run(cmd.Context())
+			if !elect {
+				return s.Run(cmd.Context())
+			}
+			if identity == "" {
+				if identity, err = os.Hostname(); err != nil {
+					return fmt.Errorf("--leader-elect-identity: not set and no host name: %w", err)
+				}
+			}
+			return s.RunWithLeaderElection(cmd.Context(), scheduler.LeaderElection{Namespace: leaseNS, Name: name + "-scheduler", Identity: identity})
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	cmd.Flags().StringVar(&name, "name", scheduler.DefaultName, "the schedulerName this scheduler serves")
 	cmd.Flags().StringVar(&policy, "policy", placement.DefaultPolicy, fmt.Sprintf("placement policy: one of %v", placement.Names()))
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed for tie-breaking (decisions are reproducible for a given seed)")
+	cmd.Flags().StringVar(&metricsAt, "metrics-addr", ":9401", `address of the /metrics server; "" disables it`)
+	cmd.Flags().BoolVar(&elect, "leader-elect", true, "run several replicas with one active, through a Lease")
+	cmd.Flags().StringVar(&leaseNS, "leader-elect-namespace", "kube-system", "namespace of the leader-election Lease (named <name>-scheduler)")
+	cmd.Flags().StringVar(&identity, "leader-elect-identity", "", "this replica's identity in the Lease (default: host name)")
 	return cmd
+}
+
+// serveMetrics serves reg on addr at /metrics until ctx ends or stop is called.
+func serveMetrics(ctx context.Context, a *app, addr string, reg *prometheus.Registry) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	a.log.Info("serving metrics", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }

@@ -21,6 +21,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/placement"
@@ -51,16 +53,19 @@ type Config struct {
 	Log *slog.Logger
 	// Resync is how often a cycle runs without events (default 1s).
 	Resync time.Duration
+	// Metrics, when set, receives the scheduler's Prometheus series.
+	Metrics prometheus.Registerer
 }
 
 // Scheduler places pods that name it.
 type Scheduler struct {
-	cfg    Config
-	policy placement.Policy
-	nodes  corelisters.NodeLister
-	pods   corelisters.PodLister
-	wake   chan struct{}
-	events *eventSink
+	cfg     Config
+	policy  placement.Policy
+	nodes   corelisters.NodeLister
+	pods    corelisters.PodLister
+	wake    chan struct{}
+	events  *eventSink
+	metrics *metrics
 
 	mu      sync.Mutex
 	assumed map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
@@ -93,6 +98,7 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		cfg: cfg, policy: pol, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
+		metrics: newMetrics(cfg.Metrics),
 	}, nil
 }
 
@@ -210,6 +216,8 @@ type CycleStats struct {
 // snapshot that it updates as it binds.
 func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
+	cycleStart := time.Now()
+	defer func() { s.metrics.cycle.Observe(time.Since(cycleStart).Seconds()) }()
 	nodes, err := s.nodes.List(labels.Everything())
 	if err != nil {
 		return st, fmt.Errorf("list nodes: %w", err)
@@ -233,11 +241,15 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	occupying = append(occupying, s.assumedPods(seen)...)
 	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
 	sortQueue(pending)
+	s.metrics.pending.Set(float64(len(pending)))
 	for _, p := range pending {
 		if ctx.Err() != nil {
 			return st, ctx.Err()
 		}
-		switch s.scheduleOne(ctx, snap, p) {
+		start := time.Now()
+		o := s.scheduleOne(ctx, snap, p)
+		s.metrics.observe(o, start)
+		switch o {
 		case outcomeBound:
 			st.Bound++
 		case outcomeInvalid:

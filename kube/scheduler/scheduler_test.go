@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +84,8 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 		return nil
 	})
 
-	stop := startScheduler(ctx, t, client, dyn)
+	reg := prometheus.NewRegistry()
+	stop := startScheduler(ctx, t, client, dyn, reg)
 	for i := 0; i < 12; i++ {
 		createPod(ctx, t, client, fmt.Sprintf("frac-%02d", i), "1", map[string]string{workload.AnnotationCompute: "0.25"})
 	}
@@ -110,6 +112,12 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 		return fmt.Errorf("%d events, none a warning about tessera.io/gpu-fraction", len(evs.Items))
 	})
 	checkNoOverbooking(ctx, t, client, nodeOf)
+	if got := decisions(t, reg, "bound"); got != 12 {
+		t.Errorf("decisions_total{result=bound} = %v, want 12", got)
+	}
+	if got := decisions(t, reg, "invalid"); got < 1 {
+		t.Errorf("decisions_total{result=invalid} = %v, want >= 1", got)
+	}
 
 	// Restart: pods created while no scheduler runs are placed by a new one
 	// that rebuilt its view from the API only.
@@ -117,7 +125,7 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 	for i := 12; i < 20; i++ {
 		createPod(ctx, t, client, fmt.Sprintf("frac-%02d", i), "1", map[string]string{workload.AnnotationCompute: "0.25"})
 	}
-	stop = startScheduler(ctx, t, client, dyn)
+	stop = startScheduler(ctx, t, client, dyn, nil)
 	defer stop()
 	waitFor(t, "16 fractional pods bound after restart", func() error { return countBound(ctx, client, "frac-", 16) })
 	time.Sleep(2 * time.Second) // a few more cycles: nothing else may be bound
@@ -127,9 +135,9 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 	checkNoOverbooking(ctx, t, client, nodeOf)
 }
 
-func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface) (stop func()) {
+func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, reg prometheus.Registerer) (stop func()) {
 	t.Helper()
-	s, err := New(Config{Client: client, Dynamic: dyn, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond})
+	s, err := New(Config{Client: client, Dynamic: dyn, Metrics: reg, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,4 +276,90 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestLeaderFailover runs two replicas with leader election: only the
+// leader binds; when it stops, the other takes over and binds new pods.
+func TestLeaderFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	cl, err := testcluster.Start(ctx, testcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cl.Stop()
+		if !t.Failed() {
+			os.RemoveAll(cl.Dir)
+		}
+	}()
+	if err := cl.StartKWOK(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "4"})
+	le := LeaderElection{Namespace: "default", Name: "tessera-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
+	start := func(id string) (context.CancelFunc, chan error) {
+		s, err := New(Config{Client: client, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Resync: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		l := le
+		l.Identity = id
+		go func() { done <- s.RunWithLeaderElection(rctx, l) }()
+		return stop, done
+	}
+	stopA, doneA := start("replica-a")
+	waitFor(t, "replica-a leads", func() error { return holder(ctx, client, "replica-a") })
+	stopB, doneB := start("replica-b")
+	defer func() { stopB(); <-doneB }()
+	createPod(ctx, t, client, "first", "1", nil)
+	waitFor(t, "first bound", func() error { return countBound(ctx, client, "first", 1) })
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("replica-a: %v", err)
+	}
+	waitFor(t, "replica-b leads", func() error { return holder(ctx, client, "replica-b") })
+	createPod(ctx, t, client, "second", "1", nil)
+	waitFor(t, "second bound by the new leader", func() error { return countBound(ctx, client, "second", 1) })
+}
+
+func holder(ctx context.Context, c kubernetes.Interface, id string) error {
+	l, err := c.CoordinationV1().Leases("default").Get(ctx, "tessera-test", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != id {
+		return fmt.Errorf("lease held by %v, want %s", l.Spec.HolderIdentity, id)
+	}
+	return nil
+}
+
+// decisions reads tessera_scheduler_decisions_total{result=...} from reg.
+func decisions(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tessera_scheduler_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no decisions_total{result=%q}", result)
+	return 0
 }

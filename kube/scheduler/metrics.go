@@ -1,0 +1,64 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the scheduler's Prometheus series. They are registered on
+// the registry given in Config (none: not exported), never on a global one.
+type metrics struct {
+	pending   prometheus.Gauge
+	decisions *prometheus.CounterVec
+	decision  prometheus.Histogram
+	cycle     prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tessera_scheduler_pending_pods",
+			Help: "Pods waiting for this scheduler at the start of the last cycle.",
+		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tessera_scheduler_decisions_total",
+			Help: "Scheduling attempts by result: bound, unschedulable, invalid (bad request) or error (API failure).",
+		}, []string{"result"}),
+		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tessera_scheduler_decision_duration_seconds",
+			Help:    "Time to decide and bind one pod, API calls included.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tessera_scheduler_cycle_duration_seconds",
+			Help:    "Time of one scheduling cycle (snapshot and all pending pods).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+	for _, r := range []string{"bound", "unschedulable", "invalid", "error"} {
+		m.decisions.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(m.pending, m.decisions, m.decision, m.cycle)
+	}
+	return m
+}
+
+func (m *metrics) observe(o outcome, start time.Time) {
+	m.decision.Observe(time.Since(start).Seconds())
+	m.decisions.WithLabelValues(o.String()).Inc()
+}
+
+func (o outcome) String() string {
+	switch o {
+	case outcomeBound:
+		return "bound"
+	case outcomeInvalid:
+		return "invalid"
+	case outcomeUnschedulable:
+		return "unschedulable"
+	default:
+		return "error"
+	}
+}
