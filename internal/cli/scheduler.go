@@ -31,6 +31,8 @@ func newSchedulerCommand(a *app) *cobra.Command {
 		leaseNS    string
 		identity   string
 		metricsAt  string
+		qps        float32
+		burst      int
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -50,6 +52,10 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			if err != nil {
 				return fmt.Errorf("--kubeconfig: %w", err)
 			}
+			if qps <= 0 || burst < 1 {
+				return fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %v and %d", qps, burst)
+			}
+			cfg.QPS, cfg.Burst = qps, burst
 			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
@@ -86,6 +92,8 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 	cmd.Flags().StringVar(&name, "name", scheduler.DefaultName, "the schedulerName this scheduler serves")
 	cmd.Flags().StringVar(&policy, "policy", placement.DefaultPolicy, fmt.Sprintf("placement policy: one of %v", placement.Names()))
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed for tie-breaking (decisions are reproducible for a given seed)")
+	cmd.Flags().Float32Var(&qps, "kube-api-qps", 200, "queries per second to the API server (each bind is two calls)")
+	cmd.Flags().IntVar(&burst, "kube-api-burst", 400, "burst of queries to the API server")
 	cmd.Flags().StringVar(&metricsAt, "metrics-addr", ":9401", `address of the /metrics server; "" disables it`)
 	cmd.Flags().BoolVar(&elect, "leader-elect", true, "run several replicas with one active, through a Lease")
 	cmd.Flags().StringVar(&leaseNS, "leader-elect-namespace", "kube-system", "namespace of the leader-election Lease (named <name>-scheduler)")

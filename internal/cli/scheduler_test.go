@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,6 +15,7 @@ func TestSchedulerFlagErrors(t *testing.T) {
 		{[]string{"scheduler", "--kubeconfig", "/does/not/exist"}, "--kubeconfig:"},
 		{[]string{"scheduler", "--kubeconfig", "/does/not/exist", "extra"}, "unknown command"},
 		{[]string{"scheduler", "--seed", "-1"}, `invalid argument "-1" for "--seed"`},
+		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--kube-api-qps", "0"}, "--kube-api-qps must be > 0"},
 	}
 	for _, tc := range tests {
 		_, errOut, code := run(t, tc.args...)
@@ -20,4 +23,15 @@ func TestSchedulerFlagErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want non-zero and %q", tc.args, code, errOut, tc.want)
 		}
 	}
+}
+
+// writeKubeconfig writes a syntactically valid kubeconfig pointing nowhere.
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
