@@ -62,3 +62,12 @@ func (o outcome) String() string {
 		return "error"
 	}
 }
+
+// observeGang records a gang's members by result; the gang's time counts as
+// one decision.
+func (m *metrics) observeGang(before, after CycleStats, start time.Time) {
+	m.decision.Observe(time.Since(start).Seconds())
+	m.decisions.WithLabelValues("bound").Add(float64(after.Bound - before.Bound))
+	m.decisions.WithLabelValues("invalid").Add(float64(after.Invalid - before.Invalid))
+	m.decisions.WithLabelValues("unschedulable").Add(float64(after.Unschedulable - before.Unschedulable))
+}

@@ -27,10 +27,21 @@ const (
 
 // scheduleOne places, records and binds one pending pod, updating snap.
 func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod) outcome {
+	pl, o, msg := s.plan(snap, pod)
+	if o != outcomeBound {
+		s.events.reject(ctx, pod, reasonFor(o), msg)
+		return o
+	}
+	return s.commit(ctx, snap, pod, pl)
+}
+
+// plan decides where a pod goes without changing snap or the API. On
+// success the outcome is outcomeBound (to be done by commit); otherwise it
+// is the reason the pod stays pending, with a message naming the cause.
+func (s *Scheduler) plan(snap *snapshot, pod *corev1.Pod) (plan, outcome, string) {
 	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
 	if err != nil {
-		s.events.reject(ctx, pod, reasonInvalid, err.Error())
-		return outcomeInvalid
+		return plan{}, outcomeInvalid, err.Error()
 	}
 	view, viewNodes, why := s.eligibleView(snap, pod)
 	cpu, mem := podHostRequests(pod)
@@ -40,31 +51,55 @@ func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1
 		if len(why) > 0 {
 			msg += "; ruled out: " + summarize(why)
 		}
-		s.events.reject(ctx, pod, reasonUnschedulable, msg)
-		return outcomeUnschedulable
+		return plan{}, outcomeUnschedulable, msg
 	}
-	nodeName := a.Node
+	for i := range decisions {
+		decisions[i].dec.Node = snap.byName[a.Node]
+	}
+	return plan{assignment: a, placed: decisions}, outcomeBound, ""
+}
+
+// plan is a decision for one pod: its assignment and the engine bookings
+// (nodes indexed in the snapshot).
+type plan struct {
+	assignment binding.Assignment
+	placed     []placed
+}
+
+// book applies a plan's bookings to snap.
+func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
+	for _, d := range pl.placed {
+		if err := snap.cluster.Apply(&d.pod, d.dec); err != nil {
+			s.cfg.Log.Error("booking a fresh decision failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+	}
+}
+
+// commit records and binds a planned pod, then books it on snap and
+// remembers it until the informer shows it bound, so later cycles count it.
+func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan) outcome {
+	a := pl.assignment
 	if err := s.bind(ctx, pod, a); err != nil {
 		s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 		return outcomeError
 	}
-	// Book on the cycle's snapshot and remember the pod until the informer
-	// shows it bound, so the next cycle counts it too.
 	bound := pod.DeepCopy()
-	bound.Spec.NodeName = nodeName
+	bound.Spec.NodeName = a.Node
 	if bound.Annotations == nil {
 		bound.Annotations = map[string]string{}
 	}
 	bound.Annotations[binding.AnnotationKey], _ = binding.Encode(a)
-	for _, d := range decisions {
-		d.dec.Node = snap.byName[nodeName]
-		if err := snap.cluster.Apply(&d.pod, d.dec); err != nil {
-			s.cfg.Log.Error("booking a fresh decision failed", "pod", pod.Name, "err", err)
-		}
-	}
+	s.book(snap, pod, pl)
 	s.assume(bound)
-	s.events.bound(ctx, pod, nodeName, a)
+	s.events.bound(ctx, pod, a.Node, a)
 	return outcomeBound
+}
+
+func reasonFor(o outcome) string {
+	if o == outcomeInvalid {
+		return reasonInvalid
+	}
+	return reasonUnschedulable
 }
 
 type placed struct {

@@ -242,21 +242,26 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
+	groups := gangs(pending, occupying)
 	for _, p := range pending {
 		if ctx.Err() != nil {
 			return st, ctx.Err()
 		}
+		if k := groupKey(p); k != "" {
+			// A gang is scheduled as one item, at its first member's place in the queue.
+			if g, ok := groups[k]; ok {
+				delete(groups, k)
+				start := time.Now()
+				before := st
+				s.scheduleGang(ctx, snap, g, &st)
+				s.metrics.observeGang(before, st, start)
+			}
+			continue
+		}
 		start := time.Now()
 		o := s.scheduleOne(ctx, snap, p)
 		s.metrics.observe(o, start)
-		switch o {
-		case outcomeBound:
-			st.Bound++
-		case outcomeInvalid:
-			st.Invalid++
-		case outcomeUnschedulable:
-			st.Unschedulable++
-		}
+		st.count(o)
 	}
 	if len(pending) > 0 {
 		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "nodes", len(snap.nodes))

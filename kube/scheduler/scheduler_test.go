@@ -170,8 +170,13 @@ func createGPUNode(ctx context.Context, t *testing.T, c kubernetes.Interface, na
 
 func createPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name, gpus string, ann map[string]string) {
 	t.Helper()
+	createPodWith(ctx, t, c, name, gpus, nil, ann)
+}
+
+func createPodWith(ctx context.Context, t *testing.T, c kubernetes.Interface, name, gpus string, labels, ann map[string]string) {
+	t.Helper()
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels, Annotations: ann},
 		Spec: corev1.PodSpec{SchedulerName: DefaultName, Containers: []corev1.Container{{
 			Name: "main", Image: "example.invalid/none",
 			Resources: corev1.ResourceRequirements{
@@ -278,21 +283,23 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestLeaderFailover runs two replicas with leader election: only the
-// leader binds; when it stops, the other takes over and binds new pods.
-func TestLeaderFailover(t *testing.T) {
+// controlPlane starts etcd, kube-apiserver and KWOK for one test and
+// returns a client; everything stops when the test ends.
+func controlPlane(t *testing.T) (context.Context, kubernetes.Interface) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
 	cl, err := testcluster.Start(ctx, testcluster.Options{})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		cl.Stop()
+		cancel()
 		if !t.Failed() {
 			os.RemoveAll(cl.Dir)
 		}
-	}()
+	})
 	if err := cl.StartKWOK(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +307,45 @@ func TestLeaderFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := kubernetes.NewForConfigOrDie(cfg)
+	return ctx, kubernetes.NewForConfigOrDie(cfg)
+}
+
+// TestGangAllOrNothing: a gang that cannot fit as a whole binds no member,
+// one that fits binds all, and a member with a bad minimum is reported.
+func TestGangAllOrNothing(t *testing.T) {
+	ctx, client := controlPlane(t)
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	gangPod := func(name, group, min string) {
+		createPodWith(ctx, t, client, name, "1", map[string]string{LabelPodGroup: group}, map[string]string{AnnotationMinMember: min})
+	}
+	for i := 0; i < 3; i++ {
+		gangPod(fmt.Sprintf("big-%d", i), "big", "3") // needs 3 GPUs, the node has 2
+	}
+	stop := startScheduler(ctx, t, client, nil, nil)
+	defer stop()
+	waitFor(t, "big gang reported", func() error {
+		return hasCondition(ctx, client, "big-0", corev1.PodReasonUnschedulable, "gang default/big: only 2 of the 3 members still needed fit, so none is bound")
+	})
+	gangPod("pair-0", "pair", "2")
+	gangPod("pair-1", "pair", "2")
+	waitFor(t, "pair gang bound", func() error { return countBound(ctx, client, "pair-", 2) })
+	gangPod("odd-0", "odd", "many")
+	waitFor(t, "bad minimum reported", func() error {
+		return hasCondition(ctx, client, "odd-0", reasonInvalid, `annotation tessera.io/pod-group-min-member: must be a whole number in [1, 10000], got "many"`)
+	})
+	gangPod("wait-0", "wait", "2")
+	waitFor(t, "incomplete gang waits", func() error {
+		return hasCondition(ctx, client, "wait-0", corev1.PodReasonUnschedulable, "gang default/wait: 1 of 2 members exist")
+	})
+	if err := countBound(ctx, client, "big-", 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLeaderFailover runs two replicas with leader election: only the
+// leader binds; when it stops, the other takes over and binds new pods.
+func TestLeaderFailover(t *testing.T) {
+	ctx, client := controlPlane(t)
 	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "4"})
 	le := LeaderElection{Namespace: "default", Name: "tessera-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
 	start := func(id string) (context.CancelFunc, chan error) {

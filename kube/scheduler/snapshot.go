@@ -66,6 +66,14 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 	return s
 }
 
+// scratch returns a copy whose bookings can change without touching s
+// (the node, inventory and index maps are shared and read-only).
+func (s *snapshot) scratch() *snapshot {
+	c := *s
+	c.cluster = s.cluster.Clone()
+	return &c
+}
+
 func findGPU(n *inventory.Node, index int) (inventory.GPU, bool) {
 	g, ok := n.GPUByIndex(index)
 	if !ok {

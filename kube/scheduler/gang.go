@@ -1,0 +1,155 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Gang membership, until the PodGroup resource lands: pods of one group
+// share the label LabelPodGroup (the group is namespaced) and carry the
+// annotation AnnotationMinMember with the group's minimum.
+const (
+	LabelPodGroup       = "tessera.io/pod-group"
+	AnnotationMinMember = "tessera.io/pod-group-min-member"
+	// MaxGangSize bounds minMember.
+	MaxGangSize = 10000
+)
+
+// gang is one group's state in a cycle.
+type gang struct {
+	key     string // namespace/name
+	min     int
+	pending []*corev1.Pod
+	bound   int // members already bound (or assumed)
+	err     error
+}
+
+// groupKey returns the pod's gang key, or "" for a pod outside any gang.
+func groupKey(p *corev1.Pod) string {
+	name := p.Labels[LabelPodGroup]
+	if name == "" {
+		return ""
+	}
+	return p.Namespace + "/" + name
+}
+
+// minMember reads a member's minimum.
+func minMember(p *corev1.Pod) (int, error) {
+	v, ok := p.Annotations[AnnotationMinMember]
+	if !ok {
+		return 0, fmt.Errorf("annotation %s: must be set on every pod with label %s (a whole number in [1, %d])", AnnotationMinMember, LabelPodGroup, MaxGangSize)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxGangSize {
+		return 0, fmt.Errorf("annotation %s: must be a whole number in [1, %d], got %q", AnnotationMinMember, MaxGangSize, v)
+	}
+	return n, nil
+}
+
+// gangs groups the pending pods by gang (in queue order of their first
+// member) and counts members already on nodes.
+func gangs(pending, occupying []*corev1.Pod) map[string]*gang {
+	out := map[string]*gang{}
+	for _, p := range pending {
+		k := groupKey(p)
+		if k == "" {
+			continue
+		}
+		g, ok := out[k]
+		if !ok {
+			g = &gang{key: k}
+			out[k] = g
+		}
+		g.pending = append(g.pending, p)
+		n, err := minMember(p)
+		switch {
+		case err != nil && g.err == nil:
+			g.err = err
+		case err == nil && g.min != 0 && n != g.min && g.err == nil:
+			g.err = fmt.Errorf("annotation %s: members disagree (%d and %d); set the same value on every member", AnnotationMinMember, g.min, n)
+		case err == nil:
+			g.min = n
+		}
+	}
+	for _, p := range occupying {
+		if g, ok := out[groupKey(p)]; ok {
+			g.bound++
+		}
+	}
+	return out
+}
+
+// scheduleGang binds a gang's members all or nothing: it plans on a scratch
+// copy of the snapshot and binds only when at least the members still
+// needed to reach minMember fit. Members beyond the minimum, and members of
+// a gang that already reached it, are scheduled like single pods.
+func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, st *CycleStats) {
+	if g.err != nil {
+		for _, p := range g.pending {
+			s.events.reject(ctx, p, reasonInvalid, g.err.Error())
+			st.Invalid++
+		}
+		return
+	}
+	need := g.min - g.bound
+	if need <= 0 {
+		for _, p := range g.pending {
+			st.count(s.scheduleOne(ctx, snap, p))
+		}
+		return
+	}
+	if len(g.pending) < need {
+		msg := fmt.Sprintf("gang %s: %d of %d members exist (%d bound, %d pending); waiting for the rest", g.key, g.bound+len(g.pending), g.min, g.bound, len(g.pending))
+		for _, p := range g.pending {
+			s.events.reject(ctx, p, reasonUnschedulable, msg)
+			st.Unschedulable++
+		}
+		return
+	}
+	scratch := snap.scratch()
+	var plans []plan
+	var planned []*corev1.Pod
+	firstWhy := ""
+	for _, p := range g.pending {
+		pl, o, msg := s.plan(scratch, p)
+		if o == outcomeInvalid {
+			s.events.reject(ctx, p, reasonInvalid, msg)
+			st.Invalid++
+			continue
+		}
+		if o != outcomeBound {
+			if firstWhy == "" {
+				firstWhy = p.Name + ": " + msg
+			}
+			continue
+		}
+		s.book(scratch, p, pl)
+		plans = append(plans, pl)
+		planned = append(planned, p)
+	}
+	if len(plans) < need {
+		msg := fmt.Sprintf("gang %s: only %d of the %d members still needed fit, so none is bound (all or nothing); first misfit: %s", g.key, len(plans), need, firstWhy)
+		for _, p := range g.pending {
+			s.events.reject(ctx, p, reasonUnschedulable, msg)
+			st.Unschedulable++
+		}
+		return
+	}
+	for i, p := range planned {
+		st.count(s.commit(ctx, snap, p, plans[i]))
+	}
+}
+
+func (st *CycleStats) count(o outcome) {
+	switch o {
+	case outcomeBound:
+		st.Bound++
+	case outcomeInvalid:
+		st.Invalid++
+	case outcomeUnschedulable:
+		st.Unschedulable++
+	}
+}
