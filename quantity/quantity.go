@@ -17,18 +17,36 @@ const MilliPerUnit = 1000
 // out-of-range values.
 var ErrSyntax = errors.New("invalid quantity")
 
-var memorySuffixes = map[string]*big.Rat{
-	"":   big.NewRat(1, 1),
-	"Ki": big.NewRat(1<<10, 1),
-	"Mi": big.NewRat(1<<20, 1),
-	"Gi": big.NewRat(1<<30, 1),
-	"Ti": big.NewRat(1<<40, 1),
-	"Pi": big.NewRat(1<<50, 1),
-	"k":  big.NewRat(1e3, 1),
-	"M":  big.NewRat(1e6, 1),
-	"G":  big.NewRat(1e9, 1),
-	"T":  big.NewRat(1e12, 1),
-	"P":  big.NewRat(1e15, 1),
+// memoryUnit returns the multiplier of a memory suffix.
+func memoryUnit(suffix string) (*big.Rat, bool) {
+	var n int64
+	switch suffix {
+	case "":
+		n = 1
+	case "Ki":
+		n = 1 << 10
+	case "Mi":
+		n = 1 << 20
+	case "Gi":
+		n = 1 << 30
+	case "Ti":
+		n = 1 << 40
+	case "Pi":
+		n = 1 << 50
+	case "k":
+		n = 1e3
+	case "M":
+		n = 1e6
+	case "G":
+		n = 1e9
+	case "T":
+		n = 1e12
+	case "P":
+		n = 1e15
+	default:
+		return nil, false
+	}
+	return big.NewRat(n, 1), true
 }
 
 // ParseBytes parses a memory size with Kubernetes suffixes (Ki, Mi, Gi, Ti, Pi
@@ -39,7 +57,7 @@ func ParseBytes(s string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	mult, ok := memorySuffixes[suffix]
+	mult, ok := memoryUnit(suffix)
 	if !ok {
 		return 0, fmt.Errorf("%w %q: unknown unit %q (use Ki, Mi, Gi, Ti, Pi, k, M, G, T or P)", ErrSyntax, s, suffix)
 	}
