@@ -33,6 +33,8 @@ func newSchedulerCommand(a *app) *cobra.Command {
 		metricsAt  string
 		qps        float32
 		burst      int
+		noPreempt  bool
+		minRuntime time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -73,7 +75,11 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 				}
 				defer stop()
 			}
-			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Metrics: reg, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
+			if minRuntime < 0 {
+				return fmt.Errorf("--preemption-min-runtime must be >= 0, got %v", minRuntime)
+			}
+			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Metrics: reg,
+				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
 			if err != nil {
 				return err
 			}
@@ -94,6 +100,8 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed for tie-breaking (decisions are reproducible for a given seed)")
 	cmd.Flags().Float32Var(&qps, "kube-api-qps", 200, "queries per second to the API server (each bind is two calls)")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 400, "burst of queries to the API server")
+	cmd.Flags().BoolVar(&noPreempt, "disable-preemption", false, "never evict lower-priority pods to make room")
+	cmd.Flags().DurationVar(&minRuntime, "preemption-min-runtime", time.Minute, "pods that have run less than this are never preempted")
 	cmd.Flags().StringVar(&metricsAt, "metrics-addr", ":9401", `address of the /metrics server; "" disables it`)
 	cmd.Flags().BoolVar(&elect, "leader-elect", true, "run several replicas with one active, through a Lease")
 	cmd.Flags().StringVar(&leaseNS, "leader-elect-namespace", "kube-system", "namespace of the leader-election Lease (named <name>-scheduler)")

@@ -28,6 +28,11 @@ const (
 // scheduleOne places, records and binds one pending pod, updating snap.
 func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod) outcome {
 	pl, o, msg := s.plan(snap, pod)
+	if o == outcomeUnschedulable && !s.cfg.DisablePreemption {
+		if note := s.preempt(ctx, snap, pod); note != "" {
+			msg += "; " + note
+		}
+	}
 	if o != outcomeBound {
 		s.events.reject(ctx, pod, reasonFor(o), msg)
 		return o
@@ -68,10 +73,16 @@ type plan struct {
 
 // book applies a plan's bookings to snap.
 func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
+	exact := true
 	for _, d := range pl.placed {
 		if err := snap.cluster.Apply(&d.pod, d.dec); err != nil {
+			exact = false
 			s.cfg.Log.Error("booking a fresh decision failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 		}
+	}
+	if len(pl.placed) > 0 {
+		ni := pl.placed[0].dec.Node
+		snap.onNode[ni] = append(snap.onNode[ni], booking{pod: pod, parts: pl.placed, exact: exact})
 	}
 }
 

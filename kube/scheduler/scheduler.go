@@ -55,6 +55,11 @@ type Config struct {
 	Resync time.Duration
 	// Metrics, when set, receives the scheduler's Prometheus series.
 	Metrics prometheus.Registerer
+	// DisablePreemption turns off evicting lower-priority pods.
+	DisablePreemption bool
+	// PreemptionMinRuntime protects pods that have run less than this from
+	// preemption (0: no protection).
+	PreemptionMinRuntime time.Duration
 }
 
 // Scheduler places pods that name it.
@@ -67,8 +72,9 @@ type Scheduler struct {
 	events  *eventSink
 	metrics *metrics
 
-	mu      sync.Mutex
-	assumed map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
+	mu         sync.Mutex
+	assumed    map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
+	preemptors map[types.UID]time.Time   // pods waiting for their victims, until when
 }
 
 // New validates cfg and builds a scheduler; call Run to start it.
@@ -98,7 +104,8 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		cfg: cfg, policy: pol, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
-		metrics: newMetrics(cfg.Metrics),
+		preemptors: map[types.UID]time.Time{},
+		metrics:    newMetrics(cfg.Metrics),
 	}, nil
 }
 
@@ -239,6 +246,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		}
 	}
 	occupying = append(occupying, s.assumedPods(seen)...)
+	s.gcPreemptors(seen, occupying)
 	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -407,4 +408,64 @@ func decisions(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	}
 	t.Fatalf("no decisions_total{result=%q}", result)
 	return 0
+}
+
+// TestPreemption: a high-priority pod that fits nowhere evicts the
+// lowest-priority pod it needs to, the victim gets an event saying why,
+// and the high-priority pod is then bound; equal priority never preempts.
+func TestPreemption(t *testing.T) {
+	ctx, client := controlPlane(t)
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	for name, value := range map[string]int32{"low": 10, "mid": 20, "high": 1000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name, class string) {
+		t.Helper()
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{SchedulerName: DefaultName, PriorityClassName: class, Containers: []corev1.Container{{
+				Name: "main", Image: "example.invalid/none",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}},
+			}}},
+		}
+		if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("victim-low", "low")
+	create("keeper-mid", "mid")
+	stop := startScheduler(ctx, t, client, nil, nil)
+	defer stop()
+	waitFor(t, "both bound", func() error { return countBound(ctx, client, "victim-low", 1) })
+	waitFor(t, "both bound", func() error { return countBound(ctx, client, "keeper-mid", 1) })
+	create("peer-mid", "mid") // same priority as keeper, above victim
+	waitFor(t, "peer-mid bound after evicting victim-low", func() error { return countBound(ctx, client, "peer-mid", 1) })
+	if _, err := client.CoreV1().Pods("default").Get(ctx, "victim-low", metav1.GetOptions{}); err == nil {
+		t.Fatal("victim-low still exists")
+	}
+	waitFor(t, "victim event", func() error {
+		evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=victim-low"})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "Preempted" && strings.Contains(e.Message, "Preempted by default/peer-mid (priority 20)") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none Preempted", len(evs.Items))
+	})
+	create("other-mid", "mid") // equal priority to both bound pods: must wait, not preempt
+	waitFor(t, "other-mid stays pending", func() error {
+		return hasCondition(ctx, client, "other-mid", corev1.PodReasonUnschedulable, "no node fits")
+	})
+	if err := countBound(ctx, client, "keeper-mid", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := countBound(ctx, client, "peer-mid", 1); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -22,6 +22,16 @@ type snapshot struct {
 	inv     []inventory.Node // same order
 	byName  map[string]int   // node name -> index
 	uuidPos []map[string]int // per node: GPU UUID -> position in Node.GPUs
+	onNode  [][]booking      // per node: the pods booked there
+}
+
+// booking is a pod's share of a node as booked on the snapshot.
+type booking struct {
+	pod   *corev1.Pod
+	parts []placed
+	// exact is false when the booking had to saturate (it no longer fit),
+	// so it cannot be released exactly; such a pod is never a victim.
+	exact bool
 }
 
 // buildSnapshot makes a snapshot from nodes and the pods already on them
@@ -50,6 +60,7 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 		s.nodes, s.inv, s.byName = nil, nil, map[string]int{}
 	}
 	s.cluster = cl
+	s.onNode = make([][]booking, len(s.inv))
 	s.uuidPos = make([]map[string]int, len(s.inv))
 	for i := range s.inv {
 		m := map[string]int{}
@@ -71,6 +82,10 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 func (s *snapshot) scratch() *snapshot {
 	c := *s
 	c.cluster = s.cluster.Clone()
+	c.onNode = make([][]booking, len(s.onNode))
+	for i := range s.onNode {
+		c.onNode[i] = append([]booking(nil), s.onNode[i]...)
+	}
 	return &c
 }
 
@@ -97,8 +112,12 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 	if err != nil {
 		log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", host.Name, "err", err)
 	}
+	b := booking{pod: p, exact: true}
+	defer func() { s.onNode[ni] = append(s.onNode[ni], b) }()
 	if a == nil || len(a.Containers) == 0 {
-		s.apply(log, &host, placement.Decision{Node: ni})
+		d := placement.Decision{Node: ni}
+		b.exact = s.apply(log, &host, d)
+		b.parts = append(b.parts, placed{pod: host, dec: d})
 		return
 	}
 	for i, c := range a.Containers {
@@ -116,18 +135,22 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 			d.GPUs = append(d.GPUs, pos)
 		}
 		pp.GPU.Count = len(d.GPUs)
-		s.apply(log, &pp, d)
+		if !s.apply(log, &pp, d) {
+			b.exact = false
+		}
+		b.parts = append(b.parts, placed{pod: pp, dec: d})
 	}
 }
 
 // apply books with the engine's checked Apply and falls back to saturating
-// subtraction when the booking no longer fits.
-func (s *snapshot) apply(log *slog.Logger, p *placement.Pod, d placement.Decision) {
-	if err := s.cluster.Apply(p, d); err == nil {
-		return
-	} else {
-		log.Warn("booking an existing pod over capacity", "pod", p.Name, "err", err)
+// subtraction when the booking no longer fits; it reports whether the
+// booking was exact.
+func (s *snapshot) apply(log *slog.Logger, p *placement.Pod, d placement.Decision) bool {
+	err := s.cluster.Apply(p, d)
+	if err == nil {
+		return true
 	}
+	log.Warn("booking an existing pod over capacity", "pod", p.Name, "err", err)
 	n := &s.cluster.Nodes[d.Node]
 	n.FreeCPUMilli = max(0, n.FreeCPUMilli-p.CPUMilli)
 	n.FreeMemoryMiB = max(0, n.FreeMemoryMiB-p.MemoryMiB)
@@ -136,6 +159,7 @@ func (s *snapshot) apply(log *slog.Logger, p *placement.Pod, d placement.Decisio
 		g.FreeMilli = max(0, g.FreeMilli-p.GPU.ComputeMilli)
 		g.FreeMemoryMiB = max(0, g.FreeMemoryMiB-p.GPU.MemoryMiB)
 	}
+	return false
 }
 
 // shareRequest turns one container's granted shares back into a request
