@@ -45,11 +45,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) observe(o outcome, start time.Time) {
-	m.decision.Observe(time.Since(start).Seconds())
-	m.decisions.WithLabelValues(o.String()).Inc()
-}
-
 func (o outcome) String() string {
 	switch o {
 	case outcomeBound:
@@ -63,9 +58,9 @@ func (o outcome) String() string {
 	}
 }
 
-// observeGang records a gang's members by result; the gang's time counts as
-// one decision.
-func (m *metrics) observeGang(before, after CycleStats, start time.Time) {
+// observeItem records one queue item's pods by result (a gang's members
+// all count; its time is one decision).
+func (m *metrics) observeItem(before, after CycleStats, start time.Time) {
 	m.decision.Observe(time.Since(start).Seconds())
 	m.decisions.WithLabelValues("bound").Add(float64(after.Bound - before.Bound))
 	m.decisions.WithLabelValues("invalid").Add(float64(after.Invalid - before.Invalid))

@@ -82,7 +82,7 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 	}
 	if len(pl.placed) > 0 {
 		ni := pl.placed[0].dec.Node
-		snap.onNode[ni] = append(snap.onNode[ni], booking{pod: pod, parts: pl.placed, exact: exact})
+		snap.record(ni, booking{pod: pod, parts: pl.placed, exact: exact})
 	}
 }
 
@@ -100,7 +100,7 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		bound.Annotations = map[string]string{}
 	}
 	bound.Annotations[binding.AnnotationKey], _ = binding.Encode(a)
-	s.book(snap, pod, pl)
+	s.book(snap, bound, pl)
 	s.assume(bound)
 	s.events.bound(ctx, pod, a.Node, a)
 	return outcomeBound

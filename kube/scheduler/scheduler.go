@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/placement"
 )
 
@@ -72,6 +74,9 @@ type Scheduler struct {
 	events  *eventSink
 	metrics *metrics
 
+	// queueObjects lists Queue objects (none without a dynamic client).
+	queueObjects func() []*unstructured.Unstructured
+
 	mu         sync.Mutex
 	assumed    map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
 	preemptors map[types.UID]time.Time   // pods waiting for their victims, until when
@@ -102,7 +107,8 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("scheduler: --policy: %w", err)
 	}
 	return &Scheduler{
-		cfg: cfg, policy: pol, wake: make(chan struct{}, 1),
+		queueObjects: func() []*unstructured.Unstructured { return nil },
+		cfg:          cfg, policy: pol, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
 		preemptors: map[types.UID]time.Time{},
 		metrics:    newMetrics(cfg.Metrics),
@@ -125,6 +131,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if _, err := podInf.Informer().AddEventHandler(poke); err != nil {
 		return fmt.Errorf("watch pods: %w", err)
 	}
+	if s.cfg.Dynamic != nil {
+		if err := s.watchQueues(ctx, poke); err != nil {
+			return err
+		}
+	}
 	if s.cfg.Inventory == nil {
 		s.cfg.Inventory = LabelInventory{Catalog: s.cfg.Catalog}
 		if s.cfg.Dynamic != nil {
@@ -139,7 +150,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			// Wait for GPUNodes only when the API serves them: without the
 			// CRD (no agent installed yet) the informer keeps retrying and
 			// nodes fall back to their labels.
-			if gpuNodesServed(s.cfg.Client) {
+			if served(s.cfg.Client, gpunode.Resource()) {
 				if !cache.WaitForCacheSync(ctx.Done(), gi.Informer().HasSynced) {
 					return fmt.Errorf("sync GPUNode informer: %w", ctx.Err())
 				}
@@ -170,9 +181,37 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// gpuNodesServed reports whether the API server serves GPUNode objects.
-func gpuNodesServed(c kubernetes.Interface) bool {
-	gvr := gpunode.Resource()
+// watchQueues starts an informer on Queue objects and lists them from it.
+func (s *Scheduler) watchQueues(ctx context.Context, poke cache.ResourceEventHandler) error {
+	df := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
+	qi := df.ForResource(queues.Resource())
+	if _, err := qi.Informer().AddEventHandler(poke); err != nil {
+		return fmt.Errorf("watch Queues: %w", err)
+	}
+	df.Start(ctx.Done())
+	go func() { <-ctx.Done(); df.Shutdown() }()
+	if served(s.cfg.Client, queues.Resource()) && !cache.WaitForCacheSync(ctx.Done(), qi.Informer().HasSynced) {
+		return fmt.Errorf("sync Queue informer: %w", ctx.Err())
+	}
+	s.queueObjects = func() []*unstructured.Unstructured {
+		objs, err := qi.Lister().List(labels.Everything())
+		if err != nil {
+			s.cfg.Log.Warn("list queues", "err", err)
+			return nil
+		}
+		out := make([]*unstructured.Unstructured, 0, len(objs))
+		for _, o := range objs {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// served reports whether the API server serves a resource.
+func served(c kubernetes.Interface, gvr schema.GroupVersionResource) bool {
 	list, err := c.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if err != nil {
 		return false
@@ -251,25 +290,24 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
 	groups := gangs(pending, occupying)
+	var items []item
 	for _, p := range pending {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
 		if k := groupKey(p); k != "" {
-			// A gang is scheduled as one item, at its first member's place in the queue.
+			// A gang is one item, at its first member's place in the queue.
 			if g, ok := groups[k]; ok {
 				delete(groups, k)
-				start := time.Now()
-				before := st
-				s.scheduleGang(ctx, snap, g, &st)
-				s.metrics.observeGang(before, st, start)
+				items = append(items, item{gang: g, queue: queueOf(g.pending[0])})
 			}
 			continue
 		}
-		start := time.Now()
-		o := s.scheduleOne(ctx, snap, p)
-		s.metrics.observe(o, start)
-		st.count(o)
+		items = append(items, item{pod: p, queue: queueOf(p)})
+	}
+	tree, err := s.queueTree(s.queueObjects())
+	if err != nil {
+		s.cfg.Log.Error("queues are inconsistent; only the default queue is used", "err", err)
+	}
+	if err := s.serveQueues(ctx, snap, tree, items, &st); err != nil {
+		return st, err
 	}
 	if len(pending) > 0 {
 		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "nodes", len(snap.nodes))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/binding"
@@ -24,6 +27,7 @@ import (
 	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -308,7 +312,21 @@ func controlPlane(t *testing.T) (context.Context, kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ctx, kubernetes.NewForConfigOrDie(cfg)
+	c := kubernetes.NewForConfigOrDie(cfg)
+	restConfigs.Store(c, cfg)
+	return ctx, c
+}
+
+// restConfigs remembers each test client's config (for dynamicFor).
+var restConfigs sync.Map
+
+func dynamicFor(t *testing.T, c kubernetes.Interface) dynamic.Interface {
+	t.Helper()
+	cfg, ok := restConfigs.Load(c)
+	if !ok {
+		t.Fatal("no rest config for client")
+	}
+	return dynamic.NewForConfigOrDie(cfg.(*rest.Config))
 }
 
 // TestGangAllOrNothing: a gang that cannot fit as a whole binds no member,
@@ -468,4 +486,63 @@ func TestPreemption(t *testing.T) {
 	if err := countBound(ctx, client, "peer-mid", 1); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestQueuesFairShare: queues with guarantees split a full node by fair
+// share, not arrival order; a queue's hard limit holds; an unknown queue is
+// reported.
+func TestQueuesFairShare(t *testing.T) {
+	ctx, client, dyn := controlPlaneDyn(t)
+	if err := queues.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []map[string]any{
+		{"name": "team-a", "spec": map[string]any{"guaranteed": map[string]any{"gpu": "2"}}},
+		{"name": "team-b", "spec": map[string]any{"guaranteed": map[string]any{"gpu": "2"}}},
+		{"name": "capped", "spec": map[string]any{"limit": map[string]any{"gpu": "1"}}},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "tessera.io/v1alpha1", "kind": "Queue",
+			"metadata": map[string]any{"name": q["name"]}, "spec": q["spec"],
+		}}
+		if _, err := dyn.Resource(queues.Resource()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "5"})
+	inQueue := func(name, queue string) {
+		createPodWith(ctx, t, client, name, "1", map[string]string{queues.LabelQueue: queue}, nil)
+	}
+	// team-a arrives first with more than the whole node's worth.
+	for i := 0; i < 6; i++ {
+		inQueue(fmt.Sprintf("a-%d", i), "team-a")
+	}
+	inQueue("b-0", "team-b")
+	inQueue("b-1", "team-b")
+	inQueue("c-0", "capped")
+	inQueue("c-1", "capped")
+	inQueue("ghost-0", "ghost")
+	stop := startScheduler(ctx, t, client, dyn, nil)
+	defer stop()
+	waitFor(t, "team-b gets its guarantee", func() error { return countBound(ctx, client, "b-", 2) })
+	waitFor(t, "capped gets one GPU", func() error { return countBound(ctx, client, "c-", 1) })
+	waitFor(t, "team-a gets its guarantee", func() error { return countBound(ctx, client, "a-", 2) })
+	waitFor(t, "capped's second pod hits the limit", func() error {
+		for _, n := range []string{"c-0", "c-1"} {
+			if hasCondition(ctx, client, n, reasonQueueLimit, "queue capped: would use") == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("no capped pod reports the queue limit")
+	})
+	waitFor(t, "unknown queue reported", func() error {
+		return hasCondition(ctx, client, "ghost-0", reasonInvalid, `label tessera.io/queue: queue "ghost" does not exist`)
+	})
+}
+
+// controlPlaneDyn is controlPlane plus a dynamic client.
+func controlPlaneDyn(t *testing.T) (context.Context, kubernetes.Interface, dynamic.Interface) {
+	t.Helper()
+	ctx, client := controlPlane(t)
+	return ctx, client, dynamicFor(t, client)
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
 
 	"github.com/tessera-gpu/tessera/binding"
@@ -23,6 +24,7 @@ type snapshot struct {
 	byName  map[string]int   // node name -> index
 	uuidPos []map[string]int // per node: GPU UUID -> position in Node.GPUs
 	onNode  [][]booking      // per node: the pods booked there
+	byUID   map[types.UID]booking
 }
 
 // booking is a pod's share of a node as booked on the snapshot.
@@ -61,6 +63,7 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 	}
 	s.cluster = cl
 	s.onNode = make([][]booking, len(s.inv))
+	s.byUID = map[types.UID]booking{}
 	s.uuidPos = make([]map[string]int, len(s.inv))
 	for i := range s.inv {
 		m := map[string]int{}
@@ -85,6 +88,10 @@ func (s *snapshot) scratch() *snapshot {
 	c.onNode = make([][]booking, len(s.onNode))
 	for i := range s.onNode {
 		c.onNode[i] = append([]booking(nil), s.onNode[i]...)
+	}
+	c.byUID = make(map[types.UID]booking, len(s.byUID))
+	for k, v := range s.byUID {
+		c.byUID[k] = v
 	}
 	return &c
 }
@@ -113,7 +120,7 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 		log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", host.Name, "err", err)
 	}
 	b := booking{pod: p, exact: true}
-	defer func() { s.onNode[ni] = append(s.onNode[ni], b) }()
+	defer func() { s.record(ni, b) }()
 	if a == nil || len(a.Containers) == 0 {
 		d := placement.Decision{Node: ni}
 		b.exact = s.apply(log, &host, d)
@@ -202,4 +209,18 @@ func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
 // occupies reports whether a pod holds node resources: bound and not finished.
 func occupies(p *corev1.Pod) bool {
 	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// record adds a booking on node ni.
+func (s *snapshot) record(ni int, b booking) {
+	s.onNode[ni] = append(s.onNode[ni], b)
+	if s.byUID != nil {
+		s.byUID[b.pod.UID] = b
+	}
+}
+
+// bookingOf finds the booking of a pod (by UID) in this snapshot.
+func (s *snapshot) bookingOf(p *corev1.Pod) (booking, bool) {
+	b, ok := s.byUID[p.UID]
+	return b, ok
 }

@@ -1,0 +1,57 @@
+package queues
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tessera-gpu/tessera/queueing"
+)
+
+func TestDeployedCRDIsTheEmbeddedOne(t *testing.T) {
+	deployed, err := os.ReadFile("../../deploy/crds/tessera.io_queues.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(deployed, Manifest()) {
+		t.Error("deploy/crds/tessera.io_queues.yaml differs from kube/queues/crd.yaml; copy one onto the other")
+	}
+}
+
+func obj(spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "team"}, "spec": spec}}
+}
+
+func TestFromObject(t *testing.T) {
+	q, err := FromObject(obj(map[string]any{
+		"parent": "org", "priority": int64(5), "weight": int64(2),
+		"guaranteed": map[string]any{"gpu": "4", "gpuMemory": "320Gi", "cpu": int64(64), "memory": "512Gi"},
+		"limit":      map[string]any{"gpu": "0.5"},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := queueing.Queue{Name: "team", Parent: "org", Priority: 5, Weight: 2,
+		Guaranteed: queueing.Resources{GPUMilli: 4000, GPUMemoryMiB: 320 * 1024, CPUMilli: 64000, MemoryMiB: 512 * 1024},
+		Limit:      queueing.Resources{GPUMilli: 500}}
+	if q != want {
+		t.Fatalf("FromObject = %+v\nwant %+v", q, want)
+	}
+	for _, tc := range []struct {
+		spec map[string]any
+		want string
+	}{
+		{map[string]any{"parent": int64(3)}, "queue team: spec.parent: must be a queue name, got 3"},
+		{map[string]any{"weight": "heavy"}, "queue team: spec.weight: must be a 32-bit whole number, got heavy"},
+		{map[string]any{"guaranteed": map[string]any{"gpu": "lots"}}, `queue team: spec.guaranteed.gpu: must be a number of GPUs such as 4 or 0.5, got "lots"`},
+		{map[string]any{"limit": map[string]any{"memory": "1TB"}}, `queue team: spec.limit.memory: must be a size such as 512Gi, got "1TB"`},
+		{map[string]any{"limit": "none"}, "queue team: spec.limit: must be an object"},
+	} {
+		if _, err := FromObject(obj(tc.spec)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("FromObject(%v) = %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package queueing
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// DefaultQueue is where work that names no queue goes. It exists implicitly
+// (no guarantee, weight 1, no limit) unless defined.
+const DefaultQueue = "default"
+
+// MaxDepth bounds the queue hierarchy.
+const MaxDepth = 8
+
+// Queue is one node of the queue tree.
+type Queue struct {
+	Name string `json:"name"`
+	// Parent names the parent queue; empty for a top-level queue.
+	Parent string `json:"parent,omitempty"`
+	// Priority orders queues before fair share: work of a higher-priority
+	// queue is tried first.
+	Priority int32 `json:"priority,omitempty"`
+	// Guaranteed is the quota the queue is entitled to (deserved share).
+	Guaranteed Resources `json:"guaranteed"`
+	// Weight shares what is left over quota among queues (default 1).
+	Weight int32 `json:"weight,omitempty"`
+	// Limit is a hard cap on the queue's usage; a zero component means none.
+	Limit Resources `json:"limit"`
+}
+
+func validName(s string) bool {
+	return regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`).MatchString(s)
+}
+
+// Tree is a validated set of queues.
+type Tree struct {
+	queues map[string]*Queue
+	kids   map[string][]string
+}
+
+// NewTree validates queues: names unique and DNS-like, parents defined, no
+// cycles, depth at most MaxDepth, non-negative amounts, weight >= 0 (0 means
+// 1), a child's guarantee within its parent's limit. The default queue is
+// added when missing.
+func NewTree(queues []Queue) (*Tree, error) {
+	t := &Tree{queues: map[string]*Queue{}, kids: map[string][]string{}}
+	for i := range queues {
+		q := queues[i]
+		path := fmt.Sprintf("queues[%d]", i)
+		if !validName(q.Name) {
+			return nil, fmt.Errorf("%s.name: must be a lowercase DNS label (a-z, 0-9, '-', '.', at most 63), got %q", path, q.Name)
+		}
+		if _, dup := t.queues[q.Name]; dup {
+			return nil, fmt.Errorf("%s.name: %q is defined twice", path, q.Name)
+		}
+		if q.Weight < 0 {
+			return nil, fmt.Errorf("%s.weight: must be >= 0 (0 means 1), got %d", path, q.Weight)
+		}
+		if q.Weight == 0 {
+			q.Weight = 1
+		}
+		if err := q.Guaranteed.validate(path + ".guaranteed"); err != nil {
+			return nil, err
+		}
+		if err := q.Limit.validate(path + ".limit"); err != nil {
+			return nil, err
+		}
+		if !q.Guaranteed.Fits(q.Limit) {
+			return nil, fmt.Errorf("%s.guaranteed: must be within %s.limit", path, path)
+		}
+		t.queues[q.Name] = &q
+	}
+	if _, ok := t.queues[DefaultQueue]; !ok {
+		t.queues[DefaultQueue] = &Queue{Name: DefaultQueue, Weight: 1}
+	}
+	for _, q := range t.queues {
+		if q.Parent == "" {
+			continue
+		}
+		if _, ok := t.queues[q.Parent]; !ok {
+			return nil, fmt.Errorf("queue %s: parent %q is not defined", q.Name, q.Parent)
+		}
+		t.kids[q.Parent] = append(t.kids[q.Parent], q.Name)
+	}
+	for name := range t.queues {
+		depth := 0
+		for cur := name; t.queues[cur].Parent != ""; cur = t.queues[cur].Parent {
+			if depth++; depth > MaxDepth {
+				return nil, fmt.Errorf("queue %s: the parent chain is a cycle or deeper than %d", name, MaxDepth)
+			}
+		}
+	}
+	for _, kids := range t.kids {
+		sort.Strings(kids)
+	}
+	return t, nil
+}
+
+// Queue returns a queue by name.
+func (t *Tree) Queue(name string) (Queue, bool) {
+	q, ok := t.queues[name]
+	if !ok {
+		return Queue{}, false
+	}
+	return *q, true
+}
+
+// Ancestry returns name and its ancestors, nearest first.
+func (t *Tree) Ancestry(name string) []string {
+	var out []string
+	for cur := name; cur != ""; cur = t.queues[cur].Parent {
+		out = append(out, cur)
+	}
+	return out
+}
