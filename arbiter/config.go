@@ -1,0 +1,123 @@
+package arbiter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tessera-gpu/tessera/arbiter/demand"
+	"github.com/tessera-gpu/tessera/arbiter/grant"
+	"github.com/tessera-gpu/tessera/arbiter/rate"
+	"github.com/tessera-gpu/tessera/arbiter/thrash"
+)
+
+// Mode is how compute is enforced.
+type Mode int
+
+const (
+	// ModeTokens gates launches with grant regions (the default).
+	ModeTokens Mode = iota
+	// ModeMPS would set MPS active-thread percentages; not implemented.
+	ModeMPS
+)
+
+// ErrMPSNotYet is returned for ModeMPS.
+var ErrMPSNotYet = errors.New("mode: MPS enforcement is not implemented yet; use ModeTokens")
+
+// Defaults for Config.
+const (
+	DefaultPeriod       = 50 * time.Millisecond
+	DefaultStaleAfter   = 2 * time.Second
+	DefaultBurstPeriods = 2
+)
+
+// Config is the arbiter's setting; zero fields take defaults.
+type Config struct {
+	Mode Mode
+	// Period is the time between steps, [1ms, StaleAfter/4].
+	Period time.Duration
+	// StaleAfter is written into every region, [4 × Period, 1h].
+	StaleAfter time.Duration
+	// BurstPeriods bounds a busy client's balance to this many periods of
+	// its grant, [1, 100].
+	BurstPeriods int
+	// Rate tunes the token controller; its Period is Period.
+	Rate rate.Config
+	// Demand tunes demand estimation and idle reclaim.
+	Demand demand.Config
+	// Quantum is the exclusive slice on memory-oversubscribed GPUs.
+	Quantum time.Duration
+	// Capacity is, per GPU UUID, the memory in bytes the working sets
+	// must fit in before the GPU switches to exclusive slices. GPUs
+	// absent (or 0) are never switched.
+	Capacity map[string]uint64
+	// Meter measures GPU time per client; nil keeps the static rate.
+	Meter Meter
+	// Clock defaults to the system clock.
+	Clock Clock
+	// Mono returns CLOCK_MONOTONIC ns for heartbeats; defaults to
+	// grant.Monotonic. Tests inject a fake.
+	Mono func() (uint64, error)
+	// Epoch is written into regions (informational); defaults to the
+	// start time in Unix ns.
+	Epoch  uint64
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Period == 0 {
+		c.Period = DefaultPeriod
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = DefaultStaleAfter
+	}
+	if c.BurstPeriods == 0 {
+		c.BurstPeriods = DefaultBurstPeriods
+	}
+	c.Rate.Period = c.Period
+	c.Rate = c.Rate.WithDefaults()
+	c.Demand = c.Demand.WithDefaults()
+	if c.Quantum == 0 {
+		c.Quantum = thrash.DefaultQuantum
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.Mono == nil {
+		c.Mono = grant.Monotonic
+	}
+	if c.Epoch == 0 {
+		c.Epoch = uint64(c.Clock.Now().UnixNano())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Mode == ModeMPS:
+		return ErrMPSNotYet
+	case c.Mode != ModeTokens:
+		return fmt.Errorf("mode: must be ModeTokens or ModeMPS, got %d", c.Mode)
+	case c.StaleAfter < 4*time.Millisecond || c.StaleAfter > time.Hour || c.StaleAfter%time.Millisecond != 0:
+		return fmt.Errorf("staleAfter: must be whole milliseconds in [4ms, 1h], got %v", c.StaleAfter)
+	case c.Period < time.Millisecond || c.Period > c.StaleAfter/4:
+		return fmt.Errorf("period: must be in [1ms, staleAfter/4 = %v] (the heartbeat rides on every step), got %v",
+			c.StaleAfter/4, c.Period)
+	case c.BurstPeriods < 1 || c.BurstPeriods > 100:
+		return fmt.Errorf("burstPeriods: must be in [1, 100], got %d", c.BurstPeriods)
+	}
+	if err := c.Rate.Validate(); err != nil {
+		return fmt.Errorf("rate: %w", err)
+	}
+	if err := c.Demand.Validate(); err != nil {
+		return fmt.Errorf("demand: %w", err)
+	}
+	if err := (thrash.Config{Capacity: 1, Quantum: c.Quantum}).Validate(); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package arbiter
+
+import "sort"
+
+// SeatStatus is one client on one GPU after the last step.
+type SeatStatus struct {
+	Key string
+	GPU string
+	// Device is the container's device ordinal (grant record).
+	Device int
+	// Phase is active, idle or reclaimed (package demand).
+	Phase string
+	// Demand and Share are in thousandths.
+	Demand, Share int64
+	// Rate is launches per GPU-second; Measured once a Meter adjusted it.
+	Rate     float64
+	Measured bool
+	// Tokens is the record's balance now.
+	Tokens int64
+	// Ungated counts launches the library ran without a token while the
+	// region was stale (fail-open), as of the last step.
+	Ungated uint64
+	// Exclusive is set when the GPU runs exclusive slices; Holder when
+	// this client holds the slice.
+	Exclusive, Holder bool
+}
+
+// Snapshot returns every seat, sorted by GPU then key.
+func (a *Arbiter) Snapshot() []SeatStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []SeatStatus
+	for _, g := range a.gpus {
+		for _, s := range g.seats {
+			out = append(out, SeatStatus{
+				Key: s.c.Key, GPU: g.uuid, Device: s.dev, Phase: s.verdict.Phase.String(),
+				Demand: s.verdict.Demand, Share: s.got, Rate: s.rate.Rate, Measured: s.rate.Measured,
+				Tokens: s.c.region.Read(s.dev).Tokens, Ungated: s.ungated, Exclusive: g.mode.Exclusive, Holder: g.mode.Holder == s.c.Key,
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].GPU != out[j].GPU {
+			return out[i].GPU < out[j].GPU
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}

@@ -1,0 +1,170 @@
+package arbiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/tessera-gpu/tessera/arbiter/acct"
+	"github.com/tessera-gpu/tessera/arbiter/demand"
+	"github.com/tessera-gpu/tessera/arbiter/rate"
+	"github.com/tessera-gpu/tessera/arbiter/share"
+	"github.com/tessera-gpu/tessera/arbiter/thrash"
+)
+
+// Step runs one period: heartbeats, observation, allocation and refill on
+// every GPU. Problems with one GPU (a meter error, an unreadable
+// accounting file) are logged and that input is left out; the error
+// returned joins what could not be done at all.
+func (a *Arbiter) Step(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	mono, err := a.cfg.Mono()
+	if err != nil {
+		return fmt.Errorf("arbiter step: %w", err)
+	}
+	for _, cl := range a.clients {
+		cl.region.Beat(mono)
+	}
+	now := a.cfg.Clock.Now()
+	usage := a.workingSets(ctx)
+	uuids := make([]string, 0, len(a.gpus))
+	for u := range a.gpus {
+		uuids = append(uuids, u)
+	}
+	sort.Strings(uuids)
+	var errs []error
+	for _, u := range uuids {
+		if err := a.stepGPU(ctx, a.gpus[u], now, usage); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// workingSets reads every client's accounting file once per step, when
+// some GPU has a memory capacity to watch.
+func (a *Arbiter) workingSets(ctx context.Context) map[string]acct.Usage {
+	out := map[string]acct.Usage{}
+	if len(a.cfg.Capacity) == 0 {
+		return out
+	}
+	for key, cl := range a.clients {
+		u, err := acct.Read(acct.Path(cl.Dir, key))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.cfg.Logger.WarnContext(ctx, "arbiter: cannot read accounting file", "key", key, "err", err)
+		}
+		out[key] = u
+	}
+	return out
+}
+
+func (a *Arbiter) stepGPU(ctx context.Context, g *gpu, now time.Time, usage map[string]acct.Usage) error {
+	busy := a.measure(ctx, g)
+	verdicts := make([]demand.Verdict, len(g.seats))
+	tc := make([]thrash.Client, len(g.seats))
+	for i, s := range g.seats {
+		c := s.c.region.Read(s.dev)
+		total := s.granted - c.Tokens
+		launches := max(0, total-s.consumed)
+		s.consumed = total
+		waited := c.Waiters > 0 || c.Waits > s.waits
+		s.waits = c.Waits
+		if c.Ungated > s.ungated {
+			a.cfg.Logger.WarnContext(ctx, "arbiter: client launched ungated (its region was stale; fail-open)",
+				"key", s.c.Key, "gpu", g.uuid, "launches", c.Ungated-s.ungated)
+			s.ungated = c.Ungated
+		}
+		frac, measured := busy[s.c.Key]
+		s.rate = a.cfg.Rate.Update(s.rate, rate.Observation{Launches: launches, Busy: frac, Measured: measured})
+		verdicts[i], s.idle = a.cfg.Demand.Step(s.idle, now, demand.Sample{
+			Launches: launches, Waited: waited, RanOut: launches > 0 && c.Tokens <= 0,
+			TokensPerMilli: s.rate.Rate * a.cfg.Period.Seconds() / 1000,
+		}, s.share.ComputeMilli)
+		tc[i] = thrash.Client{Key: s.c.Key, WorkingSet: usage[s.c.Key].Bytes[s.dev], Active: verdicts[i].Phase == demand.Active}
+	}
+	if capacity := a.cfg.Capacity[g.uuid]; capacity > 0 {
+		prev := g.mode
+		g.mode = thrash.Config{Capacity: capacity, Quantum: a.cfg.Quantum}.Step(g.mode, now, tc)
+		if prev.Exclusive != g.mode.Exclusive || prev.Holder != g.mode.Holder {
+			a.cfg.Logger.InfoContext(ctx, "arbiter: GPU mode", "gpu", g.uuid, "exclusive", g.mode.Exclusive, "holder", g.mode.Holder)
+		}
+	} else {
+		g.mode = thrash.State{}
+	}
+	in := make([]share.Client, len(g.seats))
+	for i, s := range g.seats {
+		d := verdicts[i].Demand
+		switch {
+		case !g.mode.Runs(s.c.Key):
+			d, verdicts[i].Cushion = 0, 0
+		case g.mode.Exclusive:
+			d = share.Whole
+		}
+		verdicts[i].Demand = d
+		in[i] = share.Client{Guarantee: s.share.ComputeMilli, Limit: s.share.ComputeLimitMilli, Demand: d}
+	}
+	shares, err := share.Allocate(in)
+	if err != nil {
+		return fmt.Errorf("arbiter step: GPU %s: %w", g.uuid, err)
+	}
+	for i, s := range g.seats {
+		a.refill(s, verdicts[i], shares[i])
+		s.idle = demand.Granted(s.idle, verdicts[i], shares[i])
+		s.verdict, s.got = verdicts[i], shares[i]
+	}
+	return nil
+}
+
+// measure asks the Meter for the GPU's clients' busy fractions.
+func (a *Arbiter) measure(ctx context.Context, g *gpu) map[string]float64 {
+	if a.cfg.Meter == nil {
+		return nil
+	}
+	keys := make([]string, len(g.seats))
+	for i, s := range g.seats {
+		keys[i] = s.c.Key
+	}
+	busy, err := a.cfg.Meter.Busy(ctx, g.uuid, keys)
+	if err != nil {
+		a.cfg.Logger.WarnContext(ctx, "arbiter: no utilisation this period; rates unchanged", "gpu", g.uuid, "err", err)
+		return nil
+	}
+	return busy
+}
+
+// refill grants an active client its share's tokens, bounded by
+// BurstPeriods grants, and tops an idle one up to its cushion; tokens
+// above the bound are revoked.
+func (a *Arbiter) refill(s *seat, v demand.Verdict, got int64) {
+	var n, ceiling int64
+	if got > 0 {
+		n, s.rate = a.cfg.Rate.Tokens(s.rate, got)
+		ceiling = n * int64(a.cfg.BurstPeriods)
+	}
+	if cushion := a.cushionTokens(s, v.Cushion); cushion > ceiling {
+		n, ceiling = cushion, cushion
+	}
+	balance := s.c.region.Read(s.dev).Tokens
+	r := rate.Bucket(balance, n, ceiling)
+	switch {
+	case r.Lower:
+		_, revoked := s.c.region.LowerTo(s.dev, r.Ceiling)
+		s.granted -= revoked
+	case r.Add > 0:
+		s.c.region.Add(s.dev, r.Add)
+		s.granted += r.Add
+	}
+}
+
+// cushionTokens is one period of tokens at milli thousandths.
+func (a *Arbiter) cushionTokens(s *seat, milli int64) int64 {
+	if milli <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(s.rate.Rate * float64(milli) / 1000 * a.cfg.Period.Seconds()))
+}
