@@ -10,13 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -131,30 +129,24 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if _, err := podInf.Informer().AddEventHandler(poke); err != nil {
 		return fmt.Errorf("watch pods: %w", err)
 	}
-	if s.cfg.Dynamic != nil {
-		if err := s.watchQueues(ctx, poke); err != nil {
-			return err
-		}
-	}
-	if s.cfg.Inventory == nil {
+	defaultInventory := s.cfg.Inventory == nil
+	if defaultInventory {
 		s.cfg.Inventory = LabelInventory{Catalog: s.cfg.Catalog}
-		if s.cfg.Dynamic != nil {
-			df := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
-			gi := df.ForResource(gpunode.Resource())
-			if _, err := gi.Informer().AddEventHandler(poke); err != nil {
-				return fmt.Errorf("watch GPUNodes: %w", err)
+	}
+	if s.cfg.Dynamic != nil {
+		watch := func(gvr schema.GroupVersionResource) *crdWatch {
+			return &crdWatch{ctx: ctx, gvr: gvr, client: s.cfg.Client, dyn: s.cfg.Dynamic, poke: poke}
+		}
+		qw := watch(queues.Resource())
+		s.queueObjects = func() []*unstructured.Unstructured {
+			objs, err := qw.list()
+			if err != nil {
+				s.cfg.Log.Warn("reading queues", "err", err)
 			}
-			s.cfg.Inventory = GPUNodeInventory{Get: gpuNodeGetter(gi), Fallback: s.cfg.Inventory}
-			df.Start(ctx.Done())
-			defer df.Shutdown()
-			// Wait for GPUNodes only when the API serves them: without the
-			// CRD (no agent installed yet) the informer keeps retrying and
-			// nodes fall back to their labels.
-			if served(s.cfg.Client, gpunode.Resource()) {
-				if !cache.WaitForCacheSync(ctx.Done(), gi.Informer().HasSynced) {
-					return fmt.Errorf("sync GPUNode informer: %w", ctx.Err())
-				}
-			}
+			return objs
+		}
+		if defaultInventory {
+			s.cfg.Inventory = GPUNodeInventory{Get: watch(gpunode.Resource()).get, Fallback: s.cfg.Inventory}
 		}
 	}
 	f.Start(ctx.Done())
@@ -178,71 +170,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		case <-s.wake:
 		case <-ticker.C:
 		}
-	}
-}
-
-// watchQueues starts an informer on Queue objects and lists them from it.
-func (s *Scheduler) watchQueues(ctx context.Context, poke cache.ResourceEventHandler) error {
-	df := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
-	qi := df.ForResource(queues.Resource())
-	if _, err := qi.Informer().AddEventHandler(poke); err != nil {
-		return fmt.Errorf("watch Queues: %w", err)
-	}
-	df.Start(ctx.Done())
-	go func() { <-ctx.Done(); df.Shutdown() }()
-	if served(s.cfg.Client, queues.Resource()) && !cache.WaitForCacheSync(ctx.Done(), qi.Informer().HasSynced) {
-		return fmt.Errorf("sync Queue informer: %w", ctx.Err())
-	}
-	s.queueObjects = func() []*unstructured.Unstructured {
-		objs, err := qi.Lister().List(labels.Everything())
-		if err != nil {
-			s.cfg.Log.Warn("list queues", "err", err)
-			return nil
-		}
-		out := make([]*unstructured.Unstructured, 0, len(objs))
-		for _, o := range objs {
-			if u, ok := o.(*unstructured.Unstructured); ok {
-				out = append(out, u)
-			}
-		}
-		return out
-	}
-	return nil
-}
-
-// served reports whether the API server serves a resource.
-func served(c kubernetes.Interface, gvr schema.GroupVersionResource) bool {
-	list, err := c.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == gvr.Resource {
-			return true
-		}
-	}
-	return false
-}
-
-// gpuNodeGetter reads GPUNodes from an informer; before its first sync it
-// reports none, so nodes fall back to their labels.
-func gpuNodeGetter(gi informers.GenericInformer) func(string) (*unstructured.Unstructured, bool, error) {
-	return func(name string) (*unstructured.Unstructured, bool, error) {
-		if !gi.Informer().HasSynced() {
-			return nil, false, nil
-		}
-		obj, err := gi.Lister().Get(name)
-		if apierrors.IsNotFound(err) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return nil, false, fmt.Errorf("GPUNode %s: unexpected type %T", name, obj)
-		}
-		return u, true, nil
 	}
 }
 

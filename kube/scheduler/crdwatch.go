@@ -1,0 +1,116 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// crdRecheck is how often a scheduler looks again for a CRD that was not
+// installed (the agent or an operator may install it later).
+const crdRecheck = 30 * time.Second
+
+// crdWatch is an informer on a custom resource that starts only once the
+// API server serves the resource, so a cluster without the CRD is not
+// flooded with failing list calls.
+type crdWatch struct {
+	ctx    context.Context
+	gvr    schema.GroupVersionResource
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	poke   cache.ResourceEventHandler
+
+	mu   sync.Mutex
+	inf  informers.GenericInformer
+	next time.Time
+}
+
+// informer returns the synced informer, or nil while the resource is not
+// served. It starts (and waits for) the informer the first time it is.
+func (w *crdWatch) informer() (informers.GenericInformer, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inf != nil || time.Now().Before(w.next) {
+		return w.inf, nil
+	}
+	if !served(w.client, w.gvr) {
+		w.next = time.Now().Add(crdRecheck)
+		return nil, nil
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(w.dyn, 0)
+	inf := f.ForResource(w.gvr)
+	if _, err := inf.Informer().AddEventHandler(w.poke); err != nil {
+		return nil, fmt.Errorf("watch %s: %w", w.gvr.Resource, err)
+	}
+	f.Start(w.ctx.Done())
+	go func() { <-w.ctx.Done(); f.Shutdown() }()
+	if !cache.WaitForCacheSync(w.ctx.Done(), inf.Informer().HasSynced) {
+		return nil, fmt.Errorf("sync %s: %w", w.gvr.Resource, w.ctx.Err())
+	}
+	w.inf = inf
+	return inf, nil
+}
+
+// list returns every object (none while the resource is not served).
+func (w *crdWatch) list() ([]*unstructured.Unstructured, error) {
+	inf, err := w.informer()
+	if inf == nil || err != nil {
+		return nil, err
+	}
+	objs, err := inf.Lister().List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", w.gvr.Resource, err)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// get returns the named object; found is false when absent or not served.
+func (w *crdWatch) get(name string) (*unstructured.Unstructured, bool, error) {
+	inf, err := w.informer()
+	if inf == nil || err != nil {
+		return nil, false, err
+	}
+	obj, err := inf.Lister().Get(name)
+	if errors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, false, fmt.Errorf("%s %s: unexpected type %T", w.gvr.Resource, name, obj)
+	}
+	return u, true, nil
+}
+
+// served reports whether the API server serves a resource.
+func served(c kubernetes.Interface, gvr schema.GroupVersionResource) bool {
+	list, err := c.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true
+		}
+	}
+	return false
+}
