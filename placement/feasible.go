@@ -7,17 +7,21 @@ type unit struct {
 	why func(n *Node, p *Pod) string
 }
 
-// units run in order; the first failing unit names the reason.
-var units = [...]unit{
-	{okMIG, whyMIG},
-	{okCPU, whyCPU},
-	{okMemory, whyMemory},
-	{okGPUs, whyGPUs},
+// units are the feasibility units in the order they run; the first
+// failing unit names the reason. (An array value: nothing package-level
+// can be changed.)
+func units() [4]unit {
+	return [...]unit{
+		{okMIG, whyMIG},
+		{okCPU, whyCPU},
+		{okMemory, whyMemory},
+		{okGPUs, whyGPUs},
+	}
 }
 
 // Feasible reports whether node n can take pod p now, and if not, why.
 func Feasible(n *Node, p *Pod) (ok bool, reason string) {
-	for _, u := range units {
+	for _, u := range units() {
 		if !u.ok(n, p) {
 			return false, u.why(n, p)
 		}
@@ -27,7 +31,7 @@ func Feasible(n *Node, p *Pod) (ok bool, reason string) {
 
 // feasible is Feasible without the reason.
 func feasible(n *Node, p *Pod) bool {
-	for _, u := range units {
+	for _, u := range units() {
 		if !u.ok(n, p) {
 			return false
 		}

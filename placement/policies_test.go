@@ -180,3 +180,26 @@ func TestNamesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultPolicyLearnsWithoutDistribution(t *testing.T) {
+	// Typical pods take 600m. Without a distribution given, the policy
+	// learns it from the pods it places, then behaves like FGD would.
+	c := &Cluster{Nodes: []Node{NewNode("a", 64000, 0, 1, "T4", 0), NewNode("b", 64000, 0, 1, "T4", 0)}}
+	pol, err := New(DefaultPolicy, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pol.(Observer); ok {
+		t.Fatal("a self-learning policy must not also be an Observer")
+	}
+	for i := 0; i < 10; i++ {
+		p := sharePod("learn", 1, 600)
+		if _, err := pol.Place(c, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Nodes[0].GPUs[0].FreeMilli = 600
+	if d := place(t, c, pol, sharePod("p", 1, 400)); d.Node != 1 {
+		t.Fatalf("400m pod went to node %d, want b (a would keep 200m nobody uses)", d.Node)
+	}
+}

@@ -11,7 +11,7 @@ import (
 // openbDir finds the shared openb traces: $TESSERA_SHARED (the shared
 // folder, or its traces/openb directly), else ../shared/traces/openb beside
 // the repository root.
-func openbDir(t *testing.T) string {
+func openbDir(t testing.TB) string {
 	t.Helper()
 	var candidates []string
 	if env := os.Getenv("TESSERA_SHARED"); env != "" {
@@ -74,5 +74,29 @@ func TestOpenbIntegration(t *testing.T) {
 	}
 	if tess.AllocatedPctEnd <= fgd.AllocatedPctEnd {
 		t.Errorf("tessera %.2f%% does not beat fgd %.2f%%", tess.AllocatedPctEnd, fgd.AllocatedPctEnd)
+	}
+}
+
+// BenchmarkReplayDefault replays the default openb trace once per
+// iteration (tune 1.3, seed 42) with FGD and with Tessera; it skips when
+// the shared traces are absent.
+func BenchmarkReplayDefault(b *testing.B) {
+	dir := openbDir(b)
+	nodes, err := LoadNodes(filepath.Join(dir, "openb_node_list_gpu_node.csv"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods, err := LoadPods(filepath.Join(dir, "openb_pod_list_default.csv"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pol := range []string{"fgd", "tessera"} {
+		b.Run(pol, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Replay(context.Background(), Config{Trace: "default", Nodes: nodes, Pods: pods, Policy: pol, Seed: 42, Tune: 1.3}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -73,9 +73,10 @@ func writePlot(path string, results []*Result, box [4]float64) error {
 		if err != nil {
 			return fmt.Errorf("plot %s/%s: %w", k.t, k.p, err)
 		}
-		line.Color = palette[i%len(palette)]
+		colours := palette()
+		line.Color = colours[i%len(colours)]
 		line.Width = vg.Points(1.2)
-		if i >= len(palette) {
+		if i >= len(colours) {
 			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 		}
 		label := k.p
@@ -99,15 +100,18 @@ func writePlot(path string, results []*Result, box [4]float64) error {
 	return nil
 }
 
-var palette = []color.Color{
-	color.RGBA{R: 31, G: 119, B: 180, A: 255},
-	color.RGBA{R: 255, G: 127, B: 14, A: 255},
-	color.RGBA{R: 44, G: 160, B: 44, A: 255},
-	color.RGBA{R: 214, G: 39, B: 40, A: 255},
-	color.RGBA{R: 148, G: 103, B: 189, A: 255},
-	color.RGBA{R: 140, G: 86, B: 75, A: 255},
-	color.RGBA{R: 227, G: 119, B: 194, A: 255},
-	color.RGBA{R: 127, G: 127, B: 127, A: 255},
-	color.RGBA{R: 188, G: 189, B: 34, A: 255},
-	color.RGBA{R: 23, G: 190, B: 207, A: 255},
+// palette returns the line colours, in order.
+func palette() []color.Color {
+	return []color.Color{
+		color.RGBA{R: 31, G: 119, B: 180, A: 255},
+		color.RGBA{R: 255, G: 127, B: 14, A: 255},
+		color.RGBA{R: 44, G: 160, B: 44, A: 255},
+		color.RGBA{R: 214, G: 39, B: 40, A: 255},
+		color.RGBA{R: 148, G: 103, B: 189, A: 255},
+		color.RGBA{R: 140, G: 86, B: 75, A: 255},
+		color.RGBA{R: 227, G: 119, B: 194, A: 255},
+		color.RGBA{R: 127, G: 127, B: 127, A: 255},
+		color.RGBA{R: 188, G: 189, B: 34, A: 255},
+		color.RGBA{R: 23, G: 190, B: 207, A: 255},
+	}
 }

@@ -15,10 +15,23 @@ type Published struct {
 // policy name.
 type PublishedTable map[string]map[string]Published
 
-// studyPolicies maps the study's policy labels to ours.
-var studyPolicies = map[string]string{
-	"Random": "random", "DotProd": "dotproduct", "GpuClustering": "gpuclustering",
-	"GpuPacking": "gpupacking", "BestFit": "bestfit", "FGD": "fgd",
+// studyPolicy maps the study's policy label to ours ("" when unknown).
+func studyPolicy(label string) string {
+	switch label {
+	case "Random":
+		return "random"
+	case "DotProd":
+		return "dotproduct"
+	case "GpuClustering":
+		return "gpuclustering"
+	case "GpuPacking":
+		return "gpupacking"
+	case "BestFit":
+		return "bestfit"
+	case "FGD":
+		return "fgd"
+	}
+	return ""
 }
 
 // LoadPublished reads the study's analysis_allo_discrete.csv (columns
@@ -47,8 +60,8 @@ func LoadPublished(path string, tune float64) (PublishedTable, error) {
 		if _, after, ok := strings.Cut(label, "-"); ok {
 			label = after
 		}
-		pol, ok := studyPolicies[label]
-		if !ok {
+		pol := studyPolicy(label)
+		if pol == "" {
 			continue
 		}
 		var at100, atEnd float64
