@@ -41,7 +41,7 @@ func (c *Cluster) Apply(p *Pod, d Decision) error {
 	}
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]
-		g.FreeMilli -= p.MilliPerGPU()
+		g.FreeMilli -= p.milliOn(g)
 		g.FreeMemoryMiB -= p.memoryOn(g)
 	}
 	if p.GPUCount() > 0 {
@@ -67,7 +67,7 @@ func (c *Cluster) Release(p *Pod, d Decision) error {
 	}
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]
-		if g.FreeMilli+p.MilliPerGPU() > Whole || g.FreeMemoryMiB+p.memoryOn(g) > g.MemoryMiB {
+		if g.FreeMilli+p.milliOn(g) > Whole || g.FreeMemoryMiB+p.memoryOn(g) > g.MemoryMiB {
 			return fmt.Errorf("release pod %s: node %s GPU %d would have more free than its capacity", p.Name, n.Name, g.Index)
 		}
 	}
@@ -79,7 +79,7 @@ func (c *Cluster) Release(p *Pod, d Decision) error {
 	}
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]
-		g.FreeMilli += p.MilliPerGPU()
+		g.FreeMilli += p.milliOn(g)
 		g.FreeMemoryMiB += p.memoryOn(g)
 	}
 	if p.GPUCount() > 0 && n.Shapes[p.shape()] > 0 {

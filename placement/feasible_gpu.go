@@ -54,7 +54,7 @@ func modelAllowed(p *Pod, model string) bool {
 
 // gpuOK reports whether one GPU can take one GPU's worth of p.
 func gpuOK(p *Pod, g *GPU) bool {
-	milli := p.MilliPerGPU()
+	milli := p.milliOn(g)
 	if g.FreeMilli < milli || (milli >= Whole && g.FreeMilli < Whole) {
 		return false
 	}
@@ -72,8 +72,8 @@ func gpuFits(p *Pod, g *GPU) string {
 	if !modelAllowed(p, g.Model) {
 		return fmt.Sprintf("model %s not allowed", g.Model)
 	}
-	if g.FreeMilli < p.MilliPerGPU() {
-		return fmt.Sprintf("%dm free, %dm requested", g.FreeMilli, p.MilliPerGPU())
+	if g.FreeMilli < p.milliOn(g) {
+		return fmt.Sprintf("%dm free, %dm requested", g.FreeMilli, p.milliOn(g))
 	}
 	return fmt.Sprintf("%d MiB GPU memory free, %d MiB requested", g.FreeMemoryMiB, p.memoryOn(g))
 }

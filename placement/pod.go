@@ -26,6 +26,17 @@ func (p *Pod) MilliPerGPU() int64 {
 	return p.GPU.ComputeMilli
 }
 
+// milliOn is the compute share the pod takes on g: MilliPerGPU, except
+// for a memory-only share (no compute given), whose compute follows its
+// memory on that GPU.
+func (p *Pod) milliOn(g *GPU) int64 {
+	m := p.MilliPerGPU()
+	if m == 0 && p.GPU.Count > 0 && p.GPU.MemoryMiB > 0 && g.MemoryMiB > 0 {
+		m, _ = p.GPU.ResolveCompute(g.MemoryMiB)
+	}
+	return m
+}
+
 // Sharing reports whether the pod takes a fraction of one GPU.
 func (p *Pod) Sharing() bool { return p.GPU.Count == 1 && p.MilliPerGPU() < Whole }
 
