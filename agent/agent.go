@@ -50,6 +50,8 @@ type Config struct {
 	// Publisher and Health are optional.
 	Publisher Publisher
 	Health    HealthWatcher
+	// Enforcer, optional, enforces allocations (the node arbiter).
+	Enforcer Enforcer
 	// ReconcileInterval is how often finished pods' allocations are
 	// released (default 30s); PluginCheckInterval how often a kubelet
 	// restart is looked for (default 1s).
@@ -93,7 +95,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	alloc, err := NewAllocator(AllocatorConfig{
 		Node: cfg.NodeName, Paths: cfg.Paths, Pods: cfg.Pods, Kubelet: cfg.Kubelet,
-		Store: store, Devices: devices, Log: cfg.Log,
+		Store: store, Devices: devices, Enforcer: cfg.Enforcer, Log: cfg.Log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -111,6 +113,10 @@ func New(cfg Config) (*Agent, error) {
 
 // Registered receives after each registration with kubelet.
 func (a *Agent) Registered() <-chan struct{} { return a.plugin.Registered() }
+
+// Reconcile releases the allocations of pods kubelet no longer runs now,
+// rather than at the next ReconcileInterval.
+func (a *Agent) Reconcile(ctx context.Context) error { return a.alloc.Reconcile(ctx) }
 
 // Allocations returns the recorded container allocations.
 func (a *Agent) Allocations() []checkpoint.Entry { return a.store.Entries() }
@@ -151,6 +157,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	a.alloc.Reenforce(ctx)
 	goRun("device plugin", a.plugin.Run)
 	goRun("reconcile", a.reconcileLoop)
 	if a.cfg.Publisher != nil {

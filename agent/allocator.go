@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"sync"
 	"time"
 
@@ -25,7 +26,9 @@ type AllocatorConfig struct {
 	Kubelet KubeletPods // nil when kubelet's PodResources API is not used
 	Store   *checkpoint.Store
 	Devices *Devices
-	Log     *slog.Logger
+	// Enforcer, when set, is told of every allocation and release.
+	Enforcer Enforcer
+	Log      *slog.Logger
 	// PreferTimeout bounds the API call of GetPreferredAllocation, which
 	// kubelet makes while holding its device lock (default 2s).
 	PreferTimeout time.Duration
@@ -107,6 +110,12 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	if err := a.cfg.Store.Put(entry); err != nil {
 		return nil, fmt.Errorf("record allocation: %w", err)
 	}
+	if err := a.enforce(ctx, entry); err != nil {
+		if rerr := a.cfg.Store.Remove(key); rerr != nil {
+			a.cfg.Log.Warn("cannot drop the allocation record of a refused container", "key", key, "error", rerr)
+		}
+		return nil, fmt.Errorf("pod %s container %s: %w", choice.Pod.Ref(), choice.Container, err)
+	}
 	a.cfg.Log.Info("allocated", "pod", choice.Pod.Ref(), "container", choice.Container, "key", key, "devices", deviceIDs, "ambiguous", choice.Ambiguous)
 	return deviceplugin.Response(handoff.Build(a.cfg.Paths, key, choice.GPUs)), nil
 }
@@ -181,7 +190,10 @@ func (a *Allocator) PreStart(ctx context.Context, deviceIDs []string) error {
 	} else {
 		a.cfg.Log.Info("rebuilt lost allocation record from kubelet", "key", fixed.Key, "pod", ref, "container", container)
 	}
-	return a.cfg.Store.Put(fixed)
+	if err := a.cfg.Store.Put(fixed); err != nil {
+		return err
+	}
+	return a.enforce(ctx, fixed)
 }
 
 // Reconcile drops checkpoint entries (and their state folders) of pods
@@ -208,6 +220,13 @@ func (a *Allocator) Reconcile(ctx context.Context) error {
 	}
 	if err := a.cfg.Store.Remove(stale...); err != nil {
 		return err
+	}
+	if a.cfg.Enforcer != nil {
+		for _, k := range stale {
+			if err := a.cfg.Enforcer.Unregister(ctx, k); err != nil {
+				a.cfg.Log.Warn("cannot release a finished container's shares", "key", k, "error", err)
+			}
+		}
 	}
 	for _, k := range stale {
 		if err := os.RemoveAll(a.cfg.Paths.HostStateDir(k)); err != nil {
@@ -275,4 +294,29 @@ func sameSet(units []string, gpus []binding.Share) bool {
 		}
 	}
 	return true
+}
+
+// enforce registers an allocation with the enforcer (if any). GPUs go in
+// index order: the container's CUDA device ordinals.
+func (a *Allocator) enforce(ctx context.Context, e checkpoint.Entry) error {
+	if a.cfg.Enforcer == nil {
+		return nil
+	}
+	gpus := append([]binding.Share(nil), e.GPUs...)
+	sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
+	if err := a.cfg.Enforcer.Register(ctx, e.Key, a.cfg.Paths.HostStateDir(e.Key), gpus); err != nil {
+		return fmt.Errorf("enforce GPU shares: %w", err)
+	}
+	return nil
+}
+
+// Reenforce registers every recorded allocation again (after a restart).
+func (a *Allocator) Reenforce(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.cfg.Store.Entries() {
+		if err := a.enforce(ctx, e); err != nil {
+			a.cfg.Log.Warn("cannot re-enforce a recorded allocation", "key", e.Key, "error", err)
+		}
+	}
 }

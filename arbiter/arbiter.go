@@ -121,6 +121,9 @@ func (a *Arbiter) Register(ctx context.Context, c Client) error {
 	return nil
 }
 
+// ErrNotRegistered is returned (wrapped) by Unregister for an unknown key.
+var ErrNotRegistered = errors.New("not registered")
+
 // Unregister forgets a client and stops heartbeating its region, which the
 // library then treats as stale (its failure policy applies). The file
 // stays; removing the run folder is the caller's job.
@@ -129,7 +132,7 @@ func (a *Arbiter) Unregister(ctx context.Context, key string) error {
 	defer a.mu.Unlock()
 	cl, ok := a.clients[key]
 	if !ok {
-		return fmt.Errorf("unregister: key: %s is not registered", key)
+		return fmt.Errorf("unregister: key: %s: %w", key, ErrNotRegistered)
 	}
 	delete(a.clients, key)
 	for _, s := range cl.seats {

@@ -98,7 +98,7 @@ func TestRegisterValidates(t *testing.T) {
 			}
 		})
 	}
-	if err := a.Unregister(context.Background(), "nobody"); err == nil || !strings.Contains(err.Error(), "key: nobody is not registered") {
+	if err := a.Unregister(context.Background(), "nobody"); !errors.Is(err, ErrNotRegistered) || !strings.Contains(err.Error(), "key: nobody: not registered") {
 		t.Fatalf("unregister unknown: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/metrics"
+	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/discovery/nvmlgpu"
@@ -89,6 +90,17 @@ func Run(ctx context.Context, o Options) error {
 	if measured {
 		acfg.Health = nvmlHealth(nvmlgpu.New(o.Catalog))
 	}
+	// The node arbiter enforces every allocation's compute shares; memory
+	// working sets past a GPU's memory switch it to exclusive time slices.
+	capacity := map[string]uint64{}
+	for _, g := range node.GPUs {
+		capacity[g.UUID] = uint64(g.MemoryMiB) << 20
+	}
+	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Logger: o.Log})
+	if err != nil {
+		return err
+	}
+	acfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
 	a, err := agent.New(acfg)
 	if err != nil {
 		return err
@@ -101,13 +113,23 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	if o.MetricsAddr != "" {
-		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(a, stats, nil, o.Log), serveErr)
+		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(a, stats, arb, o.Log), serveErr)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		o.Log.Info("serving metrics", "addr", o.MetricsAddr)
 	}
+	go func() {
+		if err := arb.Run(ctx); err != nil {
+			o.Log.Error("node arbiter stopped", "err", err)
+		}
+	}()
+	defer func() {
+		if err := arb.Close(context.WithoutCancel(ctx)); err != nil {
+			o.Log.Warn("closing the node arbiter", "err", err)
+		}
+	}()
 	runErr := make(chan error, 1)
 	go func() { runErr <- a.Run(ctx) }()
 	select {

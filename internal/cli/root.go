@@ -73,6 +73,13 @@ one host or across a Kubernetes cluster.`,
 		newSchedulerCommand(a),
 		newVersionCommand(a),
 		newSimCommand(a),
+		newUpCommand(a),
+		newSuperviseCommand(a),
+		newRunCommand(a),
+		newPsCommand(a),
+		newLogsCommand(a),
+		newStopCommand(a),
+		newQueueCommand(a),
 	)
 	return root
 }

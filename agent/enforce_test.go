@@ -1,0 +1,76 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/agent/kubeletsim"
+	"github.com/tessera-gpu/tessera/arbiter"
+	"github.com/tessera-gpu/tessera/binding"
+)
+
+// seats counts the arbiter's registered containers by key.
+func seats(a *arbiter.Arbiter) map[string]int {
+	out := map[string]int{}
+	for _, s := range a.Snapshot() {
+		out[s.Key]++
+	}
+	return out
+}
+
+// TestAllocationsAreEnforcedByTheArbiter: every allocation gets a grant
+// region and an arbiter seat; a container whose guarantee would overbook a
+// GPU is refused at Allocate; a restarted agent re-registers what it
+// recorded; a finished pod's seat is released.
+func TestAllocationsAreEnforcedByTheArbiter(t *testing.T) {
+	h := newHarness(t, "2xH100-SXM")
+	arb, err := arbiter.New(arbiter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config()
+	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
+	h.startAgent(cfg)
+	wants := bindMany(h, 4) // four identical 100m shares of GPU 0
+	keys := admitAll(t, h, wants)
+	for key := range keys {
+		if _, err := os.Stat(filepath.Join(h.dir, "run", key, arbiter.RegionFile)); err != nil {
+			t.Errorf("no grant region for %s: %v", key, err)
+		}
+	}
+	if got := seats(arb); len(got) != 4 {
+		t.Fatalf("arbiter seats = %v, want 4 containers", got)
+	}
+
+	big := h.share(0, 700, 1000, 1024) // 4 x 100 + 700 > 1000 on GPU 0
+	p := h.bind("team", "greedy", oneGPU, map[string][]binding.Share{"main": {big}})
+	_, err = h.kubelet.Admit(context.Background(), p, kubeletsim.AdmitOptions{})
+	if err == nil || !strings.Contains(err.Error(), "enforce GPU shares") || !strings.Contains(err.Error(), "must be at most 1000") {
+		t.Fatalf("overbooking admit: %v", err)
+	}
+	h.kubelet.Remove("team", "greedy")
+
+	// A new agent process with a new arbiter re-registers the checkpoint.
+	h.stopAgent()
+	arb2, err := arbiter.New(arbiter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb2}
+	h.startAgent(cfg)
+	if got := seats(arb2); len(got) != 4 {
+		t.Fatalf("after restart, arbiter seats = %v, want 4", got)
+	}
+	for _, w := range wants[:2] {
+		h.kubelet.Remove(w.pod.Namespace, w.pod.Name)
+	}
+	if err := h.agent.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := seats(arb2); len(got) != 2 {
+		t.Fatalf("after two pods finished, arbiter seats = %v, want 2", got)
+	}
+}

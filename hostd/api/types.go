@@ -1,0 +1,123 @@
+package api
+
+import (
+	"time"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+// State is a job's lifecycle state.
+type State string
+
+// Job states. Queued and Running are live; the others are final.
+const (
+	Queued    State = "queued"
+	Running   State = "running"
+	Succeeded State = "succeeded"
+	Failed    State = "failed"
+	Stopped   State = "stopped"
+	// Lost means the job's processes vanished and no exit status was recorded.
+	Lost State = "lost"
+)
+
+// Final reports whether s is a terminal state.
+func (s State) Final() bool { return s != Queued && s != Running }
+
+// SubmitRequest asks the daemon to queue a job.
+type SubmitRequest struct {
+	// GPU is the request in string form (request.Parse fields).
+	GPU map[string]string `json:"gpu"`
+	// Command is the program (an absolute path) and its arguments.
+	Command []string `json:"command"`
+	// Env is the job's base environment (KEY=VALUE); the daemon adds
+	// CUDA_VISIBLE_DEVICES and the TESSERA_* variables.
+	Env []string `json:"env,omitempty"`
+	// Dir is the job's working directory (absolute).
+	Dir string `json:"dir,omitempty"`
+	// Queue names the queue (default "default").
+	Queue string `json:"queue,omitempty"`
+	// Priority orders jobs within a queue: higher first, in [-1000, 1000].
+	Priority int `json:"priority,omitempty"`
+	// InterceptLib overrides the daemon's interception library path.
+	InterceptLib string `json:"interceptLib,omitempty"`
+}
+
+// Job is a job's record as the daemon keeps and reports it.
+type Job struct {
+	ID        string      `json:"id"`
+	Seq       uint64      `json:"seq"`
+	Queue     string      `json:"queue"`
+	Priority  int         `json:"priority"`
+	GPU       request.GPU `json:"gpu"`
+	Command   []string    `json:"command"`
+	Env       []string    `json:"env,omitempty"`
+	Dir       string      `json:"dir,omitempty"`
+	State     State       `json:"state"`
+	Submitted time.Time   `json:"submitted"`
+	Started   *time.Time  `json:"started,omitempty"`
+	Finished  *time.Time  `json:"finished,omitempty"`
+	// Node and GPUs are the placement decision (GPU positions on the node).
+	Node   int             `json:"node"`
+	GPUs   []int           `json:"gpus,omitempty"`
+	Shares []binding.Share `json:"shares,omitempty"`
+	// InterceptLib is the library preloaded into the job ("" when none).
+	InterceptLib string `json:"interceptLib,omitempty"`
+	// SupervisorPID and SupervisorStart identify the supervisor process;
+	// the start time (clock ticks since boot, /proc/PID/stat field 22)
+	// detects pid reuse.
+	SupervisorPID   int    `json:"supervisorPid,omitempty"`
+	SupervisorStart uint64 `json:"supervisorStart,omitempty"`
+	// StopRequested is set by `tessera stop`; the final state is then Stopped.
+	StopRequested bool `json:"stopRequested,omitempty"`
+	// ExitCode is the job's exit code (128+signal when killed); nil when unknown.
+	ExitCode *int `json:"exitCode,omitempty"`
+	// Reason explains the final state ("exit status 2", "killed by signal 15").
+	Reason string `json:"reason,omitempty"`
+}
+
+// QueueEntry is one waiting job in start order, with why it waits.
+type QueueEntry struct {
+	Position int    `json:"position"`
+	ID       string `json:"id"`
+	Queue    string `json:"queue"`
+	Priority int    `json:"priority"`
+	Request  string `json:"request"`
+	Reason   string `json:"reason"`
+}
+
+// GPUStatus is one GPU's live booking.
+type GPUStatus struct {
+	Node          string   `json:"node"`
+	Index         int      `json:"index"`
+	UUID          string   `json:"uuid"`
+	Model         string   `json:"model"`
+	MemoryMiB     int64    `json:"memoryMiB"`
+	FreeMemoryMiB int64    `json:"freeMemoryMiB"`
+	FreeFraction  float64  `json:"freeFraction"`
+	Jobs          []string `json:"jobs,omitempty"`
+}
+
+// Status is the daemon's summary.
+type Status struct {
+	Source    string      `json:"source"`
+	Simulated bool        `json:"simulated"`
+	StateDir  string      `json:"stateDir"`
+	GPUs      []GPUStatus `json:"gpus"`
+	Queued    int         `json:"queued"`
+	Running   int         `json:"running"`
+}
+
+// LogCompleteTrailer is the HTTP trailer a log stream ends with when it
+// ended by design (not followed, or the job ended and all output was sent).
+// A stream without it was cut (the daemon restarted): resume at the offset
+// reached.
+const LogCompleteTrailer = "Tessera-Log-Complete"
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+	// Field is the request field at fault (request.FieldCompute...), or
+	// a SubmitRequest field ("command", "queue", "priority").
+	Field string `json:"field,omitempty"`
+}

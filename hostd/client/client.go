@@ -1,0 +1,169 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+)
+
+// ErrUnreachable is wrapped by errors that mean the daemon could not be
+// reached or went away mid-answer (not running, restarting): retrying later
+// may succeed.
+var ErrUnreachable = errors.New("cannot reach the tessera daemon")
+
+// Client is a connection to one daemon.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// New returns a client for the daemon serving socket.
+func New(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// APIError is an error answer from the daemon.
+type APIError struct {
+	Status int
+	// Msg is the daemon's message; Field the input field at fault, if any.
+	Msg   string
+	Field string
+}
+
+func (e *APIError) Error() string { return e.Msg }
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(data)
+	}
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode daemon answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://tessera"+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w at %s (start one with `tessera up`, or set --socket / TESSERA_SOCKET): %w", ErrUnreachable, c.socket, err)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w at %s: it is shutting down", ErrUnreachable, c.socket)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		var body api.Error
+		e := &APIError{Status: resp.StatusCode}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error == "" {
+			e.Msg = fmt.Sprintf("daemon answered %s to %s %s", resp.Status, method, path)
+		} else {
+			e.Msg, e.Field = body.Error, body.Field
+		}
+		return nil, e
+	}
+	return resp, nil
+}
+
+// Submit queues a job.
+func (c *Client) Submit(ctx context.Context, r api.SubmitRequest) (api.Job, error) {
+	var j api.Job
+	return j, c.do(ctx, http.MethodPost, "/v1/jobs", r, &j)
+}
+
+// Jobs lists every job.
+func (c *Client) Jobs(ctx context.Context) ([]api.Job, error) {
+	var js []api.Job
+	return js, c.do(ctx, http.MethodGet, "/v1/jobs", nil, &js)
+}
+
+// Job returns one job.
+func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
+	var j api.Job
+	return j, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &j)
+}
+
+// Wait blocks until the job has ended.
+func (c *Client) Wait(ctx context.Context, id string) (api.Job, error) {
+	var j api.Job
+	return j, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/wait", nil, &j)
+}
+
+// Stop stops a job.
+func (c *Client) Stop(ctx context.Context, id string) (api.Job, error) {
+	var j api.Job
+	return j, c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/stop", nil, &j)
+}
+
+// Queue lists the waiting jobs in start order.
+func (c *Client) Queue(ctx context.Context) ([]api.QueueEntry, error) {
+	var q []api.QueueEntry
+	return q, c.do(ctx, http.MethodGet, "/v1/queue", nil, &q)
+}
+
+// Status returns the GPU bookings.
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+}
+
+// Logs copies a job's stdout or stderr from byte offset to w and returns
+// how many bytes it copied; with follow it returns once the job has ended
+// and all its output is copied. A stream cut short (the daemon restarted)
+// returns an error wrapping ErrUnreachable: call again at offset+n.
+func (c *Client) Logs(ctx context.Context, id, stream string, follow bool, offset int64, w io.Writer) (int64, error) {
+	q := url.Values{"stream": {stream}, "follow": {fmt.Sprint(follow)}, "offset": {fmt.Sprint(offset)}}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs?"+q.Encode(), nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(w, resp.Body)
+	if err == nil && resp.Trailer.Get(api.LogCompleteTrailer) != "true" {
+		err = errors.New("stream ended early")
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		return n, fmt.Errorf("read %s of %s: %w: %w", stream, id, ErrUnreachable, err)
+	}
+	return n, nil
+}

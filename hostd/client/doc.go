@@ -1,0 +1,2 @@
+// Package client talks to a host daemon over its unix socket.
+package client

@@ -1,0 +1,101 @@
+package hostd
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/queue"
+	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/placement"
+)
+
+// Config configures a Daemon.
+type Config struct {
+	// StateDir holds the job database and one folder per job (required).
+	StateDir string
+	// Source names the inventory source ("sim:2xH200", "local").
+	Source string
+	// Simulated says the GPUs are simulated (shown in status).
+	Simulated bool
+	// Nodes are the discovered GPUs (in practice one node).
+	Nodes []inventory.Node
+	// Catalog resolves request models (required).
+	Catalog *catalog.Catalog
+	// Policy is the placement policy name (default placement.DefaultPolicy).
+	Policy string
+	// Supervisor is the command that supervises one job, the job folder
+	// appended (required), e.g. [/usr/bin/tessera supervise].
+	Supervisor []string
+	// InterceptLib is the interception library preloaded into jobs ("" none).
+	InterceptLib string
+	// Orderer orders waiting jobs (default queue.PriorityFIFO with
+	// queue.DefaultAgingStep).
+	Orderer queue.Orderer
+	// Arbiter is the node arbiter seam (nil: none; compute is then not
+	// gated and jobs run with TESSERA_COMPUTE_FAIL=open).
+	Arbiter Arbiter
+	// StopGrace is how long a stopped job has between SIGTERM and SIGKILL
+	// (default 10s).
+	StopGrace time.Duration
+	// PollInterval is how often adopted jobs (started by an earlier daemon)
+	// are checked for exit, and how often aging is re-evaluated (default 250ms).
+	PollInterval time.Duration
+	// Log receives the daemon's logs (default slog.Default()).
+	Log *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Arbiter is the seam for the node arbiter, which will gate compute. The
+// daemon calls Admit before a job starts (and again for jobs it re-adopts
+// after a restart) and Release after it ends. An adapter over package
+// arbiter maps Admit to Register(Client{Key: job.ID, Dir: shmDir, GPUs:
+// job.Shares}) and returns shmDir/grant.
+type Arbiter interface {
+	// Admit returns the grant region file the job's interception library
+	// reads (TESSERA_ARBITER_REGION), or "" to leave compute ungated.
+	// shmDir is the job's TESSERA_SHM_DIR.
+	Admit(job api.Job, shmDir string) (region string, err error)
+	// Release forgets the job.
+	Release(jobID string)
+}
+
+func (c *Config) defaults() error {
+	if c.StateDir == "" {
+		return fmt.Errorf("state dir: must be set")
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return fmt.Errorf("state dir %s: %w", c.StateDir, err)
+	}
+	c.StateDir = abs
+	if c.Catalog == nil {
+		return fmt.Errorf("catalog: must be set")
+	}
+	if len(c.Supervisor) == 0 {
+		return fmt.Errorf("supervisor command: must be set")
+	}
+	if c.Policy == "" {
+		c.Policy = placement.DefaultPolicy
+	}
+	if c.Orderer == nil {
+		c.Orderer = queue.PriorityFIFO{AgingStep: queue.DefaultAgingStep}
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = 10 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package hostd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/store"
+	"github.com/tessera-gpu/tessera/placement"
+)
+
+// Daemon is the host daemon's core: queue, placement, job processes.
+type Daemon struct {
+	cfg Config
+
+	mu      sync.Mutex
+	store   *store.Store
+	cluster *placement.Cluster // live bookings
+	empty   *placement.Cluster // nothing booked: "can this ever fit?"
+	policy  placement.Policy
+	probe   placement.Policy // a second instance for d.empty (policies keep caches)
+	closed  bool
+	// changed is closed and replaced at every job state change.
+	changed chan struct{}
+	// wake asks the scheduling loop to run.
+	wake chan struct{}
+	// children are supervisors this daemon started (it must reap them).
+	children map[string]chan struct{}
+	// adopted are running jobs found at start, watched by polling.
+	adopted  []api.Job
+	watchers sync.WaitGroup
+}
+
+// New opens the state in cfg.StateDir and recovers jobs: queued jobs stay
+// queued, running jobs whose supervisor is alive are re-adopted, and jobs
+// whose supervisor vanished get their recorded exit status (or Lost).
+func New(cfg Config) (*Daemon, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "jobs"), 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	cluster, err := placement.FromInventory(cfg.Nodes)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
+	policy, err := placement.New(cfg.Policy, placement.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("placement policy: %w", err)
+	}
+	probe, err := placement.New(cfg.Policy, placement.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("placement policy: %w", err)
+	}
+	st, err := store.Open(filepath.Join(cfg.StateDir, "jobs.db"))
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{
+		cfg: cfg, store: st, cluster: cluster, empty: cluster.Clone(), policy: policy, probe: probe,
+		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
+	}
+	if err := d.recover(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// StateDir is the daemon's absolute state folder.
+func (d *Daemon) StateDir() string { return d.cfg.StateDir }
+
+// JobDir is the folder of job id (spec, logs, exit status).
+func (d *Daemon) JobDir(id string) string { return filepath.Join(d.cfg.StateDir, "jobs", id) }
+
+// Run schedules jobs until ctx ends. Jobs keep running after it returns;
+// a later daemon on the same state folder re-adopts them.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.mu.Lock()
+	for _, j := range d.adopted {
+		d.watchers.Add(1)
+		go d.watchAdopted(ctx, j)
+	}
+	d.adopted = nil
+	d.mu.Unlock()
+	tick := time.NewTicker(d.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		d.schedule()
+		select {
+		case <-ctx.Done():
+			d.watchers.Wait()
+			return nil
+		case <-d.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// Close releases the job database. Call it after Run returns; running jobs
+// are left running.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	return d.store.Close()
+}
+
+func (d *Daemon) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// notifyLocked wakes every Wait; d.mu must be held.
+func (d *Daemon) notifyLocked() {
+	close(d.changed)
+	d.changed = make(chan struct{})
+}

@@ -1,0 +1,94 @@
+package jobenv
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tessera-gpu/tessera/binding"
+)
+
+// Options are the host-wide parts of a job's environment.
+type Options struct {
+	// JobID names the job; it is also TESSERA_CONTAINER_ID.
+	JobID string
+	// Queue is the job's queue.
+	Queue string
+	// ShmDir is the job's private accounting folder (absolute).
+	ShmDir string
+	// InterceptLib, when set, is preloaded (LD_PRELOAD, prepended to any
+	// LD_PRELOAD already in the base environment).
+	InterceptLib string
+	// ArbiterRegion is the compute grant file; empty until the node
+	// arbiter runs on the host, in which case compute is not gated.
+	ArbiterRegion string
+	// ComputeFail is TESSERA_COMPUTE_FAIL; "open" when empty.
+	ComputeFail string
+}
+
+// Build returns base with the job's variables set (replacing any of the
+// same name), sorted by name. Devices are listed in GPU index order, so
+// CUDA ordinal i and item i of every per-device list are the same GPU.
+func Build(base []string, shares []binding.Share, o Options) []string {
+	shares = slices.Clone(shares)
+	sort.SliceStable(shares, func(i, j int) bool { return shares[i].Index < shares[j].Index })
+	var uuids, req, lim, memReq, memLim []string
+	for _, s := range shares {
+		uuids = append(uuids, s.UUID)
+		req = append(req, fmt.Sprintf("%dm", s.ComputeMilli))
+		lim = append(lim, fmt.Sprintf("%dm", s.ComputeLimitMilli))
+		memReq = append(memReq, fmt.Sprintf("%dMi", s.MemoryMiB))
+		memLim = append(memLim, fmt.Sprintf("%dMi", s.MemoryLimitMiB))
+	}
+	visible := strings.Join(uuids, ",")
+	if visible == "" {
+		visible = "void"
+	}
+	set := map[string]string{
+		"CUDA_VISIBLE_DEVICES":    visible,
+		"NVIDIA_VISIBLE_DEVICES":  visible,
+		"CUDA_DEVICE_ORDER":       "PCI_BUS_ID",
+		"TESSERA_JOB_ID":          o.JobID,
+		"TESSERA_QUEUE":           o.Queue,
+		"TESSERA_CONTAINER_ID":    o.JobID,
+		"TESSERA_GPU_UUIDS":       strings.Join(uuids, ","),
+		"TESSERA_COMPUTE_REQUEST": strings.Join(req, ","),
+		"TESSERA_COMPUTE_LIMIT":   strings.Join(lim, ","),
+		"TESSERA_MEMORY_REQUEST":  strings.Join(memReq, ","),
+		"TESSERA_MEMORY_LIMIT":    strings.Join(memLim, ","),
+		"TESSERA_SHM_DIR":         o.ShmDir,
+		"TESSERA_OVERSUBSCRIBE":   "0",
+		"TESSERA_COMPUTE_FAIL":    o.ComputeFail,
+	}
+	if set["TESSERA_COMPUTE_FAIL"] == "" {
+		set["TESSERA_COMPUTE_FAIL"] = "open"
+	}
+	if o.ArbiterRegion != "" {
+		set["TESSERA_ARBITER_REGION"] = o.ArbiterRegion
+	}
+	out := make([]string, 0, len(base)+len(set))
+	preload := ""
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "LD_PRELOAD" {
+			preload = v
+			continue
+		}
+		if _, ok := set[k]; ok || k == "TESSERA_ARBITER_REGION" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	if o.InterceptLib != "" {
+		preload = strings.TrimSpace(o.InterceptLib + " " + preload)
+	}
+	if preload != "" {
+		out = append(out, "LD_PRELOAD="+preload)
+	}
+	for k, v := range set {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

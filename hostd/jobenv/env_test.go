@@ -1,0 +1,93 @@
+package jobenv
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/binding"
+)
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := m[k]; dup {
+			m["DUPLICATE"] = k
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func TestBuild(t *testing.T) {
+	shares := []binding.Share{
+		{UUID: "GPU-b", Index: 1, ComputeMilli: 500, ComputeLimitMilli: 800, MemoryMiB: 1024, MemoryLimitMiB: 2048},
+		{UUID: "GPU-a", Index: 0, ComputeMilli: 500, ComputeLimitMilli: 500, MemoryMiB: 1024, MemoryLimitMiB: 1024},
+	}
+	tests := []struct {
+		name   string
+		base   []string
+		shares []binding.Share
+		o      Options
+		want   map[string]string
+		absent []string
+	}{
+		{
+			name:   "two shares, index order, fail-open without arbiter",
+			base:   []string{"PATH=/bin", "CUDA_VISIBLE_DEVICES=all", "TESSERA_ARBITER_REGION=/stale"},
+			shares: shares,
+			o:      Options{JobID: "job-1", Queue: "default", ShmDir: "/state/jobs/job-1/shm"},
+			want: map[string]string{
+				"PATH":                    "/bin",
+				"CUDA_VISIBLE_DEVICES":    "GPU-a,GPU-b",
+				"NVIDIA_VISIBLE_DEVICES":  "GPU-a,GPU-b",
+				"TESSERA_GPU_UUIDS":       "GPU-a,GPU-b",
+				"CUDA_DEVICE_ORDER":       "PCI_BUS_ID",
+				"TESSERA_CONTAINER_ID":    "job-1",
+				"TESSERA_JOB_ID":          "job-1",
+				"TESSERA_QUEUE":           "default",
+				"TESSERA_COMPUTE_REQUEST": "500m,500m",
+				"TESSERA_COMPUTE_LIMIT":   "500m,800m",
+				"TESSERA_MEMORY_REQUEST":  "1024Mi,1024Mi",
+				"TESSERA_MEMORY_LIMIT":    "1024Mi,2048Mi",
+				"TESSERA_SHM_DIR":         "/state/jobs/job-1/shm",
+				"TESSERA_COMPUTE_FAIL":    "open",
+				"TESSERA_OVERSUBSCRIBE":   "0",
+			},
+			absent: []string{"LD_PRELOAD", "TESSERA_ARBITER_REGION", "DUPLICATE"},
+		},
+		{
+			name:   "intercept library prepended, arbiter region set",
+			base:   []string{"LD_PRELOAD=/lib/other.so"},
+			shares: shares[:1],
+			o:      Options{JobID: "job-2", InterceptLib: "/x/libtessera-intercept.so", ArbiterRegion: "/s/grant", ComputeFail: "closed"},
+			want: map[string]string{
+				"LD_PRELOAD":             "/x/libtessera-intercept.so /lib/other.so",
+				"CUDA_VISIBLE_DEVICES":   "GPU-b",
+				"TESSERA_ARBITER_REGION": "/s/grant",
+				"TESSERA_COMPUTE_FAIL":   "closed",
+			},
+			absent: []string{"DUPLICATE"},
+		},
+		{
+			name: "no GPUs",
+			o:    Options{JobID: "job-3"},
+			want: map[string]string{"CUDA_VISIBLE_DEVICES": "void", "TESSERA_GPU_UUIDS": ""},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := envMap(Build(tt.base, tt.shares, tt.o))
+			for k, v := range tt.want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q", k, got[k], v)
+				}
+			}
+			for _, k := range tt.absent {
+				if v, ok := got[k]; ok {
+					t.Errorf("%s set to %q, want unset", k, v)
+				}
+			}
+		})
+	}
+}

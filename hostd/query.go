@@ -1,0 +1,158 @@
+package hostd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/quantity"
+)
+
+// ErrFinished is returned (wrapped) when stopping a job that already ended.
+var ErrFinished = errors.New("job already finished")
+
+// Jobs returns every job in submission order.
+func (d *Daemon) Jobs() ([]api.Job, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.store.List()
+}
+
+// Job returns one job (an error wrapping store.ErrNotFound when unknown).
+func (d *Daemon) Job(id string) (api.Job, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.store.Get(id)
+}
+
+// Wait blocks until job id is in a final state or ctx ends.
+func (d *Daemon) Wait(ctx context.Context, id string) (api.Job, error) {
+	for {
+		d.mu.Lock()
+		j, err := d.store.Get(id)
+		ch := d.changed
+		d.mu.Unlock()
+		if err != nil || j.State.Final() {
+			return j, err
+		}
+		select {
+		case <-ctx.Done():
+			return j, fmt.Errorf("wait for %s: %w", id, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Stop stops a job: a queued job leaves the queue; a running job's
+// supervisor is sent SIGTERM, forwards it to the job's process group and
+// sends SIGKILL after the stop grace period.
+func (d *Daemon) Stop(id string) (api.Job, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	j, err := d.store.Get(id)
+	if err != nil {
+		return api.Job{}, err
+	}
+	switch j.State {
+	case api.Queued:
+		now := d.cfg.Now().UTC()
+		j.State, j.Finished, j.Reason, j.StopRequested = api.Stopped, &now, "stopped before it started", true
+	case api.Running:
+		j.StopRequested = true
+	default:
+		return j, fmt.Errorf("stop %s: %w (%s)", id, ErrFinished, j.State)
+	}
+	if err := d.store.Put(j); err != nil {
+		return api.Job{}, err
+	}
+	if j.State == api.Running {
+		alive, err := supervisor.Alive(j.SupervisorPID, j.SupervisorStart)
+		if err == nil && alive {
+			if err := syscall.Kill(j.SupervisorPID, syscall.SIGTERM); err != nil {
+				return j, fmt.Errorf("stop %s: signal supervisor: %w", id, err)
+			}
+		}
+	}
+	d.cfg.Log.Info("job stop requested", "job", id, "state", j.State)
+	d.notifyLocked()
+	d.poke()
+	return j, nil
+}
+
+// Queue returns the waiting jobs in start order with why each waits.
+func (d *Daemon) Queue() ([]api.QueueEntry, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	waiting, err := d.waitingLocked()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.QueueEntry, 0, len(waiting))
+	for i, j := range waiting {
+		e := api.QueueEntry{Position: i + 1, ID: j.ID, Queue: j.Queue, Priority: j.Priority, Request: describe(j)}
+		if i > 0 {
+			e.Reason = "behind " + waiting[0].ID + " (jobs start in priority order, then submission order; no overtaking)"
+		} else {
+			pod := podOf(j)
+			if _, err := d.policy.Place(d.cluster, &pod); err != nil {
+				e.Reason = "waiting for GPU capacity: " + err.Error()
+			} else {
+				e.Reason = "about to start"
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func describe(j api.Job) string {
+	g := j.GPU
+	s := fmt.Sprintf("%d GPU", g.Count)
+	if g.ComputeMilli > 0 && g.ComputeMilli < 1000 {
+		s = fmt.Sprintf("%dx %s GPU", g.Count, quantity.FormatShare(g.ComputeMilli))
+	}
+	if g.MemoryMiB > 0 {
+		s += " " + quantity.FormatMiB(g.MemoryMiB)
+	}
+	return s
+}
+
+// Status returns the live GPU bookings and job counts.
+func (d *Daemon) Status() (api.Status, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	jobs, err := d.store.List()
+	if err != nil {
+		return api.Status{}, err
+	}
+	st := api.Status{Source: d.cfg.Source, Simulated: d.cfg.Simulated, StateDir: d.cfg.StateDir}
+	onGPU := map[[2]int][]string{}
+	for _, j := range jobs {
+		switch j.State {
+		case api.Queued:
+			st.Queued++
+		case api.Running:
+			st.Running++
+			for _, gi := range j.GPUs {
+				onGPU[[2]int{j.Node, gi}] = append(onGPU[[2]int{j.Node, gi}], j.ID)
+			}
+		}
+	}
+	for ni, n := range d.cluster.Nodes {
+		for gi, g := range n.GPUs {
+			uuid := ""
+			if ig, ok := d.cfg.Nodes[ni].GPUByIndex(g.Index); ok {
+				uuid = ig.UUID
+			}
+			st.GPUs = append(st.GPUs, api.GPUStatus{
+				Node: n.Name, Index: g.Index, UUID: uuid, Model: g.Model,
+				MemoryMiB: g.MemoryMiB, FreeMemoryMiB: g.FreeMemoryMiB,
+				FreeFraction: float64(g.FreeMilli) / 1000, Jobs: onGPU[[2]int{ni, gi}],
+			})
+		}
+	}
+	return st, nil
+}

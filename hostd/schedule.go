@@ -1,0 +1,151 @@
+package hostd
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/jobenv"
+	"github.com/tessera-gpu/tessera/hostd/queue"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+// schedule starts waiting jobs strictly in queue order and stops at the
+// first one that does not fit (no backfill: see package queue).
+func (d *Daemon) schedule() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	waiting, err := d.waitingLocked()
+	if err != nil {
+		d.cfg.Log.Error("list queued jobs", "err", err)
+		return
+	}
+	for _, j := range waiting {
+		pod := podOf(j)
+		dec, err := d.policy.Place(d.cluster, &pod)
+		if err != nil {
+			return // the head waits; Queue says why
+		}
+		if err := d.cluster.Apply(&pod, dec); err != nil {
+			d.cfg.Log.Error("book placement", "job", j.ID, "err", err)
+			return
+		}
+		d.startLocked(j, dec)
+	}
+}
+
+// waitingLocked returns the queued jobs in start order.
+func (d *Daemon) waitingLocked() ([]api.Job, error) {
+	jobs, err := d.store.List()
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]api.Job{}
+	var items []queue.Item
+	for _, j := range jobs {
+		if j.State == api.Queued {
+			byID[j.ID] = j
+			items = append(items, queue.Item{ID: j.ID, Queue: j.Queue, Priority: j.Priority, Seq: j.Seq, Submitted: j.Submitted})
+		}
+	}
+	var out []api.Job
+	for _, it := range d.cfg.Orderer.Order(items, d.cfg.Now()) {
+		out = append(out, byID[it.ID])
+	}
+	return out, nil
+}
+
+func podOf(j api.Job) placement.Pod {
+	return placement.Pod{Name: j.ID, GPU: j.GPU}
+}
+
+// sharesOf turns a decision into per-GPU shares with UUIDs.
+func (d *Daemon) sharesOf(j api.Job, dec placement.Decision) ([]binding.Share, error) {
+	if dec.Node < 0 || dec.Node >= len(d.cfg.Nodes) {
+		return nil, fmt.Errorf("node %d out of range", dec.Node)
+	}
+	inv := &d.cfg.Nodes[dec.Node]
+	var out []binding.Share
+	for _, gi := range dec.GPUs {
+		pg := d.cluster.Nodes[dec.Node].GPUs[gi]
+		g, ok := inv.GPUByIndex(pg.Index)
+		if !ok {
+			return nil, fmt.Errorf("GPU index %d not in the inventory", pg.Index)
+		}
+		s := binding.Share{UUID: g.UUID, Index: g.Index}
+		if j.GPU.Exclusive {
+			s.ComputeMilli, s.ComputeLimitMilli = request.Whole, request.Whole
+			s.MemoryMiB, s.MemoryLimitMiB = g.MemoryMiB, g.MemoryMiB
+		} else {
+			s.ComputeMilli, s.ComputeLimitMilli = j.GPU.ResolveCompute(g.MemoryMiB)
+			s.MemoryMiB, s.MemoryLimitMiB = j.GPU.ResolveMemory(g.MemoryMiB)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// startLocked starts j's supervisor on its booked decision. A job that
+// cannot start is marked Failed and its booking released.
+func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
+	fail := func(err error) {
+		pod := podOf(j)
+		if rerr := d.cluster.Release(&pod, dec); rerr != nil {
+			d.cfg.Log.Error("release placement", "job", j.ID, "err", rerr)
+		}
+		now := d.cfg.Now().UTC()
+		j.State, j.Finished, j.Reason = api.Failed, &now, "could not start: "+err.Error()
+		d.cfg.Log.Error("job failed to start", "job", j.ID, "err", err)
+		if perr := d.store.Put(j); perr != nil {
+			d.cfg.Log.Error("record job", "job", j.ID, "err", perr)
+		}
+		d.notifyLocked()
+	}
+	shares, err := d.sharesOf(j, dec)
+	if err != nil {
+		fail(err)
+		return
+	}
+	dir := d.JobDir(j.ID)
+	shm := filepath.Join(dir, "shm")
+	if err := os.MkdirAll(shm, 0o700); err != nil {
+		fail(fmt.Errorf("job folder: %w", err))
+		return
+	}
+	j.Node, j.GPUs, j.Shares = dec.Node, dec.GPUs, shares
+	region := ""
+	if d.cfg.Arbiter != nil {
+		if region, err = d.cfg.Arbiter.Admit(j, shm); err != nil {
+			fail(fmt.Errorf("arbiter: %w", err))
+			return
+		}
+	}
+	env := jobenv.Build(j.Env, shares, jobenv.Options{JobID: j.ID, Queue: j.Queue, ShmDir: shm, InterceptLib: j.InterceptLib, ArbiterRegion: region})
+	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace})
+	if err != nil {
+		if cmd != nil {
+			_ = cmd.Process.Kill()
+			go func() { _ = cmd.Wait() }()
+		}
+		fail(err)
+		return
+	}
+	now := d.cfg.Now().UTC()
+	j.State, j.Started = api.Running, &now
+	j.SupervisorPID, j.SupervisorStart = cmd.Process.Pid, start
+	if err := d.store.Put(j); err != nil {
+		d.cfg.Log.Error("record started job", "job", j.ID, "err", err)
+	}
+	d.cfg.Log.Info("job started", "job", j.ID, "gpus", j.GPUs, "pid", cmd.Process.Pid)
+	d.notifyLocked()
+	done := make(chan struct{})
+	d.children[j.ID] = done
+	go d.watchChild(j.ID, cmd, done)
+}

@@ -1,0 +1,91 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// File names inside a job's folder.
+const (
+	SpecFile       = "spec.json"
+	ExitFile       = "exit.json"
+	StdoutFile     = "stdout.log"
+	StderrFile     = "stderr.log"
+	SupervisorFile = "supervisor.log"
+)
+
+// Spec is what the supervisor runs.
+type Spec struct {
+	Command []string `json:"command"`
+	Env     []string `json:"env"`
+	Dir     string   `json:"dir,omitempty"`
+	// StopGrace is how long the job has between the first SIGTERM or
+	// SIGINT and SIGKILL; 0 means never escalate.
+	StopGrace time.Duration `json:"stopGrace,omitempty"`
+}
+
+// Exit is the recorded outcome of a job.
+type Exit struct {
+	// Code is the exit code, 128+N when killed by signal N, 127 when the
+	// command could not be started.
+	Code     int       `json:"code"`
+	Reason   string    `json:"reason"`
+	Finished time.Time `json:"finished"`
+}
+
+// WriteJSON writes v to path atomically (temp file, fsync, rename).
+func WriteJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	return nil
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadExit returns the recorded exit of the job in jobDir; ok is false when
+// none was recorded.
+func ReadExit(jobDir string) (e Exit, ok bool, err error) {
+	err = readJSON(filepath.Join(jobDir, ExitFile), &e)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Exit{}, false, nil
+	}
+	if err != nil {
+		return Exit{}, false, fmt.Errorf("read exit status: %w", err)
+	}
+	return e, true, nil
+}

@@ -1,0 +1,97 @@
+package hostd
+
+import (
+	"context"
+	"os/exec"
+	"time"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
+)
+
+// watchChild reaps a supervisor this daemon started and records the job's end.
+func (d *Daemon) watchChild(id string, cmd *exec.Cmd, done chan struct{}) {
+	_ = cmd.Wait() // the supervisor's own status; the job's is in exit.json
+	close(done)
+	d.finish(id)
+}
+
+// watchAdopted polls a supervisor started by an earlier daemon (not our
+// child, so it cannot be waited for) until it is gone.
+func (d *Daemon) watchAdopted(ctx context.Context, j api.Job) {
+	defer d.watchers.Done()
+	t := time.NewTicker(d.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		alive, err := supervisor.Alive(j.SupervisorPID, j.SupervisorStart)
+		if err != nil {
+			d.cfg.Log.Warn("check adopted job", "job", j.ID, "err", err)
+		}
+		if !alive && err == nil {
+			d.finish(j.ID)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// finish records the end of a running job whose supervisor is gone and
+// frees its GPUs.
+func (d *Daemon) finish(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return // a later daemon re-adopts and records it
+	}
+	delete(d.children, id)
+	j, err := d.store.Get(id)
+	if err != nil || j.State != api.Running {
+		return
+	}
+	d.outcomeLocked(&j)
+	pod := podOf(j)
+	if err := d.cluster.Release(&pod, decisionOf(j)); err != nil {
+		d.cfg.Log.Error("release placement", "job", j.ID, "err", err)
+	}
+	if d.cfg.Arbiter != nil {
+		d.cfg.Arbiter.Release(j.ID)
+	}
+	if err := d.store.Put(j); err != nil {
+		d.cfg.Log.Error("record finished job", "job", j.ID, "err", err)
+	}
+	d.cfg.Log.Info("job finished", "job", j.ID, "state", j.State, "reason", j.Reason)
+	d.notifyLocked()
+	d.poke()
+}
+
+// outcomeLocked sets j's final state from its recorded exit status.
+func (d *Daemon) outcomeLocked(j *api.Job) {
+	e, ok, err := supervisor.ReadExit(d.JobDir(j.ID))
+	now := d.cfg.Now().UTC()
+	switch {
+	case err != nil || !ok:
+		j.State, j.Finished = api.Lost, &now
+		j.Reason = "the job's supervisor ended without recording an exit status"
+		if err != nil {
+			j.Reason += " (" + err.Error() + ")"
+		}
+		if j.StopRequested {
+			j.State = api.Stopped
+		}
+		return
+	case j.StopRequested:
+		j.State = api.Stopped
+	case e.Code == 0:
+		j.State = api.Succeeded
+	default:
+		j.State = api.Failed
+	}
+	code := e.Code
+	j.ExitCode, j.Reason = &code, e.Reason
+	fin := e.Finished
+	j.Finished = &fin
+}

@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/client"
+)
+
+func (a *app) hostClient(h *hostFlags) (*client.Client, error) {
+	_, socket, err := h.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(socket), nil
+}
+
+func newPsCommand(a *app) *cobra.Command {
+	var (
+		host   hostFlags
+		all    bool
+		gpus   bool
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List the host daemon's jobs, or with --gpus its GPUs' live free fractions",
+		Example: `  tessera ps
+  tessera ps -a -o json
+  tessera ps --gpus`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output); err != nil {
+				return err
+			}
+			c, err := a.hostClient(&host)
+			if err != nil {
+				return err
+			}
+			if gpus {
+				st, err := c.Status(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if output != formatTable {
+					return writeStructured(a.stdout, output, st)
+				}
+				return writeHostGPUs(a.stdout, st)
+			}
+			jobs, err := c.Jobs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			shown := []api.Job{}
+			for _, j := range jobs {
+				if all || !j.State.Final() {
+					shown = append(shown, j)
+				}
+			}
+			if output != formatTable {
+				return writeStructured(a.stdout, output, shown)
+			}
+			return writeJobs(a.stdout, shown, time.Now())
+		},
+	}
+	host.register(cmd)
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "include finished jobs")
+	cmd.Flags().BoolVar(&gpus, "gpus", false, "show each GPU's free fraction, free memory and jobs instead")
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
+	return cmd
+}
+
+func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATE\tQUEUE\tPRIORITY\tGPUS\tEXIT\tSUBMITTED\tCOMMAND")
+	for _, j := range jobs {
+		exit := "-"
+		if j.ExitCode != nil {
+			exit = fmt.Sprint(*j.ExitCode)
+		}
+		var gpus []string
+		for _, s := range j.Shares {
+			gpus = append(gpus, fmt.Sprintf("%d:%s", s.Index, trimShare(s.ComputeMilli)))
+		}
+		g := strings.Join(gpus, ",")
+		if g == "" {
+			g = "-"
+		}
+		cmd := strings.Join(j.Command, " ")
+		if len(cmd) > 60 {
+			cmd = cmd[:57] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\n", j.ID, j.State, j.Queue, j.Priority, g, exit, now.Sub(j.Submitted).Round(time.Second), cmd)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+func trimShare(milli int64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", float64(milli)/1000), "0"), ".")
+}
+
+func writeHostGPUs(w io.Writer, st api.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tMODEL\tFREE\tFREE MEMORY\tJOBS\tUUID")
+	for _, g := range st.GPUs {
+		jobs := strings.Join(g.Jobs, ",")
+		if jobs == "" {
+			jobs = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\n", g.Index, g.Model, trimShare(int64(g.FreeFraction*1000+0.5)), humanMiB(g.FreeMemoryMiB), humanMiB(g.MemoryMiB), jobs, g.UUID)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	src := st.Source
+	if st.Simulated {
+		src += " (simulated)"
+	}
+	fmt.Fprintf(w, "\nInventory: %s; %d running, %d queued\n", src, st.Running, st.Queued)
+	return nil
+}
+
+func newLogsCommand(a *app) *cobra.Command {
+	var (
+		host   hostFlags
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs JOB",
+		Short: "Print a job's output (its stdout here on stdout, its stderr on stderr)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.hostClient(&host)
+			if err != nil {
+				return err
+			}
+			if _, err := c.Job(cmd.Context(), args[0]); err != nil {
+				return jobError(err, args[0])
+			}
+			if _, err := c.Logs(cmd.Context(), args[0], "stdout", follow, 0, a.stdout); err != nil {
+				return err
+			}
+			_, err = c.Logs(cmd.Context(), args[0], "stderr", follow, 0, a.stderr)
+			return err
+		},
+	}
+	host.register(cmd)
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing stdout until the job ends (then its stderr)")
+	return cmd
+}
+
+func newStopCommand(a *app) *cobra.Command {
+	var host hostFlags
+	cmd := &cobra.Command{
+		Use:   "stop JOB...",
+		Short: "Stop jobs: a queued job leaves the queue, a running one gets SIGTERM (then SIGKILL)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.hostClient(&host)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				j, err := c.Stop(cmd.Context(), id)
+				if err != nil {
+					errs = append(errs, jobError(err, id))
+					continue
+				}
+				if j.State == api.Running {
+					fmt.Fprintf(a.stdout, "%s: stopping\n", id)
+				} else {
+					fmt.Fprintf(a.stdout, "%s: %s\n", id, j.State)
+				}
+			}
+			if len(errs) > 0 {
+				return errors.Join(errs...)
+			}
+			return nil
+		},
+	}
+	host.register(cmd)
+	return cmd
+}
+
+func jobError(err error, id string) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Status == 404 {
+		return fmt.Errorf("JOB: no job %q (see tessera ps -a)", id)
+	}
+	return err
+}
+
+func newQueueCommand(a *app) *cobra.Command {
+	var (
+		host   hostFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "List waiting jobs in the order they will start, and why each waits",
+		Long: `List waiting jobs in start order. Jobs start by priority (higher first; a
+job's priority rises by one for every minute it waits, so nothing starves),
+then in submission order, strictly: a job that does not fit holds back the
+jobs behind it, so large jobs are never overtaken forever.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(output); err != nil {
+				return err
+			}
+			c, err := a.hostClient(&host)
+			if err != nil {
+				return err
+			}
+			q, err := c.Queue(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if output != formatTable {
+				return writeStructured(a.stdout, output, q)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "POS\tJOB\tQUEUE\tPRIORITY\tREQUEST\tWHY")
+			for _, e := range q {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.Position, e.ID, e.Queue, e.Priority, e.Request, e.Reason)
+			}
+			if err := tw.Flush(); err != nil {
+				return fmt.Errorf("write table: %w", err)
+			}
+			return nil
+		},
+	}
+	host.register(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
+	return cmd
+}

@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tessera-gpu/tessera/hostd"
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/client"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+type runOptions struct {
+	host         hostFlags
+	gpus         int
+	fraction     string
+	limit        string
+	memory       string
+	memoryLimit  string
+	model        string
+	queue        string
+	priority     int
+	detach       bool
+	interceptLib string
+}
+
+func newRunCommand(a *app) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARGS...]",
+		Short: "Run a command on a share of this host's GPUs (through the daemon's queue)",
+		Long: `Submit a job to the host daemon ("tessera up"). The job waits in its queue
+until it fits, then runs with CUDA_VISIBLE_DEVICES set to its GPUs (by UUID),
+TESSERA_* variables describing its shares and limits, and the interception
+library preloaded when available. Its output streams back here and tessera run
+exits with the job's exit code; with --detach it prints the job ID and returns.
+Without GPU flags the job takes one whole GPU.`,
+		Example: `  tessera run -- nvidia-smi -L
+  tessera run --gpu-fraction 0.25 --gpu-limit 0.8 --gpu-memory 20Gi -- python train.py
+  tessera run --gpus 2 --model H200 --priority 10 --detach -- ./bench.sh`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runJob(cmd.Context(), cmd.Flags(), o, args) },
+	}
+	cmd.Flags().SetInterspersed(false)
+	o.host.register(cmd)
+	f := cmd.Flags()
+	f.IntVar(&o.gpus, "gpus", 1, fmt.Sprintf("number of GPUs, in [1, %d]", request.MaxCount))
+	f.StringVar(&o.fraction, "gpu-fraction", "", "guaranteed share of each GPU, in (0, 1]: 0.25, 25% or 250m (default 1, a whole GPU)")
+	f.StringVar(&o.limit, "gpu-limit", "", "burst limit of each GPU, in [--gpu-fraction, 1] (default = --gpu-fraction)")
+	f.StringVar(&o.memory, "gpu-memory", "", "guaranteed memory per GPU, e.g. 20Gi (default: --gpu-fraction of the GPU's memory)")
+	f.StringVar(&o.memoryLimit, "gpu-memory-limit", "", "memory cap per GPU, at least --gpu-memory (default = --gpu-memory)")
+	f.StringVar(&o.model, "model", "", "allowed GPU models, e.g. H200 or A100-80GB|H100 (default: any)")
+	f.StringVar(&o.queue, "queue", hostd.DefaultQueue, "queue name: a-z, 0-9, '.', '_', '-'")
+	f.IntVar(&o.priority, "priority", 0, fmt.Sprintf("priority within the queue, in [%d, %d]; higher starts first", hostd.MinPriority, hostd.MaxPriority))
+	f.BoolVarP(&o.detach, "detach", "d", false, "print the job ID and return instead of streaming its output")
+	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload instead of the daemon's")
+	return cmd
+}
+
+// runFields turns the GPU flags into request fields and validates them
+// with request.Parse; errors name the flag and its allowed range.
+func runFields(flags *pflag.FlagSet, a *app) (map[string]string, error) {
+	gpus, err := flags.GetInt("gpus")
+	if err != nil {
+		return nil, fmt.Errorf("--gpus: %w", err)
+	}
+	fields := map[string]string{request.FieldCount: strconv.Itoa(gpus)}
+	for flag, field := range map[string]string{
+		"gpu-fraction": request.FieldCompute, "gpu-limit": request.FieldComputeLimit,
+		"gpu-memory": request.FieldMemory, "gpu-memory-limit": request.FieldMemoryLimit, "model": request.FieldModel,
+	} {
+		if flags.Changed(flag) {
+			fields[field] = flags.Lookup(flag).Value.String()
+		}
+	}
+	if _, err := request.Parse(fields, a.catalog); err != nil {
+		return nil, flagError(err)
+	}
+	return fields, nil
+}
+
+// flagError restates a request or daemon input error under the flag name.
+func flagError(err error) error {
+	var fe *request.FieldError
+	if errors.As(err, &fe) {
+		return &exitError{code: 2, msg: fmt.Sprintf("%s: must be %s, got %q", flagOf(fe.Field), fe.Allowed, fe.Value)}
+	}
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Field != "" {
+		msg := strings.TrimPrefix(ae.Msg, ae.Field+": ")
+		return &exitError{code: 2, msg: flagOf(ae.Field) + ": " + msg}
+	}
+	return &exitError{code: 2, msg: err.Error()}
+}
+
+// resolveCommand finds the program on PATH, so a missing command is an
+// error here and never a queued job.
+func resolveCommand(args []string) ([]string, error) {
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		return nil, &exitError{code: 127, msg: fmt.Sprintf("command: %q not found or not executable (%v)", args[0], err)}
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, fmt.Errorf("command: %w", err)
+	}
+	return append([]string{path}, args[1:]...), nil
+}
+
+func (a *app) runJob(ctx context.Context, flags *pflag.FlagSet, o runOptions, args []string) error {
+	_, socket, err := o.host.resolve()
+	if err != nil {
+		return err
+	}
+	fields, err := runFields(flags, a)
+	if err != nil {
+		return err
+	}
+	if o.priority < hostd.MinPriority || o.priority > hostd.MaxPriority {
+		return &exitError{code: 2, msg: fmt.Sprintf("--priority: must be in [%d, %d], got %d", hostd.MinPriority, hostd.MaxPriority, o.priority)}
+	}
+	command, err := resolveCommand(args)
+	if err != nil {
+		return err
+	}
+	lib := ""
+	if o.interceptLib != "" {
+		if lib, err = findInterceptLib(o.interceptLib); err != nil {
+			return &exitError{code: 2, msg: err.Error()}
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working folder: %w", err)
+	}
+	c := client.New(socket)
+	job, err := c.Submit(ctx, api.SubmitRequest{
+		GPU: fields, Command: command, Env: os.Environ(), Dir: wd,
+		Queue: o.queue, Priority: o.priority, InterceptLib: lib,
+	})
+	if err != nil {
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Status == 400 {
+			return flagError(err)
+		}
+		return err
+	}
+	if o.detach {
+		fmt.Fprintln(a.stdout, job.ID)
+		return nil
+	}
+	return a.follow(ctx, c, job.ID)
+}
+
+// follow streams the job's output until it ends and returns its exit code.
+// An interrupt stops the job (and still waits for its end). When the daemon
+// restarts meanwhile, follow waits for the next one and resumes where the
+// output stopped: the job itself keeps running.
+func (a *app) follow(ctx context.Context, c *client.Client, id string) error {
+	bg := context.WithoutCancel(ctx)
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex // stdout and stderr may be one writer
+	)
+	stdout, stderr := &lockedWriter{mu: &mu, w: a.stdout}, &lockedWriter{mu: &mu, w: a.stderr}
+	warn := &onceWriter{w: stderr}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "tessera: stopping %s\n", id)
+			if _, err := c.Stop(bg, id); err != nil {
+				fmt.Fprintf(stderr, "tessera: stop %s: %v\n", id, err)
+			}
+		case <-stopped:
+		}
+	}()
+	logErrs := make([]error, 2)
+	for i, s := range []struct {
+		name string
+		w    *lockedWriter
+	}{{"stdout", stdout}, {"stderr", stderr}} {
+		wg.Go(func() {
+			var off int64
+			logErrs[i] = retry(ctx, warn, func() error {
+				n, err := c.Logs(bg, id, s.name, true, off, s.w)
+				off += n
+				return err
+			})
+		})
+	}
+	var job api.Job
+	err := retry(ctx, warn, func() error {
+		var err error
+		job, err = c.Wait(bg, id)
+		return err
+	})
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(logErrs...); err != nil {
+		return err
+	}
+	return jobExit(job)
+}
+
+// retryPause is how long follow waits between attempts to reach a
+// restarting daemon.
+const retryPause = 200 * time.Millisecond
+
+// retry calls f until it succeeds or fails for a reason other than an
+// unreachable daemon; after an interrupt it gives up on an unreachable one.
+// It says on warn that it is waiting.
+func retry(ctx context.Context, warn io.Writer, f func() error) error {
+	for {
+		err := f()
+		if err == nil || !errors.Is(err, client.ErrUnreachable) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w; the job may still be running: see tessera ps", err)
+		}
+		fmt.Fprintln(warn, "tessera: lost the daemon; waiting for it to come back (the job keeps running)")
+		select {
+		case <-ctx.Done():
+		case <-time.After(retryPause):
+		}
+	}
+}
+
+// jobExit turns a finished job into the command's exit status.
+func jobExit(j api.Job) error {
+	if j.ExitCode != nil {
+		if *j.ExitCode == 0 {
+			return nil
+		}
+		return &exitError{code: *j.ExitCode}
+	}
+	return &exitError{code: 1, msg: fmt.Sprintf("job %s %s: %s", j.ID, j.State, j.Reason)}
+}
+
+// lockedWriter serialises writes from the two log streams.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// onceWriter passes on its first write only (one warning for all streams).
+type onceWriter struct {
+	once sync.Once
+	w    io.Writer
+}
+
+func (o *onceWriter) Write(p []byte) (int, error) {
+	o.once.Do(func() { _, _ = o.w.Write(p) })
+	return len(p), nil
+}
+
+// flagOf maps a daemon input field to the `tessera run` flag that sets it.
+func flagOf(field string) string {
+	m := map[string]string{
+		"count": "--gpus", "compute": "--gpu-fraction", "compute-limit": "--gpu-limit",
+		"memory": "--gpu-memory", "memory-limit": "--gpu-memory-limit", "model": "--model",
+		"queue": "--queue", "priority": "--priority", "intercept-lib": "--intercept-lib",
+		"command": "command", "gpu": "GPU request",
+	}
+	if f, ok := m[field]; ok {
+		return f
+	}
+	return strings.TrimSpace(field)
+}

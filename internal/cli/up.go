@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tessera-gpu/tessera/discovery"
+	"github.com/tessera-gpu/tessera/hostd"
+	"github.com/tessera-gpu/tessera/hostd/server"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// Environment variables that stand in for --state-dir and --socket.
+const (
+	envStateDir = "TESSERA_STATE_DIR"
+	envSocket   = "TESSERA_SOCKET"
+)
+
+// interceptLibName is the file `make -C intercept` builds.
+const interceptLibName = "libtessera-intercept.so"
+
+// hostFlags locate one host daemon: its state folder and its socket.
+type hostFlags struct {
+	stateDir, socket string
+}
+
+func (h *hostFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&h.stateDir, "state-dir", "", "daemon state folder (env "+envStateDir+"; default $XDG_STATE_HOME/tessera or ~/.local/state/tessera)")
+	cmd.Flags().StringVar(&h.socket, "socket", "", "daemon API socket (env "+envSocket+"; default STATE_DIR/tessera.sock)")
+}
+
+// resolve applies flag, then environment, then default.
+func (h *hostFlags) resolve() (stateDir, socket string, err error) {
+	stateDir, socket = h.stateDir, h.socket
+	if stateDir == "" {
+		stateDir = os.Getenv(envStateDir)
+	}
+	if stateDir == "" {
+		base := os.Getenv("XDG_STATE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", "", fmt.Errorf("--state-dir: not set and no home folder to default to: %w", err)
+			}
+			base = filepath.Join(home, ".local", "state")
+		}
+		stateDir = filepath.Join(base, "tessera")
+	}
+	if socket == "" {
+		socket = os.Getenv(envSocket)
+	}
+	if socket == "" {
+		socket = filepath.Join(stateDir, "tessera.sock")
+	}
+	if stateDir, err = filepath.Abs(stateDir); err != nil {
+		return "", "", fmt.Errorf("--state-dir: %w", err)
+	}
+	if socket, err = filepath.Abs(socket); err != nil {
+		return "", "", fmt.Errorf("--socket: %w", err)
+	}
+	return stateDir, socket, nil
+}
+
+type upOptions struct {
+	host         hostFlags
+	simulate     string
+	socketMode   string
+	httpAddr     string
+	policy       string
+	interceptLib string
+	stopGrace    time.Duration
+}
+
+func newUpCommand(a *app) *cobra.Command {
+	var o upOptions
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the single-host daemon: queue, place and run GPU jobs on this machine",
+		Long: `Run Tessera's host daemon in the foreground. It discovers this host's GPUs
+(NVML; without a driver it simulates 8xH200 and says so), keeps a persistent job
+queue in the state folder, starts jobs submitted with "tessera run" when they
+fit, and serves its API on a unix socket (owner-only unless --socket-mode),
+Prometheus metrics at /metrics and a status page at / (on the socket, and on
+--http when given). Jobs keep running across daemon restarts.`,
+		Example: `  tessera up
+  tessera up --simulate 2xH200 --state-dir /tmp/t1
+  tessera up --http 127.0.0.1:9400`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runUp(cmd.Context(), o) },
+	}
+	o.host.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.simulate, "simulate", "", `simulate GPUs instead of reading NVML: a spec such as 8xH200 or 4xA100-80GB+2xL4, or a nodes .yaml file`)
+	f.StringVar(&o.socketMode, "socket-mode", "0600", "socket file mode, octal; anyone who can open the socket can run commands as this user")
+	f.StringVar(&o.httpAddr, "http", "", "also serve the API, metrics and status page over HTTP on this loopback address (127.0.0.1:PORT or [::1]:PORT)")
+	f.StringVar(&o.policy, "policy", "", "placement policy (default: the engine's default)")
+	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload into jobs (default: "+interceptLibName+" from intercept/build or /usr/local/lib/tessera, when found)")
+	f.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "time a stopped job has between SIGTERM and SIGKILL")
+	return cmd
+}
+
+// newSuperviseCommand is the hidden per-job supervisor the daemon starts.
+func newSuperviseCommand(_ *app) *cobra.Command {
+	return &cobra.Command{
+		Use:    "supervise JOBDIR",
+		Short:  "Run one job for the host daemon (internal)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if code := supervisor.Run(args[0]); code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) runUp(ctx context.Context, o upOptions) error {
+	stateDir, socket, err := o.host.resolve()
+	if err != nil {
+		return err
+	}
+	mode, err := strconv.ParseUint(o.socketMode, 8, 32)
+	if err != nil || mode > 0o777 {
+		return fmt.Errorf("--socket-mode: must be an octal file mode in [0000, 0777] such as 0600, got %q", o.socketMode)
+	}
+	if o.httpAddr != "" {
+		if err := checkLoopback(o.httpAddr); err != nil {
+			return err
+		}
+	}
+	if o.stopGrace <= 0 {
+		return fmt.Errorf("--stop-grace: must be a positive duration such as 10s, got %s", o.stopGrace)
+	}
+	lib, err := findInterceptLib(o.interceptLib)
+	if err != nil {
+		return err
+	}
+	srcName, simulated, nodes, err := a.discoverHost(ctx, o.simulate)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the tessera binary for job supervisors: %w", err)
+	}
+	d, err := hostd.New(hostd.Config{
+		StateDir: stateDir, Source: srcName, Simulated: simulated, Nodes: nodes, Catalog: a.catalog,
+		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
+		StopGrace: o.stopGrace, Log: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return a.serve(ctx, d, socket, os.FileMode(mode), o.httpAddr, lib)
+}
+
+func (a *app) serve(ctx context.Context, d *hostd.Daemon, socket string, mode os.FileMode, httpAddr, lib string) error {
+	h, err := server.Handler(d, a.log)
+	if err != nil {
+		return err
+	}
+	ln, err := server.ListenUnix(socket, mode)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(socket)
+	listeners := []net.Listener{ln}
+	if httpAddr != "" {
+		hl, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("--http %s: %w", httpAddr, err)
+		}
+		listeners = append(listeners, hl)
+	}
+	// Requests run under reqCtx, cancelled at shutdown so that long polls
+	// (wait, followed logs) end at once; clients resume against the next daemon.
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	errs := make(chan error, len(listeners))
+	for _, l := range listeners {
+		go func() { errs <- srv.Serve(l) }()
+	}
+	if lib == "" {
+		lib = "none found (jobs run without the interception library; build it with make -C intercept)"
+	}
+	fmt.Fprintf(a.stderr, "tessera: daemon up; socket %s, state %s, interception library: %s\n", socket, d.StateDir(), lib)
+	if httpAddr != "" {
+		fmt.Fprintf(a.stderr, "tessera: status page http://%s/ , metrics http://%s/metrics\n", httpAddr, httpAddr)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(runCtx) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		if !errors.Is(err, http.ErrServerClosed) {
+			cancel()
+			<-runErr
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	endRequests()
+	shutCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer done()
+	_ = srv.Shutdown(shutCtx)
+	cancel()
+	if err := <-runErr; err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stderr, "tessera: daemon stopped; running jobs keep running and are re-adopted by the next `tessera up`")
+	return nil
+}
+
+func (a *app) discoverHost(ctx context.Context, simulate string) (string, bool, []inventory.Node, error) {
+	source := "auto"
+	if simulate != "" {
+		source = "sim:" + simulate
+	}
+	src, err := discovery.Open(source, a.catalog)
+	if err != nil {
+		return "", false, nil, fmt.Errorf("--simulate %s: %w", simulate, err)
+	}
+	nodes, err := src.Discover(ctx)
+	if err != nil {
+		if simulate != "" {
+			return "", false, nil, fmt.Errorf("--simulate %s: %w", simulate, err)
+		}
+		return "", false, nil, fmt.Errorf("discover GPUs: %w", err)
+	}
+	simulated := simulate != ""
+	if auto, ok := src.(*discovery.Auto); ok && auto.Simulated() {
+		simulated = true
+		fmt.Fprintf(a.stderr, "note: no NVIDIA GPU found; using simulated GPUs (%s). Jobs run for real, on pretend devices.\n", src.Name())
+	} else if simulated {
+		fmt.Fprintf(a.stderr, "note: using simulated GPUs (%s) as asked by --simulate\n", src.Name())
+	}
+	return src.Name(), simulated, nodes, nil
+}
+
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err == nil {
+		ip := net.ParseIP(host)
+		if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("--http: must be a loopback address such as 127.0.0.1:9400 or [::1]:9400 (the API runs commands; it is not for the network), got %q", addr)
+}
+
+// findInterceptLib returns the library to preload: the flag's (which must
+// exist), else the first built one found, else "".
+func findInterceptLib(flag string) (string, error) {
+	if flag != "" {
+		abs, err := filepath.Abs(flag)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(abs); err == nil && fi.IsDir() {
+				err = errors.New("is a folder")
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("--intercept-lib: must be an existing library file, got %q (%v)", flag, err)
+		}
+		return abs, nil
+	}
+	var cands []string
+	if wd, err := os.Getwd(); err == nil {
+		cands = append(cands, filepath.Join(wd, "intercept", "build", interceptLibName))
+	}
+	if exe, err := os.Executable(); err == nil {
+		cands = append(cands, filepath.Join(filepath.Dir(exe), "..", "intercept", "build", interceptLibName))
+	}
+	cands = append(cands, filepath.Join("/usr/local/lib/tessera", interceptLibName))
+	for _, c := range cands {
+		if fi, err := os.Stat(c); err == nil && !fi.IsDir() {
+			return filepath.Clean(c), nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+)
+
+const cliSuperviseEnv = "TESSERA_CLI_TEST_MAIN"
+
+// TestMain lets the test binary stand in for the tessera binary: the
+// daemon under test starts `<this binary> supervise JOBDIR` for each job.
+func TestMain(m *testing.M) {
+	if os.Getenv(cliSuperviseEnv) == "1" {
+		os.Exit(Execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if err := os.Setenv(cliSuperviseEnv, "1"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// daemon is a `tessera up` running in this process.
+type daemon struct {
+	t      *testing.T
+	dir    string
+	host   []string
+	spec   string
+	cancel context.CancelFunc
+	done   chan int
+}
+
+// startUp runs `tessera up` in this process on a fresh state folder; its
+// host field holds the --state-dir/--socket flags that reach it.
+func startUp(t *testing.T, spec string) *daemon {
+	t.Helper()
+	dir := t.TempDir()
+	d := &daemon{t: t, dir: dir, spec: spec, host: []string{"--state-dir", dir, "--socket", filepath.Join(dir, "api.sock")}}
+	d.start()
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel, d.done = cancel, make(chan int, 1)
+	go func() {
+		d.done <- Execute(ctx, append([]string{"up", "--simulate", d.spec, "--log-level", "error"}, d.host...), io.Discard, io.Discard)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("unix", filepath.Join(d.dir, "api.sock"))
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon did not come up: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stop ends the daemon as Ctrl-C would; jobs keep running.
+func (d *daemon) stop() {
+	if d.cancel != nil {
+		d.cancel()
+		<-d.done
+		d.cancel = nil
+	}
+}
+
+func tessera(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Execute(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func psJobs(t *testing.T, host []string) []api.Job {
+	t.Helper()
+	code, out, errs := tessera(append([]string{"ps", "-a", "-o", "json"}, host...)...)
+	if code != 0 {
+		t.Fatalf("ps: %d %s", code, errs)
+	}
+	var jobs []api.Job
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatalf("ps output %q: %v", out, err)
+	}
+	return jobs
+}
+
+func TestRunExitCodeAndOutput(t *testing.T) {
+	host := startUp(t, "2xH200").host
+	run := append([]string{"run"}, host...)
+	code, out, errs := tessera(append(run, "--gpu-fraction", "0.5", "--", "sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $TESSERA_COMPUTE_REQUEST"; echo oops >&2; exit 3`)...)
+	if code != 3 {
+		t.Fatalf("exit code %d, want the job's 3 (stderr %q)", code, errs)
+	}
+	if !strings.HasPrefix(out, "GPU-") || !strings.Contains(out, " 500m") {
+		t.Errorf("stdout %q, want a GPU UUID and 500m", out)
+	}
+	if !strings.Contains(errs, "oops") {
+		t.Errorf("stderr %q, want the job's stderr", errs)
+	}
+	if code, _, errs := tessera(append(run, "--", "true")...); code != 0 {
+		t.Errorf("true: exit %d (%s)", code, errs)
+	}
+}
+
+func TestRunRejectsBadInputAndQueuesNothing(t *testing.T) {
+	host := startUp(t, "2xH200").host
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"fraction zero", []string{"--gpu-fraction", "0", "--", "true"}, "--gpu-fraction"},
+		{"limit below request", []string{"--gpu-fraction", "0.5", "--gpu-limit", "0.2", "--", "true"}, "--gpu-limit"},
+		{"more GPUs than the host", []string{"--gpus", "3", "--", "true"}, "--gpus: must be in [1, 2]"},
+		{"missing command", []string{"--", "no-such-command-tessera"}, "command:"},
+		{"bad queue", []string{"--queue", "No Spaces", "--", "true"}, "--queue"},
+		{"priority out of range", []string{"--priority", "9999", "--", "true"}, "--priority: must be in [-1000, 1000]"},
+		{"unknown flag", []string{"--gpu-colour", "red", "--", "true"}, "unknown flag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errs := tessera(append(append([]string{"run"}, host...), tt.args...)...)
+			if code == 0 || !strings.Contains(errs, tt.want) {
+				t.Errorf("exit %d, stderr %q; want non-zero and %q", code, errs, tt.want)
+			}
+		})
+	}
+	if jobs := psJobs(t, host); len(jobs) != 0 {
+		t.Errorf("bad input queued %d jobs", len(jobs))
+	}
+}
+
+func TestDetachQueueStopLogs(t *testing.T) {
+	host := startUp(t, "1xH200").host
+	gate := filepath.Join(t.TempDir(), "gate")
+	wait := fmt.Sprintf(`echo started; while [ ! -e %[1]s ]; do [ -d "$(dirname %[1]s)" ] || exit 99; sleep 0.02; done; echo done`, gate)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		code, out, errs := tessera(append(append([]string{"run", "--detach"}, host...), "--", "sh", "-c", wait)...)
+		if code != 0 {
+			t.Fatalf("run --detach: %d %s", code, errs)
+		}
+		ids = append(ids, strings.TrimSpace(out))
+	}
+	code, out, _ := tessera(append([]string{"queue"}, host...)...)
+	if code != 0 || !strings.Contains(out, ids[1]) || !strings.Contains(out, ids[2]) || strings.Contains(out, ids[0]+" ") {
+		t.Errorf("queue (exit %d):\n%s", code, out)
+	}
+	if code, out, errs := tessera(append([]string{"stop", ids[2]}, host...)...); code != 0 || !strings.Contains(out, "stopped") {
+		t.Errorf("stop queued: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := tessera(append([]string{"stop", "job-404"}, host...)...); code == 0 || !strings.Contains(errs, "no job") {
+		t.Errorf("stop unknown: %d %q", code, errs)
+	}
+	code, out, _ = tessera(append([]string{"ps", "--gpus"}, host...)...)
+	if code != 0 || !strings.Contains(out, ids[0]) || !strings.Contains(out, "simulated") {
+		t.Errorf("ps --gpus:\n%s", out)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = tessera(append([]string{"logs", "-f", ids[1]}, host...)...)
+	if code != 0 || out != "started\ndone\n" {
+		t.Errorf("logs -f %s: %d %q", ids[1], code, out)
+	}
+	states := map[string]api.State{}
+	for _, j := range psJobs(t, host) {
+		states[j.ID] = j.State
+	}
+	want := map[string]api.State{ids[0]: api.Succeeded, ids[1]: api.Succeeded, ids[2]: api.Stopped}
+	for id, s := range want {
+		if states[id] != s && !(id == ids[0] && states[id] == api.Running) {
+			t.Errorf("%s: %s, want %s", id, states[id], s)
+		}
+	}
+}
+
+func TestUpRejectsBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--socket-mode", "999"}, "--socket-mode"},
+		{[]string{"--http", "0.0.0.0:1"}, "--http: must be a loopback address"},
+		{[]string{"--simulate", "3xNoSuchGPU"}, "--simulate"},
+		{[]string{"--intercept-lib", filepath.Join(dir, "missing.so")}, "--intercept-lib"},
+	}
+	for _, tt := range tests {
+		code, _, errs := tessera(append([]string{"up", "--state-dir", dir}, tt.args...)...)
+		if code == 0 || !strings.Contains(errs, tt.want) {
+			t.Errorf("up %v: exit %d, stderr %q; want %q", tt.args, code, errs, tt.want)
+		}
+	}
+}
+
+// A daemon restart in the middle of a streaming `tessera run` loses
+// nothing: the run resumes its output, exits with the job's code, and the
+// job queued behind it still runs.
+func TestRunSurvivesDaemonRestart(t *testing.T) {
+	d := startUp(t, "1xH200")
+	gate := filepath.Join(t.TempDir(), "gate")
+	type result struct {
+		code     int
+		out, err string
+	}
+	res := make(chan result, 1)
+	go func() {
+		script := fmt.Sprintf(`echo before; while [ ! -e %[1]s ]; do [ -d "$(dirname %[1]s)" ] || exit 99; sleep 0.02; done; echo after; exit 5`, gate)
+		code, out, errs := tessera(append(append([]string{"run"}, d.host...), "--", "sh", "-c", script)...)
+		res <- result{code, out, errs}
+	}()
+	first := filepath.Join(d.dir, "jobs", "job-1", "stdout.log")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if out, _ := os.ReadFile(first); string(out) == "before\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("job-1 did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, out, errs := tessera(append(append([]string{"run", "-d"}, d.host...), "--", "sh", "-c", "echo second")...)
+	if code != 0 || strings.TrimSpace(out) != "job-2" {
+		t.Fatalf("second job: %d %q %q", code, out, errs)
+	}
+
+	d.stop()
+	d.start()
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if r.code != 5 || r.out != "before\nafter\n" {
+		t.Errorf("run across a restart: exit %d, stdout %q (stderr %q); want 5 and both lines", r.code, r.out, r.err)
+	}
+	code, out, _ = tessera(append([]string{"logs", "-f", "job-2"}, d.host...)...)
+	if code != 0 || out != "second\n" {
+		t.Errorf("queued job after the restart: %d %q", code, out)
+	}
+	states := map[string]api.State{}
+	for _, j := range psJobs(t, d.host) {
+		states[j.ID] = j.State
+	}
+	if states["job-1"] != api.Failed || states["job-2"] != api.Succeeded || len(states) != 2 {
+		t.Errorf("jobs after the restart: %v", states)
+	}
+}
+
+// Interrupting a streaming `tessera run` stops its job and reports the
+// job's end.
+func TestRunInterruptStopsJob(t *testing.T) {
+	d := startUp(t, "1xH200")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Execute(ctx, append(append([]string{"run"}, d.host...), "--", "sh", "-c", `echo up; exec sleep 60`), &out, &errb)
+	}()
+	log := filepath.Join(d.dir, "jobs", "job-1", "stdout.log")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, _ := os.ReadFile(log); string(b) == "up\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("job did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if c := <-code; c != 128+15 {
+		t.Errorf("exit %d, want 143 (SIGTERM); stderr %q", c, errb.String())
+	}
+	jobs := psJobs(t, d.host)
+	if len(jobs) != 1 || jobs[0].State != api.Stopped {
+		t.Errorf("jobs after the interrupt: %+v", jobs)
+	}
+}
