@@ -19,9 +19,10 @@ build:
 intercept:
 	$(MAKE) -C intercept
 
-## run: the main job on the embedded default (real GPUs, else simulated 8xH200).
+## run: the main job on the embedded default: the host daemon (real GPUs,
+## else simulated 8xH200) running a sample job on a GPU fraction.
 run: build
-	./$(BIN) show-gpus --source auto
+	bash scripts/demo.sh ./$(BIN)
 
 ## test: every check CI runs: formatting, vet, staticcheck and all tests.
 test: lint unit
