@@ -2,9 +2,7 @@ package kube
 
 import (
 	"context"
-	"os"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
@@ -29,22 +26,7 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // the first run builds binaries
-	defer cancel()
-	c, err := testcluster.Start(ctx, testcluster.Options{})
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	defer func() {
-		c.Stop()
-		if !t.Failed() {
-			os.RemoveAll(c.Dir)
-		}
-	}()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cfg := testcluster.ForTest(t, false)
 	core := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	node := simNode(t, "gpu-node-0")

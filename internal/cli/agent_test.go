@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/kubeletsim"
@@ -73,22 +72,7 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	c, err := testcluster.Start(ctx, testcluster.Options{})
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	defer func() {
-		c.Stop()
-		if !t.Failed() {
-			os.RemoveAll(c.Dir)
-		}
-	}()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, cfg := testcluster.ForTest(t, false)
 	core := kubernetes.NewForConfigOrDie(cfg)
 	if _, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-0"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 )
@@ -16,24 +15,8 @@ import (
 // registers a fake GPU node, binds a pod to it and waits for KWOK to run it
 // and then to finish its deletion: the full loop later tests rely on.
 func TestControlPlaneRunsFakeGPUNodes(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // the first run builds the binaries
-	defer cancel()
-	c, err := Start(ctx, Options{})
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	defer func() {
-		c.Stop()
-		if !t.Failed() {
-			os.RemoveAll(c.Dir)
-		} else {
-			t.Logf("cluster folder kept at %s", c.Dir)
-		}
-	}()
-	if err := c.StartKWOK(ctx); err != nil {
-		t.Fatalf("start kwok: %v", err)
-	}
-	api := &rest{t: t, c: c}
+	ctx, c, _ := ForTest(t, true)
+	api := &jsonClient{t: t, c: c}
 	api.do(ctx, http.MethodPost, "/api/v1/nodes", map[string]any{
 		"apiVersion": "v1", "kind": "Node",
 		"metadata": map[string]any{"name": "gpu-node-0", "annotations": map[string]string{FakeNodeAnnotation: "fake"}},
@@ -85,13 +68,13 @@ func TestControlPlaneRunsFakeGPUNodes(t *testing.T) {
 	})
 }
 
-// rest is a tiny JSON client for this test; Tessera's own code uses client-go.
-type rest struct {
+// jsonClient is a tiny JSON client for this test; Tessera's own code uses client-go.
+type jsonClient struct {
 	t *testing.T
 	c *Cluster
 }
 
-func (r *rest) request(ctx context.Context, method, path string, body any) (*http.Response, []byte) {
+func (r *jsonClient) request(ctx context.Context, method, path string, body any) (*http.Response, []byte) {
 	r.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -116,7 +99,7 @@ func (r *rest) request(ctx context.Context, method, path string, body any) (*htt
 	return resp, data
 }
 
-func (r *rest) do(ctx context.Context, method, path string, body any, want int) {
+func (r *jsonClient) do(ctx context.Context, method, path string, body any, want int) {
 	r.t.Helper()
 	resp, data := r.request(ctx, method, path, body)
 	if resp.StatusCode != want {
@@ -124,7 +107,7 @@ func (r *rest) do(ctx context.Context, method, path string, body any, want int) 
 	}
 }
 
-func (r *rest) get(ctx context.Context, path string, into any) {
+func (r *jsonClient) get(ctx context.Context, path string, into any) {
 	r.t.Helper()
 	resp, data := r.request(ctx, http.MethodGet, path, nil)
 	if resp.StatusCode != http.StatusOK {
@@ -135,14 +118,14 @@ func (r *rest) get(ctx context.Context, path string, into any) {
 	}
 }
 
-func (r *rest) status(ctx context.Context, path string) int {
+func (r *jsonClient) status(ctx context.Context, path string) int {
 	r.t.Helper()
 	resp, _ := r.request(ctx, http.MethodGet, path, nil)
 	return resp.StatusCode
 }
 
 // eventually polls check until it passes; the bound is a liveness guard.
-func (r *rest) eventually(ctx context.Context, what string, check func() error) {
+func (r *jsonClient) eventually(ctx context.Context, what string, check func() error) {
 	r.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

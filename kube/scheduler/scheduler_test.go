@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
@@ -37,25 +35,7 @@ import (
 // pending with a condition and an event, and a restarted scheduler books
 // nothing twice.
 func TestSchedulerOnRealControlPlane(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	cl, err := testcluster.Start(ctx, testcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cl.Stop()
-		if !t.Failed() {
-			os.RemoveAll(cl.Dir)
-		}
-	}()
-	if err := cl.StartKWOK(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cfg := testcluster.ForTest(t, true)
 	client := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	// gpu-0 is described by labels only; gpu-1 by a GPUNode object, as the
@@ -292,26 +272,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // returns a client; everything stops when the test ends.
 func controlPlane(t *testing.T) (context.Context, kubernetes.Interface) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	cl, err := testcluster.Start(ctx, testcluster.Options{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cl.Stop()
-		cancel()
-		if !t.Failed() {
-			os.RemoveAll(cl.Dir)
-		}
-	})
-	if err := cl.StartKWOK(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", cl.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cfg := testcluster.ForTest(t, true)
 	c := kubernetes.NewForConfigOrDie(cfg)
 	restConfigs.Store(c, cfg)
 	return ctx, c
