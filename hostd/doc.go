@@ -8,5 +8,5 @@
 // hostd/supervisor runs one job and records its exit status, hostd/jobenv
 // builds a job's environment, hostd/server and hostd/client speak the local
 // HTTP+JSON API over a unix socket, and this package ties them together.
-// The node arbiter is not wired yet; Config.Arbiter is its seam.
+// The node arbiter plugs in through Config.Arbiter (ArbiterSeat adapts package arbiter).
 package hostd

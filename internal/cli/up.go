@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/server"
@@ -154,9 +155,26 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return fmt.Errorf("find the tessera binary for job supervisors: %w", err)
 	}
+	// The node arbiter gates every job's kernel launches to its shares.
+	capacity := map[string]uint64{}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			capacity[g.UUID] = uint64(g.MemoryMiB) << 20
+		}
+	}
+	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := arb.Run(ctx); err != nil {
+			a.log.Error("node arbiter stopped", "err", err)
+		}
+	}()
 	d, err := hostd.New(hostd.Config{
 		StateDir: stateDir, Source: srcName, Simulated: simulated, Nodes: nodes, Catalog: a.catalog,
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
+		Arbiter:   hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
 		StopGrace: o.stopGrace, Log: a.log,
 	})
 	if err != nil {
