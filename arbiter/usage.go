@@ -11,7 +11,19 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/acct"
 )
 
-var _ metrics.ContainerUsage = (*Arbiter)(nil)
+var (
+	_ metrics.ContainerUsage = (*Arbiter)(nil)
+	_ metrics.ComputeShares  = (*Arbiter)(nil)
+)
+
+// ComputeShares implements metrics.ComputeShares from the last step.
+func (a *Arbiter) ComputeShares() []metrics.ContainerCompute {
+	var out []metrics.ContainerCompute
+	for _, s := range a.Snapshot() {
+		out = append(out, metrics.ContainerCompute{Key: s.Key, GPUUUID: s.GPU, ShareMilli: s.Share, DemandMilli: s.Demand, Measured: s.Measured})
+	}
+	return out
+}
 
 // Usage implements metrics.ContainerUsage from the library's accounting
 // files: the bytes each registered container holds on each of its GPUs.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -45,12 +46,14 @@ var (
 	descCMemReq   = prometheus.NewDesc("tessera_container_gpu_memory_request_bytes", "GPU memory guaranteed to a container.", containerLabels, nil)
 	descCMemLim   = prometheus.NewDesc("tessera_container_gpu_memory_limit_bytes", "GPU memory cap of a container.", containerLabels, nil)
 	descCMemUsed  = prometheus.NewDesc("tessera_container_gpu_memory_used_bytes", "GPU memory a container uses, as the node arbiter reports it.", containerLabels, nil)
+	descCShare    = prometheus.NewDesc("tessera_container_gpu_compute_share_ratio", "GPU time share the node arbiter gave a container in its last period, 0 to 1 (measured=\"true\" when calibrated by measured utilisation).", append(containerLabels, "measured"), nil)
+	descCDemand   = prometheus.NewDesc("tessera_container_gpu_compute_demand_ratio", "GPU time share the node arbiter estimates a container wants, 0 to 1.", containerLabels, nil)
 	descScrapeErr = prometheus.NewDesc("tessera_agent_metrics_source_up", "1 when the metrics source answered this scrape, 0 when it failed.", []string{"node", "source"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descGranted, descCReq, descCLim, descCMemReq, descCMemLim, descCMemUsed, descScrapeErr} {
+	for _, d := range []*prometheus.Desc{descInfo, descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descGranted, descCReq, descCLim, descCMemReq, descCMemLim, descCMemUsed, descCShare, descCDemand, descScrapeErr} {
 		ch <- d
 	}
 }
@@ -116,6 +119,14 @@ func (c *Collector) collectContainers(ctx context.Context, ch chan<- prometheus.
 	for _, u := range usage {
 		if lv, ok := who[cg{u.Key, u.GPUUUID}]; ok {
 			ch <- gauge(descCMemUsed, u.MemoryUsedBytes, lv...)
+		}
+	}
+	if cs, ok := c.usage.(ComputeShares); ok {
+		for _, s := range cs.ComputeShares() {
+			if lv, ok := who[cg{s.Key, s.GPUUUID}]; ok {
+				ch <- gauge(descCShare, float64(s.ShareMilli)/1000, append(append([]string(nil), lv...), fmt.Sprint(s.Measured))...)
+				ch <- gauge(descCDemand, float64(s.DemandMilli)/1000, lv...)
+			}
 		}
 	}
 }

@@ -75,6 +75,30 @@ func TestUsageComesOnlyFromTheUsageSource(t *testing.T) {
 	}
 }
 
+type fakeArbiter struct{ fakeUsage }
+
+func (fakeArbiter) ComputeShares() []ContainerCompute {
+	return []ContainerCompute{{Key: "tsr-1", GPUUUID: "GPU-a", ShareMilli: 400, DemandMilli: 600}, {Key: "gone", GPUUUID: "GPU-a", ShareMilli: 1}}
+}
+
+func TestComputeSharesComeFromTheArbiter(t *testing.T) {
+	out := scrape(t, NewCollector(fakeNode{}, Simulated{Node: fakeNode{}}, fakeArbiter{}, nil))
+	for _, want := range []string{
+		`tessera_container_gpu_compute_share_ratio{container="c",gpu="0",measured="false",namespace="ns",node="n1",pod="p",uuid="GPU-a"} 0.4`,
+		`tessera_container_gpu_compute_demand_ratio{container="c",gpu="0",namespace="ns",node="n1",pod="p",uuid="GPU-a"} 0.6`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	if strings.Count(out, "tessera_container_gpu_compute_share_ratio{") != 1 {
+		t.Errorf("a share of an unknown container was exported:\n%s", out)
+	}
+	if out := scrape(t, NewCollector(fakeNode{}, Simulated{Node: fakeNode{}}, fakeUsage{}, nil)); strings.Contains(out, "compute_share_ratio{") {
+		t.Error("compute shares exported without an arbiter")
+	}
+}
+
 func TestNVMLFiguresAndFailures(t *testing.T) {
 	dev := &mock.Device{
 		GetUUIDFunc:             func() (string, nvml.Return) { return "GPU-a", nvml.SUCCESS },

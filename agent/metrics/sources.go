@@ -41,6 +41,24 @@ type ContainerUsage interface {
 	Usage(ctx context.Context) ([]ContainerMemory, error)
 }
 
+// ContainerCompute is the compute time share the node arbiter gave one
+// container on one GPU in its last period, and what it estimated the
+// container demanded (thousandths). Measured is true when a utilisation
+// meter calibrated the grant (the share was achieved, not only allotted).
+type ContainerCompute struct {
+	Key         string
+	GPUUUID     string
+	ShareMilli  int64
+	DemandMilli int64
+	Measured    bool
+}
+
+// ComputeShares is implemented by usage sources that also arbitrate
+// compute (the node arbiter).
+type ComputeShares interface {
+	ComputeShares() []ContainerCompute
+}
+
 // Node is what the collector reads from the agent.
 type Node interface {
 	Inventory() inventory.Node
