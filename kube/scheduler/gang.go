@@ -97,7 +97,7 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 	need := g.min - g.bound
 	if need <= 0 {
 		for _, p := range g.pending {
-			st.count(s.scheduleOne(ctx, snap, p))
+			st.count(s.scheduleOne(ctx, snap, p, nil))
 		}
 		return
 	}

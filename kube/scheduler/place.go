@@ -26,10 +26,11 @@ const (
 )
 
 // scheduleOne places, records and binds one pending pod, updating snap.
-func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod) outcome {
+// fair, when set, allows reclaim from queues above their guarantee.
+func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness) outcome {
 	pl, o, msg := s.plan(snap, pod)
 	if o == outcomeUnschedulable && !s.cfg.DisablePreemption {
-		if note := s.preempt(ctx, snap, pod); note != "" {
+		if note := s.preempt(ctx, snap, pod, fair); note != "" {
 			msg += "; " + note
 		}
 	}

@@ -32,7 +32,10 @@ type victimPlan struct {
 // victims, never one that has run less than the minimum runtime, and never
 // so many members of a gang that it falls below its minimum. It returns the
 // message to leave on the pod, or "" when no preemption helps.
-func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod) string {
+//
+// With fair set, a pod whose queue is below its guarantee may also evict
+// pods of any priority from queues above theirs (reclaim).
+func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness) string {
 	if until, ok := s.preempting(pod.UID); ok && time.Now().Before(until) {
 		return "waiting for preempted pods to exit"
 	}
@@ -44,7 +47,7 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 		if eligible(pod, aff, n) != "" {
 			continue
 		}
-		vp, ok := s.victimsOn(snap, ni, pod, prio, surplus)
+		vp, ok := s.victimsOn(snap, ni, pod, prio, surplus, fair)
 		if !ok {
 			continue
 		}
@@ -58,6 +61,9 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 	node := snap.nodes[best.node].Name
 	for _, v := range best.victims {
 		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, node, priority(v))
+		if priority(v) >= prio {
+			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, queueOf(pod), node, queueOf(v))
+		}
 		s.events.recorder.Event(v, corev1.EventTypeWarning, "Preempted", msg)
 		err := s.cfg.Client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}})
 		if err != nil {
@@ -70,11 +76,15 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 
 // victimsOn finds the fewest victims on node ni, lowest priority and
 // newest first, whose eviction lets the pod fit there.
-func (s *Scheduler) victimsOn(snap *snapshot, ni int, pod *corev1.Pod, prio int32, surplus map[string]int) (victimPlan, bool) {
+func (s *Scheduler) victimsOn(snap *snapshot, ni int, pod *corev1.Pod, prio int32, surplus map[string]int, fair *fairness) (victimPlan, bool) {
 	var cands []booking
+	need := s.estimate(pod)
 	for _, b := range snap.onNode[ni] {
 		v := b.pod
-		if !b.exact || v.Spec.SchedulerName != s.cfg.Name || priority(v) >= prio || v.DeletionTimestamp != nil || !s.ranLongEnough(v) {
+		if !b.exact || v.Spec.SchedulerName != s.cfg.Name || v.DeletionTimestamp != nil || !s.ranLongEnough(v) {
+			continue
+		}
+		if priority(v) >= prio && !fair.mayReclaim(queueOf(pod), need, v) {
 			continue
 		}
 		cands = append(cands, b)

@@ -507,3 +507,51 @@ func controlPlaneDyn(t *testing.T) (context.Context, kubernetes.Interface, dynam
 	ctx, client := controlPlane(t)
 	return ctx, client, dynamicFor(t, client)
 }
+
+// TestReclaimBetweenQueues: a queue that borrowed idle capacity gives it
+// back when a queue below its guarantee needs it, whatever the priorities.
+func TestReclaimBetweenQueues(t *testing.T) {
+	ctx, client, dyn := controlPlaneDyn(t)
+	if err := queues.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	for name, spec := range map[string]map[string]any{
+		"owner":    {"guaranteed": map[string]any{"gpu": "1"}},
+		"borrower": {},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tessera.io/v1alpha1", "kind": "Queue", "metadata": map[string]any{"name": name}, "spec": spec}}
+		if _, err := dyn.Resource(queues.Resource()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	stop := startScheduler(ctx, t, client, dyn, nil)
+	defer stop()
+	createPodWith(ctx, t, client, "borrow-0", "1", map[string]string{queues.LabelQueue: "borrower"}, nil)
+	createPodWith(ctx, t, client, "borrow-1", "1", map[string]string{queues.LabelQueue: "borrower"}, nil)
+	waitFor(t, "borrower uses the whole node", func() error { return countBound(ctx, client, "borrow-", 2) })
+	createPodWith(ctx, t, client, "own-0", "1", map[string]string{queues.LabelQueue: "owner"}, nil)
+	waitFor(t, "owner reclaims its guaranteed GPU", func() error { return countBound(ctx, client, "own-0", 1) })
+	waitFor(t, "one borrower pod evicted", func() error { return countBound(ctx, client, "borrow-", 1) })
+	evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs.Items {
+		if e.Reason == "Preempted" && strings.Contains(e.Message, "of queue owner, which is below its guaranteed share") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no reclaim event on the evicted pod")
+	}
+	// The owner at its guarantee reclaims no more.
+	createPodWith(ctx, t, client, "own-1", "1", map[string]string{queues.LabelQueue: "owner"}, nil)
+	waitFor(t, "owner beyond its guarantee waits", func() error {
+		return hasCondition(ctx, client, "own-1", corev1.PodReasonUnschedulable, "no node fits")
+	})
+	if err := countBound(ctx, client, "borrow-", 1); err != nil {
+		t.Fatal(err)
+	}
+}
