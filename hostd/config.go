@@ -32,8 +32,8 @@ type Config struct {
 	Supervisor []string
 	// InterceptLib is the interception library preloaded into jobs ("" none).
 	InterceptLib string
-	// Orderer orders waiting jobs (default queue.PriorityFIFO with
-	// queue.DefaultAgingStep).
+	// Orderer orders waiting jobs (default queue.FairShare: the cluster's
+	// fair-share rules across queues, priority with aging within one).
 	Orderer queue.Orderer
 	// Arbiter is the node arbiter seam (nil: none; compute is then not
 	// gated and jobs run with TESSERA_COMPUTE_FAIL=open).
@@ -83,7 +83,7 @@ func (c *Config) defaults() error {
 		c.Policy = placement.DefaultPolicy
 	}
 	if c.Orderer == nil {
-		c.Orderer = queue.PriorityFIFO{AgingStep: queue.DefaultAgingStep}
+		c.Orderer = queue.FairShare{Within: queue.PriorityFIFO{AgingStep: queue.DefaultAgingStep}}
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = 10 * time.Second

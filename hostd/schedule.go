@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -49,14 +50,28 @@ func (d *Daemon) waitingLocked() ([]api.Job, error) {
 	}
 	byID := map[string]api.Job{}
 	var items []queue.Item
+	used := map[string]queueing.Resources{}
 	for _, j := range jobs {
-		if j.State == api.Queued {
+		switch j.State {
+		case api.Queued:
 			byID[j.ID] = j
-			items = append(items, queue.Item{ID: j.ID, Queue: j.Queue, Priority: j.Priority, Seq: j.Seq, Submitted: j.Submitted})
+			items = append(items, queue.Item{ID: j.ID, Queue: j.Queue, Priority: j.Priority, Seq: j.Seq, Submitted: j.Submitted, Need: jobNeed(j)})
+		case api.Running:
+			q := j.Queue
+			if q == "" {
+				q = queueing.DefaultQueue
+			}
+			for _, s := range j.Shares {
+				used[q] = used[q].Add(queueing.Resources{GPUMilli: s.ComputeMilli, GPUMemoryMiB: s.MemoryMiB})
+			}
 		}
 	}
+	ordered := d.cfg.Orderer.Order(items, d.cfg.Now())
+	if uo, ok := d.cfg.Orderer.(queue.UsageOrderer); ok {
+		ordered = uo.OrderWithUsage(items, d.cfg.Now(), d.capacity(), used)
+	}
 	var out []api.Job
-	for _, it := range d.cfg.Orderer.Order(items, d.cfg.Now()) {
+	for _, it := range ordered {
 		out = append(out, byID[it.ID])
 	}
 	return out, nil
@@ -148,4 +163,23 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 	done := make(chan struct{})
 	d.children[j.ID] = done
 	go d.watchChild(j.ID, cmd, done)
+}
+
+// jobNeed is what a queued job will take (its GPU compute and memory as
+// requested; a memory-only share's compute is known once placed).
+func jobNeed(j api.Job) queueing.Resources {
+	n := int64(j.GPU.Count)
+	return queueing.Resources{GPUMilli: n * j.GPU.ComputeMilli, GPUMemoryMiB: n * j.GPU.MemoryMiB}
+}
+
+// capacity is the host's GPU compute and memory, for fair shares.
+func (d *Daemon) capacity() queueing.Resources {
+	var r queueing.Resources
+	for _, n := range d.cfg.Nodes {
+		for _, g := range n.GPUs {
+			r.GPUMilli += request.Whole
+			r.GPUMemoryMiB += g.MemoryMiB
+		}
+	}
+	return r
 }

@@ -3,6 +3,8 @@ package queue
 import (
 	"slices"
 	"time"
+
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // Item is a waiting job as the ordering sees it.
@@ -12,6 +14,8 @@ type Item struct {
 	Priority  int
 	Seq       uint64
 	Submitted time.Time
+	// Need is what the job takes when it runs (for fair share).
+	Need queueing.Resources
 }
 
 // Orderer returns waiting items in start order. It must not modify items.
