@@ -8,7 +8,7 @@ STATICCHECK  := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
 BIN          := bin/tessera
 FUZZTIME     ?= 10s
 
-.PHONY: all build intercept run test lint unit fuzz bench clean
+.PHONY: all build intercept run test lint unit fuzz bench bench-kube clean
 
 all: build intercept
 
@@ -49,6 +49,11 @@ fuzz:
 ## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-kube: pods bound per second, Tessera vs the stock kube-scheduler, on
+## a real API server with KWOK nodes (TESSERA_BENCH_NODES, TESSERA_BENCH_PODS).
+bench-kube:
+	$(GO) test -run '^$$' -bench BindThroughput -benchtime 1x -timeout 60m ./kube/scheduler
 
 clean:
 	rm -rf bin .tools

@@ -28,7 +28,7 @@ type Cluster struct {
 	// Dir holds the cluster's data, certificates and logs.
 	Dir string
 
-	etcd, apiserver, kwok *process
+	etcd, apiserver, kwok, kubeScheduler *process
 }
 
 // Options tunes Start.
@@ -171,6 +171,7 @@ func (c *Cluster) Stop() {
 	if c == nil {
 		return
 	}
+	c.kubeScheduler.stop(5 * time.Second)
 	c.kwok.stop(5 * time.Second)
 	c.apiserver.stop(10 * time.Second)
 	c.etcd.stop(5 * time.Second)
@@ -178,7 +179,7 @@ func (c *Cluster) Stop() {
 
 // Logs returns the tail of a component's log ("etcd", "kube-apiserver", "kwok").
 func (c *Cluster) Logs(name string, lines int) string {
-	for _, p := range []*process{c.etcd, c.apiserver, c.kwok} {
+	for _, p := range []*process{c.etcd, c.apiserver, c.kwok, c.kubeScheduler} {
 		if p != nil && p.name == name {
 			return p.logTail(lines)
 		}

@@ -2,41 +2,65 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/binding"
 )
 
-// bind records the assignment on the pod, then binds it. The annotation
-// goes first: a crash between the two leaves an unbound pod whose stale
-// annotation the next decision overwrites, never a bound pod without one.
+// bindWorkers is how many bindings are in flight at once.
+const bindWorkers = 16
+
+// bind records the assignment and binds the pod in one call: the API
+// server copies a Binding's annotations onto the pod as it sets the node,
+// so a pod is never bound without its assignment, nor annotated but left
+// unbound by a crash in between.
 func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, a binding.Assignment) error {
 	enc, err := binding.Encode(a)
 	if err != nil {
 		return fmt.Errorf("encode assignment: %w", err)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations":     map[string]string{binding.AnnotationKey: enc},
-		"resourceVersion": pod.ResourceVersion, // fail if the pod changed since we read it
-	}})
-	if err != nil {
-		return fmt.Errorf("encode annotation patch: %w", err)
-	}
-	pods := s.cfg.Client.CoreV1().Pods(pod.Namespace)
-	if _, err := pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("record assignment on pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
 	b := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: a.Node},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			Annotations: map[string]string{binding.AnnotationKey: enc}},
+		Target: corev1.ObjectReference{Kind: "Node", Name: a.Node},
 	}
-	if err := pods.Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+	if err := s.cfg.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
 	}
 	return nil
+}
+
+// binder runs bindings on a pool of workers so that a cycle does not wait
+// for API round trips; the cycle has already booked and assumed each pod.
+type binder struct {
+	jobs chan func(context.Context)
+	wg   sync.WaitGroup
+}
+
+func startBinder(ctx context.Context, workers int) *binder {
+	b := &binder{jobs: make(chan func(context.Context), 4*workers)}
+	for i := 0; i < workers; i++ {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			for job := range b.jobs {
+				job(ctx)
+			}
+		}()
+	}
+	return b
+}
+
+// submit queues a binding; it blocks while every worker is busy and the
+// queue is full (back-pressure on the cycle).
+func (b *binder) submit(job func(context.Context)) { b.jobs <- job }
+
+// stop waits for queued bindings to finish.
+func (b *binder) stop() {
+	close(b.jobs)
+	b.wg.Wait()
 }

@@ -87,14 +87,11 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 	}
 }
 
-// commit records and binds a planned pod, then books it on snap and
-// remembers it until the informer shows it bound, so later cycles count it.
+// commit books a planned pod on snap, assumes it (so later cycles count it
+// until the informer shows it bound) and hands its binding to the binder.
+// A binding that fails un-assumes the pod, which is then scheduled again.
 func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan) outcome {
 	a := pl.assignment
-	if err := s.bind(ctx, pod, a); err != nil {
-		s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-		return outcomeError
-	}
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = a.Node
 	if bound.Annotations == nil {
@@ -103,7 +100,20 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 	bound.Annotations[binding.AnnotationKey], _ = binding.Encode(a)
 	s.book(snap, bound, pl)
 	s.assume(bound)
-	s.events.bound(ctx, pod, a.Node, a)
+	job := func(ctx context.Context) {
+		if err := s.bind(ctx, pod, a); err != nil {
+			s.forget(pod.UID)
+			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+			s.poke()
+			return
+		}
+		s.events.bound(ctx, pod, a.Node, a)
+	}
+	if s.binder == nil {
+		job(ctx)
+	} else {
+		s.binder.submit(job)
+	}
 	return outcomeBound
 }
 
@@ -151,7 +161,12 @@ func (s *Scheduler) decide(view *placement.Cluster, viewNodes []int, snap *snaps
 	if len(reqs) == 0 {
 		reqs = []workload.ContainerRequest{{}} // CPU-only pod: one host-only placement
 	}
-	work := view.Clone()
+	// Later containers must see the earlier ones' bookings: only then is a
+	// scratch copy needed (policies never change the cluster they read).
+	work := view
+	if len(reqs) > 1 {
+		work = view.Clone()
+	}
 	var out []placed
 	var a binding.Assignment
 	node := -1
@@ -174,8 +189,10 @@ func (s *Scheduler) decide(view *placement.Cluster, viewNodes []int, snap *snaps
 		if node >= 0 {
 			d.Node = node
 		}
-		if err := work.Apply(&p, d); err != nil {
-			return a, nil, fmt.Errorf("engine decision does not apply: %w", err)
+		if len(reqs) > 1 {
+			if err := work.Apply(&p, d); err != nil {
+				return a, nil, fmt.Errorf("engine decision does not apply: %w", err)
+			}
 		}
 		node = d.Node
 		out = append(out, placed{pod: p, dec: d})

@@ -71,6 +71,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	events  *eventSink
 	metrics *metrics
+	binder  *binder // nil outside Run: bindings run inline
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
@@ -157,6 +158,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	defer s.events.stop()
+	s.binder = startBinder(ctx, bindWorkers)
+	defer func() { s.binder.stop(); s.binder = nil }()
 	s.cfg.Log.Info("scheduler started", "name", s.cfg.Name, "policy", s.cfg.Policy)
 	ticker := time.NewTicker(s.cfg.Resync)
 	defer ticker.Stop()

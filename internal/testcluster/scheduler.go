@@ -1,0 +1,43 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// StartKubeScheduler starts the stock kube-scheduler (built from the tools
+// module) against the cluster, without leader election, with the given
+// client rate limits. Stop stops it too.
+func (c *Cluster) StartKubeScheduler(ctx context.Context, qps float32, burst int) error {
+	if c.kubeScheduler != nil {
+		return fmt.Errorf("kube-scheduler is already running")
+	}
+	bin, err := Binary(ctx, "kube-scheduler")
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(c.Dir, "kube-scheduler.yaml")
+	body := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+  qps: %v
+  burst: %d
+leaderElection:
+  leaderElect: false
+`, c.Kubeconfig, qps, burst)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		return fmt.Errorf("write kube-scheduler config: %w", err)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	c.kubeScheduler, err = startProcess("kube-scheduler", bin, c.Dir,
+		"--config="+cfg, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
+		"--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig, "--v=0")
+	return err
+}
