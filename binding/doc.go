@@ -1,7 +1,7 @@
 // Package binding defines the assignment record that travels from the
 // placement decision to the node: which GPUs (by UUID) each container of a
 // workload gets and with which guaranteed and limit shares. The Kubernetes
-// scheduler writes it on the pod before binding, the host daemon keeps it
+// scheduler writes it on the pod as it binds it, the host daemon keeps it
 // with the job, and the node agent reads it to configure the container.
 //
 // It is pure data with a versioned JSON encoding and validation. It must not

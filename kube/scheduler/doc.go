@@ -1,7 +1,7 @@
 // Package scheduler is Tessera's Kubernetes scheduler: pods that set
 // schedulerName to Tessera's name are placed by the placement engine, their
-// GPU assignment is written on the pod (annotation tessera.io/assignment)
-// and then they are bound through the Binding subresource.
+// GPU assignment travels on the Binding (the API server copies its
+// annotation tessera.io/assignment onto the pod as it binds it).
 //
 // It adapts Kubernetes to the engine: informers feed a cache, each cycle
 // builds a placement snapshot from the nodes and the pods already bound (or
