@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Gang membership, until the PodGroup resource lands: pods of one group
@@ -27,17 +29,27 @@ type gang struct {
 	err     error
 }
 
-// groupKey returns the pod's gang key, or "" for a pod outside any gang.
-func groupKey(p *corev1.Pod) string {
-	name := p.Labels[LabelPodGroup]
-	if name == "" {
-		return ""
+// groupKey returns the pod's gang key, or "" for a pod outside any gang:
+// the LabelPodGroup label, else the Job that controls the pod when the Job
+// runs more than one pod at a time (an automatic gang of its parallelism).
+func (s *Scheduler) groupKey(p *corev1.Pod) string {
+	if name := p.Labels[LabelPodGroup]; name != "" {
+		return p.Namespace + "/" + name
 	}
-	return p.Namespace + "/" + name
+	if job, ok := s.jobOf(p); ok && parallelism(job) > 1 {
+		return p.Namespace + "/job:" + job.Name
+	}
+	return ""
 }
 
-// minMember reads a member's minimum.
-func minMember(p *corev1.Pod) (int, error) {
+// minMember reads a member's minimum: the annotation for labelled gangs,
+// the Job's parallelism for automatic ones.
+func (s *Scheduler) minMember(p *corev1.Pod) (int, error) {
+	if p.Labels[LabelPodGroup] == "" {
+		if job, ok := s.jobOf(p); ok {
+			return int(parallelism(job)), nil
+		}
+	}
 	v, ok := p.Annotations[AnnotationMinMember]
 	if !ok {
 		return 0, fmt.Errorf("annotation %s: must be set on every pod with label %s (a whole number in [1, %d])", AnnotationMinMember, LabelPodGroup, MaxGangSize)
@@ -49,12 +61,32 @@ func minMember(p *corev1.Pod) (int, error) {
 	return n, nil
 }
 
+// jobOf returns the Job controlling the pod, if the scheduler watches Jobs.
+func (s *Scheduler) jobOf(p *corev1.Pod) (*batchv1.Job, bool) {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.Kind != "Job" || s.jobs == nil {
+		return nil, false
+	}
+	job, err := s.jobs.Jobs(p.Namespace).Get(ref.Name)
+	if err != nil || job.UID != ref.UID {
+		return nil, false
+	}
+	return job, true
+}
+
+func parallelism(j *batchv1.Job) int32 {
+	if j.Spec.Parallelism == nil {
+		return 1
+	}
+	return *j.Spec.Parallelism
+}
+
 // gangs groups the pending pods by gang (in queue order of their first
 // member) and counts members already on nodes.
-func gangs(pending, occupying []*corev1.Pod) map[string]*gang {
+func (s *Scheduler) gangs(pending, occupying []*corev1.Pod) map[string]*gang {
 	out := map[string]*gang{}
 	for _, p := range pending {
-		k := groupKey(p)
+		k := s.groupKey(p)
 		if k == "" {
 			continue
 		}
@@ -64,7 +96,7 @@ func gangs(pending, occupying []*corev1.Pod) map[string]*gang {
 			out[k] = g
 		}
 		g.pending = append(g.pending, p)
-		n, err := minMember(p)
+		n, err := s.minMember(p)
 		switch {
 		case err != nil && g.err == nil:
 			g.err = err
@@ -75,7 +107,7 @@ func gangs(pending, occupying []*corev1.Pod) map[string]*gang {
 		}
 	}
 	for _, p := range occupying {
-		if g, ok := out[groupKey(p)]; ok {
+		if g, ok := out[s.groupKey(p)]; ok {
 			g.bound++
 		}
 	}

@@ -41,7 +41,7 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 	}
 	prio := priority(pod)
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
-	surplus := gangSurplus(snap)
+	surplus := s.gangSurplus(snap)
 	var best *victimPlan
 	for ni, n := range snap.nodes {
 		if eligible(pod, aff, n) != "" {
@@ -108,7 +108,7 @@ func (s *Scheduler) victimsOn(snap *snapshot, ni int, pod *corev1.Pod, prio int3
 	taken := map[string]int{}
 	vp := victimPlan{node: ni}
 	for _, b := range cands {
-		if k := groupKey(b.pod); k != "" {
+		if k := s.groupKey(b.pod); k != "" {
 			if taken[k] >= surplus[k] {
 				continue // would take the gang below its minimum
 			}
@@ -131,14 +131,14 @@ func (s *Scheduler) victimsOn(snap *snapshot, ni int, pod *corev1.Pod, prio int3
 }
 
 // gangSurplus is, per gang, how many bound members exceed its minimum.
-func gangSurplus(snap *snapshot) map[string]int {
+func (s *Scheduler) gangSurplus(snap *snapshot) map[string]int {
 	bound := map[string]int{}
 	minimum := map[string]int{}
 	for _, bs := range snap.onNode {
 		for _, b := range bs {
-			if k := groupKey(b.pod); k != "" {
+			if k := s.groupKey(b.pod); k != "" {
 				bound[k]++
-				if n, err := minMember(b.pod); err == nil {
+				if n, err := s.minMember(b.pod); err == nil {
 					minimum[k] = n
 				}
 			}

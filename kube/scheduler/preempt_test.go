@@ -41,7 +41,11 @@ func TestGangSurplus(t *testing.T) {
 		{{pod: member("a", "2")}, {pod: member("a", "2")}, {pod: member("b", "1")}},
 		{{pod: member("a", "2")}, {pod: member("b", "1")}, {pod: &corev1.Pod{}}},
 	}}
-	got := gangSurplus(snap)
+	s, err := New(Config{Client: fake.NewClientset()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.gangSurplus(snap)
 	if got["ns/a"] != 1 || got["ns/b"] != 1 || len(got) != 2 {
 		t.Errorf("gangSurplus = %v, want ns/a:1 ns/b:1", got)
 	}

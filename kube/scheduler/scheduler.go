@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -68,6 +69,7 @@ type Scheduler struct {
 	policy  placement.Policy
 	nodes   corelisters.NodeLister
 	pods    corelisters.PodLister
+	jobs    batchlisters.JobLister // Jobs, for automatic gangs
 	wake    chan struct{}
 	events  *eventSink
 	metrics *metrics
@@ -117,8 +119,8 @@ func New(cfg Config) (*Scheduler, error) {
 // Run starts the informers and schedules until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactory(s.cfg.Client, 0)
-	nodeInf, podInf := f.Core().V1().Nodes(), f.Core().V1().Pods()
-	s.nodes, s.pods = nodeInf.Lister(), podInf.Lister()
+	nodeInf, podInf, jobInf := f.Core().V1().Nodes(), f.Core().V1().Pods(), f.Batch().V1().Jobs()
+	s.nodes, s.pods, s.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
 	poke := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.poke() },
 		UpdateFunc: func(any, any) { s.poke() },
@@ -129,6 +131,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	if _, err := podInf.Informer().AddEventHandler(poke); err != nil {
 		return fmt.Errorf("watch pods: %w", err)
+	}
+	if _, err := jobInf.Informer().AddEventHandler(poke); err != nil {
+		return fmt.Errorf("watch jobs: %w", err)
 	}
 	defaultInventory := s.cfg.Inventory == nil
 	if defaultInventory {
@@ -219,10 +224,10 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
-	groups := gangs(pending, occupying)
+	groups := s.gangs(pending, occupying)
 	var items []item
 	for _, p := range pending {
-		if k := groupKey(p); k != "" {
+		if k := s.groupKey(p); k != "" {
 			// A gang is one item, at its first member's place in the queue.
 			if g, ok := groups[k]; ok {
 				delete(groups, k)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -552,6 +553,51 @@ func TestReclaimBetweenQueues(t *testing.T) {
 		return hasCondition(ctx, client, "own-1", corev1.PodReasonUnschedulable, "no node fits")
 	})
 	if err := countBound(ctx, client, "borrow-", 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJobsAreAutomaticGangs: the pods of a Job with parallelism > 1 form a
+// gang of that size without any label.
+func TestJobsAreAutomaticGangs(t *testing.T) {
+	ctx, client := controlPlane(t)
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	job := func(name string, parallelism int32) {
+		t.Helper()
+		j := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: batchv1.JobSpec{Parallelism: &parallelism, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none"}},
+			}}},
+		}
+		created, err := client.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No Job controller runs here: create its pods as it would.
+		for i := int32(0); i < parallelism; i++ {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: "default",
+					OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(created, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+				Spec: corev1.PodSpec{SchedulerName: DefaultName, RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+					Name: "main", Image: "example.invalid/none",
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}},
+				}}},
+			}
+			if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	job("wide", 3) // 3 GPUs at once on a 2-GPU node: never
+	stop := startScheduler(ctx, t, client, nil, nil)
+	defer stop()
+	waitFor(t, "wide job waits as a gang", func() error {
+		return hasCondition(ctx, client, "wide-0", corev1.PodReasonUnschedulable, "gang default/job:wide: only 2 of the 3 members still needed fit")
+	})
+	job("pair", 2)
+	waitFor(t, "pair job bound", func() error { return countBound(ctx, client, "pair-", 2) })
+	if err := countBound(ctx, client, "wide-", 0); err != nil {
 		t.Fatal(err)
 	}
 }
