@@ -35,6 +35,7 @@ func newSchedulerCommand(a *app) *cobra.Command {
 		burst      int
 		noPreempt  bool
 		minRuntime time.Duration
+		reserveIn  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -78,8 +79,11 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			if minRuntime < 0 {
 				return fmt.Errorf("--preemption-min-runtime must be >= 0, got %v", minRuntime)
 			}
+			if reserveIn < 0 {
+				return fmt.Errorf("--reservation-wait must be >= 0 (0 turns reservations off), got %v", reserveIn)
+			}
 			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Metrics: reg,
-				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
+				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, ReservationWait: reserveIn, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
 			if err != nil {
 				return err
 			}
@@ -102,6 +106,7 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 400, "burst of queries to the API server")
 	cmd.Flags().BoolVar(&noPreempt, "disable-preemption", false, "never evict lower-priority pods to make room")
 	cmd.Flags().DurationVar(&minRuntime, "preemption-min-runtime", time.Minute, "pods that have run less than this are never preempted")
+	cmd.Flags().DurationVar(&reserveIn, "reservation-wait", 5*time.Minute, "a pod that fits nowhere for this long reserves a node that smaller pods may only backfill (0: never)")
 	cmd.Flags().StringVar(&metricsAt, "metrics-addr", ":9401", `address of the /metrics server; "" disables it`)
 	cmd.Flags().BoolVar(&elect, "leader-elect", true, "run several replicas with one active, through a Lease")
 	cmd.Flags().StringVar(&leaseNS, "leader-elect-namespace", "kube-system", "namespace of the leader-election Lease (named <name>-scheduler)")

@@ -17,6 +17,7 @@ func TestSchedulerFlagErrors(t *testing.T) {
 		{[]string{"scheduler", "--seed", "-1"}, `invalid argument "-1" for "--seed"`},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--kube-api-qps", "0"}, "--kube-api-qps must be > 0"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--preemption-min-runtime", "-1s"}, "--preemption-min-runtime must be >= 0"},
+		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--reservation-wait", "-5m"}, "--reservation-wait must be >= 0"},
 	}
 	for _, tc := range tests {
 		_, errOut, code := run(t, tc.args...)

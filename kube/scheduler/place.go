@@ -29,6 +29,14 @@ const (
 // fair, when set, allows reclaim from queues above their guarantee.
 func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness) outcome {
 	pl, o, msg := s.plan(snap, pod)
+	if o == outcomeBound && !s.backfillOK(snap, pod, pl) {
+		pl, o, msg = s.planExcept(snap, pod, s.reservedNode())
+	}
+	if o == outcomeUnschedulable {
+		s.maybeReserve(snap, pod)
+	} else {
+		s.unblock(pod)
+	}
 	if o == outcomeUnschedulable && !s.cfg.DisablePreemption {
 		if note := s.preempt(ctx, snap, pod, fair); note != "" {
 			msg += "; " + note
@@ -45,11 +53,16 @@ func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1
 // success the outcome is outcomeBound (to be done by commit); otherwise it
 // is the reason the pod stays pending, with a message naming the cause.
 func (s *Scheduler) plan(snap *snapshot, pod *corev1.Pod) (plan, outcome, string) {
+	return s.planExcept(snap, pod, "")
+}
+
+// planExcept is plan with one node (by name) ruled out ("" for none).
+func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except string) (plan, outcome, string) {
 	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
 	if err != nil {
 		return plan{}, outcomeInvalid, err.Error()
 	}
-	view, viewNodes, why := s.eligibleView(snap, pod)
+	view, viewNodes, why := s.eligibleView(snap, pod, except)
 	cpu, mem := podHostRequests(pod)
 	a, decisions, err := s.decide(view, viewNodes, snap, pod, reqs, cpu, mem)
 	if err != nil {
@@ -132,11 +145,15 @@ type placed struct {
 // eligibleView returns the snapshot restricted to the nodes the pod's
 // constraints allow (the full snapshot when all are allowed), the view's
 // node indexes in snap, and why nodes were ruled out.
-func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod) (*placement.Cluster, []int, map[string]int) {
+func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, except string) (*placement.Cluster, []int, map[string]int) {
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
 	why := map[string]int{}
 	var keep []int
 	for i, n := range snap.nodes {
+		if n.Name == except {
+			why["reserved for a pod waiting longer"]++
+			continue
+		}
 		if r := eligible(pod, aff, n); r != "" {
 			why[r]++
 			continue

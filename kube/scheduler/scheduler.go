@@ -61,6 +61,9 @@ type Config struct {
 	// PreemptionMinRuntime protects pods that have run less than this from
 	// preemption (0: no protection).
 	PreemptionMinRuntime time.Duration
+	// ReservationWait is how long a pod may fail to fit before it reserves
+	// a node that smaller pods may only backfill (0: no reservations).
+	ReservationWait time.Duration
 }
 
 // Scheduler places pods that name it.
@@ -81,6 +84,8 @@ type Scheduler struct {
 	mu         sync.Mutex
 	assumed    map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
 	preemptors map[types.UID]time.Time   // pods waiting for their victims, until when
+	blocked    map[types.UID]time.Time   // pods that did not fit, since when
+	reserved   *reservation              // at most one reservation at a time
 }
 
 // New validates cfg and builds a scheduler; call Run to start it.
@@ -111,8 +116,8 @@ func New(cfg Config) (*Scheduler, error) {
 		queueObjects: func() []*unstructured.Unstructured { return nil },
 		cfg:          cfg, policy: pol, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
-		preemptors: map[types.UID]time.Time{},
-		metrics:    newMetrics(cfg.Metrics),
+		preemptors: map[types.UID]time.Time{}, blocked: map[types.UID]time.Time{},
+		metrics: newMetrics(cfg.Metrics),
 	}, nil
 }
 
@@ -221,6 +226,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	}
 	occupying = append(occupying, s.assumedPods(seen)...)
 	s.gcPreemptors(seen, occupying)
+	s.gcReservations(seen, occupying)
 	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
