@@ -114,3 +114,24 @@ func served(c kubernetes.Interface, gvr schema.GroupVersionResource) bool {
 	}
 	return false
 }
+
+// getIn returns the named object of a namespace; found is false when absent
+// or not served.
+func (w *crdWatch) getIn(namespace, name string) (*unstructured.Unstructured, bool, error) {
+	inf, err := w.informer()
+	if inf == nil || err != nil {
+		return nil, false, err
+	}
+	obj, err := inf.Lister().ByNamespace(namespace).Get(name)
+	if errors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, false, fmt.Errorf("%s %s/%s: unexpected type %T", w.gvr.Resource, namespace, name, obj)
+	}
+	return u, true, nil
+}

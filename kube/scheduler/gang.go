@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,8 @@ type gang struct {
 	pending []*corev1.Pod
 	bound   int // members already bound (or assumed)
 	err     error
+	// timeout is the PodGroup's schedule timeout (0: none).
+	timeout time.Duration
 }
 
 // groupKey returns the pod's gang key, or "" for a pod outside any gang:
@@ -45,10 +48,16 @@ func (s *Scheduler) groupKey(p *corev1.Pod) string {
 // minMember reads a member's minimum: the annotation for labelled gangs,
 // the Job's parallelism for automatic ones.
 func (s *Scheduler) minMember(p *corev1.Pod) (int, error) {
-	if p.Labels[LabelPodGroup] == "" {
+	name := p.Labels[LabelPodGroup]
+	if name == "" {
 		if job, ok := s.jobOf(p); ok {
 			return int(parallelism(job)), nil
 		}
+	}
+	if g, found, err := s.podGroup(p.Namespace, name); err != nil {
+		return 0, fmt.Errorf("label %s: PodGroup %s/%s: %w", LabelPodGroup, p.Namespace, name, err)
+	} else if found {
+		return g.MinMember, nil
 	}
 	v, ok := p.Annotations[AnnotationMinMember]
 	if !ok {
@@ -93,6 +102,11 @@ func (s *Scheduler) gangs(pending, occupying []*corev1.Pod) map[string]*gang {
 		g, ok := out[k]
 		if !ok {
 			g = &gang{key: k}
+			if name := p.Labels[LabelPodGroup]; name != "" {
+				if pg, found, _ := s.podGroup(p.Namespace, name); found {
+					g.timeout = pg.Timeout
+				}
+			}
 			out[k] = g
 		}
 		g.pending = append(g.pending, p)
@@ -164,6 +178,9 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 	}
 	if len(plans) < need {
 		msg := fmt.Sprintf("gang %s: only %d of the %d members still needed fit, so none is bound (all or nothing); first misfit: %s", g.key, len(plans), need, firstWhy)
+		if waited := g.waited(); g.timeout > 0 && waited > g.timeout {
+			msg = fmt.Sprintf("gang %s timed out: it has not fitted for %s, over its scheduleTimeoutSeconds (%s); ", g.key, waited.Round(time.Second), g.timeout) + msg
+		}
 		for _, p := range g.pending {
 			s.events.reject(ctx, p, reasonUnschedulable, msg)
 			st.Unschedulable++
@@ -184,4 +201,15 @@ func (st *CycleStats) count(o outcome) {
 	case outcomeUnschedulable:
 		st.Unschedulable++
 	}
+}
+
+// waited is how long the gang's oldest pending member has existed.
+func (g *gang) waited() time.Duration {
+	var oldest time.Time
+	for _, p := range g.pending {
+		if oldest.IsZero() || p.CreationTimestamp.Time.Before(oldest) {
+			oldest = p.CreationTimestamp.Time
+		}
+	}
+	return time.Since(oldest)
 }

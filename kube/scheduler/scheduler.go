@@ -25,6 +25,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/placement"
 )
@@ -80,6 +81,8 @@ type Scheduler struct {
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
+	// podGroup reads a PodGroup (found false without a dynamic client).
+	podGroup func(namespace, name string) (podgroups.Group, bool, error)
 
 	mu         sync.Mutex
 	assumed    map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
@@ -114,6 +117,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	return &Scheduler{
 		queueObjects: func() []*unstructured.Unstructured { return nil },
+		podGroup:     func(string, string) (podgroups.Group, bool, error) { return podgroups.Group{}, false, nil },
 		cfg:          cfg, policy: pol, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
 		preemptors: map[types.UID]time.Time{}, blocked: map[types.UID]time.Time{},
@@ -147,6 +151,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if s.cfg.Dynamic != nil {
 		watch := func(gvr schema.GroupVersionResource) *crdWatch {
 			return &crdWatch{ctx: ctx, gvr: gvr, client: s.cfg.Client, dyn: s.cfg.Dynamic, poke: poke}
+		}
+		pw := watch(podgroups.Resource())
+		s.podGroup = func(ns, name string) (podgroups.Group, bool, error) {
+			u, found, err := pw.getIn(ns, name)
+			if !found || err != nil {
+				return podgroups.Group{}, found, err
+			}
+			g, err := podgroups.FromObject(u)
+			return g, err == nil, err
 		}
 		qw := watch(queues.Resource())
 		s.queueObjects = func() []*unstructured.Unstructured {

@@ -26,6 +26,7 @@ import (
 	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
@@ -663,4 +664,38 @@ func TestBackfillElsewhereIsAllowed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPodGroupResource: a PodGroup gives its members' minimum (no
+// annotation needed) and a timeout after which waiting members say so.
+func TestPodGroupResource(t *testing.T) {
+	ctx, client, dyn := controlPlaneDyn(t)
+	if err := podgroups.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	for name, spec := range map[string]map[string]any{
+		"trio": {"minMember": int64(3), "scheduleTimeoutSeconds": int64(1)},
+		"duo":  {"minMember": int64(2)},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tessera.io/v1alpha1", "kind": "PodGroup",
+			"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}}
+		if _, err := dyn.Resource(podgroups.Resource()).Namespace("default").Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	for i := 0; i < 3; i++ {
+		createPodWith(ctx, t, client, fmt.Sprintf("trio-%d", i), "1", map[string]string{LabelPodGroup: "trio"}, nil)
+	}
+	stop := startScheduler(ctx, t, client, dyn, nil)
+	defer stop()
+	waitFor(t, "trio times out", func() error {
+		return hasCondition(ctx, client, "trio-0", corev1.PodReasonUnschedulable, "gang default/trio timed out")
+	})
+	createPodWith(ctx, t, client, "duo-0", "1", map[string]string{LabelPodGroup: "duo"}, nil)
+	createPodWith(ctx, t, client, "duo-1", "1", map[string]string{LabelPodGroup: "duo"}, nil)
+	waitFor(t, "duo bound", func() error { return countBound(ctx, client, "duo-", 2) })
+	if err := countBound(ctx, client, "trio-", 0); err != nil {
+		t.Fatal(err)
+	}
 }

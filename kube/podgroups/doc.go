@@ -1,0 +1,6 @@
+// Package podgroups owns the PodGroup custom resource (tessera.io/v1alpha1,
+// namespaced): its CRD manifest and the conversion of PodGroup objects into
+// a gang's minimum and timeout.
+//
+// It converts and installs only; gang scheduling lives in kube/scheduler.
+package podgroups
