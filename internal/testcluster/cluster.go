@@ -127,7 +127,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port 
 		// nothing would lift the not-ready taints that TaintNodesByCondition
 		// puts on new nodes once KWOK reports them Ready.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-		"--enable-priority-and-fairness=false", "--profiling=false", "--v=0")
+		"--enable-priority-and-fairness=false", "--profiling=false", "--v=0",
+		// As real clusters (kubeadm) do: node agents run privileged.
+		"--allow-privileged=true")
 	if err != nil {
 		return err
 	}
