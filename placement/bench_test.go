@@ -50,7 +50,7 @@ func openbLike(n int) (*Cluster, Distribution) {
 }
 
 func BenchmarkPlace(b *testing.B) {
-	for _, nodes := range []int{1213, 20000} {
+	for _, nodes := range []int{1213, 5000, 20000} {
 		c, d := openbLike(nodes)
 		for _, name := range []string{"bestfit", "fgd", "tessera"} {
 			for _, pod := range []Pod{sharePod("share", 8000, 470), wholePod("whole", 12000, 1)} {
