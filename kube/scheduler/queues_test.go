@@ -1,0 +1,74 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/kube/queues"
+)
+
+// TestQueuesFairShare: queues with guarantees split a full node by fair
+// share, not arrival order; a queue's hard limit holds; an unknown queue is
+// reported.
+func TestQueuesFairShare(t *testing.T) {
+	ctx, client, dyn := controlPlaneDyn(t)
+	if err := queues.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []map[string]any{
+		{"name": "team-a", "spec": map[string]any{"guaranteed": map[string]any{"gpu": "2"}}},
+		{"name": "team-b", "spec": map[string]any{"guaranteed": map[string]any{"gpu": "2"}}},
+		{"name": "capped", "spec": map[string]any{"limit": map[string]any{"gpu": "1"}}},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "tessera.io/v1alpha1", "kind": "Queue",
+			"metadata": map[string]any{"name": q["name"]}, "spec": q["spec"],
+		}}
+		if _, err := dyn.Resource(queues.Resource()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "5"})
+	inQueue := func(name, queue string) {
+		createPodWith(ctx, t, client, name, "1", map[string]string{queues.LabelQueue: queue}, nil)
+	}
+	// team-a arrives first with more than the whole node's worth.
+	for i := 0; i < 6; i++ {
+		inQueue(fmt.Sprintf("a-%d", i), "team-a")
+	}
+	inQueue("b-0", "team-b")
+	inQueue("b-1", "team-b")
+	inQueue("c-0", "capped")
+	inQueue("c-1", "capped")
+	inQueue("ghost-0", "ghost")
+	stop := startScheduler(ctx, t, client, dyn, nil)
+	defer stop()
+	waitFor(t, "team-b gets its guarantee", func() error { return countBound(ctx, client, "b-", 2) })
+	waitFor(t, "capped gets one GPU", func() error { return countBound(ctx, client, "c-", 1) })
+	waitFor(t, "team-a gets its guarantee", func() error { return countBound(ctx, client, "a-", 2) })
+	waitFor(t, "capped's second pod hits the limit", func() error {
+		for _, n := range []string{"c-0", "c-1"} {
+			if hasCondition(ctx, client, n, reasonQueueLimit, "queue capped: would use") == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("no capped pod reports the queue limit")
+	})
+	waitFor(t, "unknown queue reported", func() error {
+		return hasCondition(ctx, client, "ghost-0", reasonInvalid, `label tessera.io/queue: queue "ghost" does not exist`)
+	})
+}
+
+// controlPlaneDyn is controlPlane plus a dynamic client.
+func controlPlaneDyn(t *testing.T) (context.Context, kubernetes.Interface, dynamic.Interface) {
+	t.Helper()
+	ctx, client := controlPlane(t)
+	return ctx, client, dynamicFor(t, client)
+}
