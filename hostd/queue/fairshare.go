@@ -2,7 +2,6 @@ package queue
 
 import (
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/tessera-gpu/tessera/queueing"
@@ -47,20 +46,10 @@ func (f FairShare) OrderWithUsage(items []Item, now time.Time, total queueing.Re
 		byQueue[queueName(it)] = append(byQueue[queueName(it)], it)
 	}
 	out := make([]Item, 0, len(items))
-	for len(byQueue) > 0 {
-		names := make([]string, 0, len(byQueue))
-		for q := range byQueue {
-			names = append(names, q)
-		}
-		sort.Strings(names)
-		q := l.Order(names)[0]
-		it := byQueue[q][0]
-		if byQueue[q] = byQueue[q][1:]; len(byQueue[q]) == 0 {
-			delete(byQueue, q)
-		}
-		l.Charge(q, it.Need)
+	queueing.Serve(l, byQueue, func(_ string, it Item) (queueing.Resources, bool) {
 		out = append(out, it)
-	}
+		return it.Need, false
+	})
 	return out
 }
 

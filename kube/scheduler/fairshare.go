@@ -159,28 +159,20 @@ func (s *Scheduler) serveQueues(ctx context.Context, snap *snapshot, tree *queue
 	for _, it := range items {
 		byQueue[it.queue] = append(byQueue[it.queue], it)
 	}
-	for len(byQueue) > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		names := make([]string, 0, len(byQueue))
-		for q := range byQueue {
-			names = append(names, q)
-		}
-		sort.Strings(names)
-		q := l.Order(names)[0]
-		it := byQueue[q][0]
-		if byQueue[q] = byQueue[q][1:]; len(byQueue[q]) == 0 {
-			delete(byQueue, q)
+	queueing.Serve(l, byQueue, func(_ string, it item) (queueing.Resources, bool) {
+		if ctx.Err() != nil {
+			return queueing.Resources{}, true
 		}
 		start, before := time.Now(), *st
-		s.serveItem(ctx, snap, tree, l, it, st)
+		charge := s.serveItem(ctx, snap, tree, l, it, st)
 		s.metrics.observeItem(before, *st, start)
-	}
-	return nil
+		return charge, false
+	})
+	return ctx.Err()
 }
 
-func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queueing.Tree, l *queueing.Ledger, it item, st *CycleStats) {
+// serveItem schedules one item and returns what it bound, for its queue.
+func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queueing.Tree, l *queueing.Ledger, it item, st *CycleStats) queueing.Resources {
 	members := []*corev1.Pod{it.pod}
 	if it.gang != nil {
 		members = it.gang.pending
@@ -191,7 +183,7 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 			s.events.reject(ctx, p, reasonInvalid, msg)
 			st.Invalid++
 		}
-		return
+		return queueing.Resources{}
 	}
 	var need queueing.Resources
 	for _, p := range members {
@@ -202,7 +194,7 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 			s.events.reject(ctx, p, reasonQueueLimit, err.Error())
 			st.Unschedulable++
 		}
-		return
+		return queueing.Resources{}
 	}
 	bound := st.Bound
 	if it.gang != nil {
@@ -210,11 +202,13 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 	} else {
 		st.count(s.scheduleOne(ctx, snap, it.pod, &fairness{tree: tree, ledger: l}))
 	}
+	var charge queueing.Resources
 	if st.Bound > bound {
 		for _, p := range members {
 			if b, ok := snap.bookingOf(p); ok {
-				l.Charge(it.queue, bookedResources(b))
+				charge = charge.Add(bookedResources(b))
 			}
 		}
 	}
+	return charge
 }
