@@ -209,7 +209,9 @@ func newQueueCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue",
 		Short: "List waiting jobs in the order they will start, and why each waits",
-		Long: `List waiting jobs in start order. Jobs start by priority (higher first; a
+		Long: `List waiting jobs in start order. Queues (--queue) take turns by fair
+share: the queue using the least of the host's GPUs goes next, as in the
+Kubernetes scheduler. Within a queue, jobs start by priority (higher first; a
 job's priority rises by one for every minute it waits, so nothing starves),
 then in submission order, strictly: a job that does not fit holds back the
 jobs behind it, so large jobs are never overtaken forever.`,
