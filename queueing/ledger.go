@@ -67,6 +67,10 @@ func (l *Ledger) Admit(queue string, r Resources) error {
 	return nil
 }
 
+// Share is a queue's fair-share position (see share): below 1 the queue is
+// within its guarantee; above 1, how far over it is, per unit of weight.
+func (l *Ledger) Share(queue string) float64 { return l.share(l.resolve(queue)) }
+
 // share is a queue's fair-share position: below its guarantee, how much of
 // the guarantee it uses (0..1); above it, 1 plus its over-quota dominant
 // share divided by its weight. Lower goes first.

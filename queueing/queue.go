@@ -106,6 +106,16 @@ func (t *Tree) Queue(name string) (Queue, bool) {
 	return *q, true
 }
 
+// Names lists every queue, sorted.
+func (t *Tree) Names() []string {
+	out := make([]string, 0, len(t.queues))
+	for n := range t.queues {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Ancestry returns name and its ancestors, nearest first.
 func (t *Tree) Ancestry(name string) []string {
 	var out []string

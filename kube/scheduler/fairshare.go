@@ -168,6 +168,7 @@ func (s *Scheduler) serveQueues(ctx context.Context, snap *snapshot, tree *queue
 		s.metrics.observeItem(before, *st, start)
 		return charge, false
 	})
+	s.metrics.observeQueues(tree, l)
 	return ctx.Err()
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // metrics are the scheduler's Prometheus series. They are registered on
@@ -13,6 +15,8 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 	decision  prometheus.Histogram
 	cycle     prometheus.Histogram
+	// Per queue, after each cycle.
+	queueUsed, queueGuaranteed, queueShare *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -36,11 +40,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 	}
+	m.queueUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tessera_scheduler_queue_gpu_used",
+		Help: "GPUs' worth of compute a queue (with its children) uses, bound and assumed pods.",
+	}, []string{"queue"})
+	m.queueGuaranteed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tessera_scheduler_queue_gpu_guaranteed",
+		Help: "GPUs' worth of compute a queue is guaranteed.",
+	}, []string{"queue"})
+	m.queueShare = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tessera_scheduler_queue_fair_share",
+		Help: "A queue's fair-share position: below 1 within its guarantee, above 1 how far over it per unit of weight (lower is served first).",
+	}, []string{"queue"})
 	for _, r := range []string{"bound", "unschedulable", "invalid", "error"} {
 		m.decisions.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.pending, m.decisions, m.decision, m.cycle)
+		reg.MustRegister(m.pending, m.decisions, m.decision, m.cycle, m.queueUsed, m.queueGuaranteed, m.queueShare)
 	}
 	return m
 }
@@ -65,4 +81,17 @@ func (m *metrics) observeItem(before, after CycleStats, start time.Time) {
 	m.decisions.WithLabelValues("bound").Add(float64(after.Bound - before.Bound))
 	m.decisions.WithLabelValues("invalid").Add(float64(after.Invalid - before.Invalid))
 	m.decisions.WithLabelValues("unschedulable").Add(float64(after.Unschedulable - before.Unschedulable))
+}
+
+// observeQueues records every queue's usage and share after a cycle.
+func (m *metrics) observeQueues(tree *queueing.Tree, l *queueing.Ledger) {
+	m.queueUsed.Reset()
+	m.queueGuaranteed.Reset()
+	m.queueShare.Reset()
+	for _, name := range tree.Names() {
+		q, _ := tree.Queue(name)
+		m.queueUsed.WithLabelValues(name).Set(float64(l.Used(name).GPUMilli) / 1000)
+		m.queueGuaranteed.WithLabelValues(name).Set(float64(q.Guaranteed.GPUMilli) / 1000)
+		m.queueShare.WithLabelValues(name).Set(l.Share(name))
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tessera-gpu/tessera/kube/queues"
 )
 
@@ -48,7 +49,8 @@ func TestQueuesFairShare(t *testing.T) {
 	inQueue("c-0", "capped")
 	inQueue("c-1", "capped")
 	inQueue("ghost-0", "ghost")
-	stop := startScheduler(ctx, t, client, dyn, nil)
+	reg := prometheus.NewRegistry()
+	stop := startScheduler(ctx, t, client, dyn, reg)
 	defer stop()
 	waitFor(t, "team-b gets its guarantee", func() error { return countBound(ctx, client, "b-", 2) })
 	waitFor(t, "capped gets one GPU", func() error { return countBound(ctx, client, "c-", 1) })
@@ -64,6 +66,15 @@ func TestQueuesFairShare(t *testing.T) {
 	waitFor(t, "unknown queue reported", func() error {
 		return hasCondition(ctx, client, "ghost-0", reasonInvalid, `label tessera.io/queue: queue "ghost" does not exist`)
 	})
+	waitFor(t, "per-queue metrics", func() error {
+		for q, want := range map[string][2]float64{"team-b": {2, 2}, "capped": {1, 0}, "team-a": {2, 2}} {
+			used, guaranteed := queueGauge(t, reg, "tessera_scheduler_queue_gpu_used", q), queueGauge(t, reg, "tessera_scheduler_queue_gpu_guaranteed", q)
+			if used != want[0] || guaranteed != want[1] {
+				return fmt.Errorf("queue %s: used %v guaranteed %v, want %v", q, used, guaranteed, want)
+			}
+		}
+		return nil
+	})
 }
 
 // controlPlaneDyn is controlPlane plus a dynamic client.
@@ -71,4 +82,26 @@ func controlPlaneDyn(t *testing.T) (context.Context, kubernetes.Interface, dynam
 	t.Helper()
 	ctx, client := controlPlane(t)
 	return ctx, client, dynamicFor(t, client)
+}
+
+// queueGauge reads a per-queue gauge from reg (-1 when absent).
+func queueGauge(t *testing.T, reg *prometheus.Registry, name, queue string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" && l.GetValue() == queue {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
