@@ -229,7 +229,7 @@ func TestUsage(t *testing.T) {
 	da, _ := register(t, a, "a", gpuShare("G", 100, 100), gpuShare("H", 100, 100))
 	register(t, a, "b", gpuShare("G", 100, 100))
 	writeAcct(t, da, "a", 5<<20, 7)
-	got, err := a.Usage(context.Background())
+	got, err := a.Memory(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("usage %v, want %v", got, want)
 	}
 	for i, u := range got {
-		if s := u.Key + " " + u.GPUUUID + " " + ftoa(u.MemoryUsedBytes); s != want[i] {
+		if s := u.Key + " " + u.GPU + " " + ftoa(float64(u.Bytes)); s != want[i] {
 			t.Fatalf("usage[%d] = %q, want %q", i, s, want[i])
 		}
 	}

@@ -7,28 +7,21 @@ import (
 	"os"
 	"sort"
 
-	"github.com/tessera-gpu/tessera/agent/metrics"
 	"github.com/tessera-gpu/tessera/arbiter/acct"
 )
 
-var (
-	_ metrics.ContainerUsage = (*Arbiter)(nil)
-	_ metrics.ComputeShares  = (*Arbiter)(nil)
-)
-
-// ComputeShares implements metrics.ComputeShares from the last step.
-func (a *Arbiter) ComputeShares() []metrics.ContainerCompute {
-	var out []metrics.ContainerCompute
-	for _, s := range a.Snapshot() {
-		out = append(out, metrics.ContainerCompute{Key: s.Key, GPUUUID: s.GPU, ShareMilli: s.Share, DemandMilli: s.Demand, Measured: s.Measured})
-	}
-	return out
+// MemoryUse is the GPU memory one registered container holds on one GPU,
+// from the interception library's accounting file.
+type MemoryUse struct {
+	Key   string
+	GPU   string // UUID
+	Bytes uint64
 }
 
-// Usage implements metrics.ContainerUsage from the library's accounting
-// files: the bytes each registered container holds on each of its GPUs.
-// A container whose file does not exist yet holds nothing.
-func (a *Arbiter) Usage(ctx context.Context) ([]metrics.ContainerMemory, error) {
+// Memory reads every registered container's accounting file: the bytes each
+// holds on each of its GPUs. A container whose file does not exist yet
+// holds nothing.
+func (a *Arbiter) Memory(ctx context.Context) ([]MemoryUse, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	keys := make([]string, 0, len(a.clients))
@@ -36,7 +29,7 @@ func (a *Arbiter) Usage(ctx context.Context) ([]metrics.ContainerMemory, error) 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var out []metrics.ContainerMemory
+	var out []MemoryUse
 	var errs []error
 	for _, k := range keys {
 		if err := ctx.Err(); err != nil {
@@ -49,7 +42,7 @@ func (a *Arbiter) Usage(ctx context.Context) ([]metrics.ContainerMemory, error) 
 			continue
 		}
 		for _, s := range cl.seats {
-			out = append(out, metrics.ContainerMemory{Key: k, GPUUUID: s.share.UUID, MemoryUsedBytes: float64(u.Bytes[s.dev])})
+			out = append(out, MemoryUse{Key: k, GPU: s.share.UUID, Bytes: u.Bytes[s.dev]})
 		}
 	}
 	return out, errors.Join(errs...)

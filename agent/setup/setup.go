@@ -113,7 +113,7 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	if o.MetricsAddr != "" {
-		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(a, stats, arb, o.Log), serveErr)
+		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(a, stats, arbiterUsage{arb}, o.Log), serveErr)
 		if err != nil {
 			return err
 		}

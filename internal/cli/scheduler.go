@@ -49,14 +49,21 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 		Example: `  tessera scheduler --kubeconfig ~/.kube/config --policy tessera`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every flag is checked before anything is opened or started.
+			if qps <= 0 || burst < 1 {
+				return fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %v and %d", qps, burst)
+			}
+			if minRuntime < 0 {
+				return fmt.Errorf("--preemption-min-runtime must be >= 0, got %v", minRuntime)
+			}
+			if reserveIn < 0 {
+				return fmt.Errorf("--reservation-wait must be >= 0 (0 turns reservations off), got %v", reserveIn)
+			}
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
 			rules.ExplicitPath = kubeconfig
 			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 			if err != nil {
 				return fmt.Errorf("--kubeconfig: %w", err)
-			}
-			if qps <= 0 || burst < 1 {
-				return fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %v and %d", qps, burst)
 			}
 			cfg.QPS, cfg.Burst = qps, burst
 			client, err := kubernetes.NewForConfig(cfg)
@@ -69,23 +76,17 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Metrics: reg,
+				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, ReservationWait: reserveIn, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
+			if err != nil {
+				return err
+			}
 			if metricsAt != "" {
 				stop, err := serveMetrics(cmd.Context(), a, metricsAt, reg)
 				if err != nil {
 					return err
 				}
 				defer stop()
-			}
-			if minRuntime < 0 {
-				return fmt.Errorf("--preemption-min-runtime must be >= 0, got %v", minRuntime)
-			}
-			if reserveIn < 0 {
-				return fmt.Errorf("--reservation-wait must be >= 0 (0 turns reservations off), got %v", reserveIn)
-			}
-			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Metrics: reg,
-				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, ReservationWait: reserveIn, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
-			if err != nil {
-				return err
 			}
 			if !elect {
 				return s.Run(cmd.Context())

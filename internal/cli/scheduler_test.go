@@ -18,6 +18,7 @@ func TestSchedulerFlagErrors(t *testing.T) {
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--kube-api-qps", "0"}, "--kube-api-qps must be > 0"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--preemption-min-runtime", "-1s"}, "--preemption-min-runtime must be >= 0"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--reservation-wait", "-5m"}, "--reservation-wait must be >= 0"},
+		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--policy", "magic", "--metrics-addr", "127.0.0.1:1"}, `--policy: unknown policy "magic"`},
 	}
 	for _, tc := range tests {
 		_, errOut, code := run(t, tc.args...)
