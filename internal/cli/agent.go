@@ -20,7 +20,7 @@ type agentFlags struct {
 	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig  string
 	computeFail                                                 string
 	slotsPerGPU                                                 int
-	cdi, oversubscribe, installCRD                              bool
+	cdi, oversubscribe, installCRD, standalone                  bool
 }
 
 func newAgentCommand(a *app) *cobra.Command {
@@ -34,9 +34,16 @@ serves kubelet the tessera.io/gpu device plugin, hands each container the GPU
 shares the scheduler recorded in its tessera.io/assignment annotation, and
 serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 		Example: `  tessera agent --node-name "$NODE_NAME"
+  tessera agent --standalone --source local
   tessera agent --node-name gpu-0 --source sim:8xH200 --kubeconfig ~/.kube/config --state-dir /tmp/tessera`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.standalone {
+				if _, err := discovery.Open(f.source, a.catalog); err != nil {
+					return fmt.Errorf("--source: %w", err)
+				}
+				return setup.Standalone(cmd.Context(), setup.Options{Source: f.source, Catalog: a.catalog, Log: a.log}, a.stdout)
+			}
 			opts, err := f.options(a)
 			if err != nil {
 				return err
@@ -60,6 +67,7 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 	fl.StringVar(&f.sharing, "sharing", gpunode.SharingShared, "sharing mode of non-MIG GPUs: shared or exclusive")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
+	fl.BoolVar(&f.standalone, "standalone", false, "without Kubernetes: print the discovered inventory as JSON and stream health events (real GPUs) until interrupted")
 	fl.BoolVar(&f.installCRD, "install-crd", true, "create or update the GPUNode CRD on start (needs RBAC on customresourcedefinitions)")
 	return cmd
 }
