@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/workload"
@@ -103,11 +102,7 @@ func TestPodGroupResource(t *testing.T) {
 		"trio": {"minMember": int64(3), "scheduleTimeoutSeconds": int64(1)},
 		"duo":  {"minMember": int64(2)},
 	} {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tessera.io/v1alpha1", "kind": "PodGroup",
-			"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}}
-		if _, err := dyn.Resource(podgroups.Resource()).Namespace("default").Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createCustom(ctx, t, dyn, podgroups.Resource(), "PodGroup", "default", name, spec)
 	}
 	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
 	for i := 0; i < 3; i++ {

@@ -14,12 +14,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -148,6 +151,29 @@ func checkNoOverbooking(ctx context.Context, t *testing.T, c kubernetes.Interfac
 		if m > 1000 {
 			t.Fatalf("GPU %s over-booked: %d/1000", uuid, m)
 		}
+	}
+}
+
+// createQueue creates a Queue object with the given spec.
+func createQueue(ctx context.Context, t *testing.T, dyn dynamic.Interface, name string, spec map[string]any) {
+	t.Helper()
+	createCustom(ctx, t, dyn, queues.Resource(), "Queue", "", name, spec)
+}
+
+// createCustom creates a tessera.io/v1alpha1 object (namespace "" for a
+// cluster-scoped kind).
+func createCustom(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace, name string, spec map[string]any) {
+	t.Helper()
+	meta := map[string]any{"name": name}
+	r := dyn.Resource(gvr)
+	var ri dynamic.ResourceInterface = r
+	if namespace != "" {
+		meta["namespace"] = namespace
+		ri = r.Namespace(namespace)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tessera.io/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}}
+	if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
@@ -87,10 +86,7 @@ func TestReclaimBetweenQueues(t *testing.T) {
 		"owner":    {"guaranteed": map[string]any{"gpu": "1"}},
 		"borrower": {},
 	} {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tessera.io/v1alpha1", "kind": "Queue", "metadata": map[string]any{"name": name}, "spec": spec}}
-		if _, err := dyn.Resource(queues.Resource()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createQueue(ctx, t, dyn, name, spec)
 	}
 	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
 	stop := startScheduler(ctx, t, client, dyn, nil)

@@ -6,8 +6,6 @@ import (
 
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,19 +21,9 @@ func TestQueuesFairShare(t *testing.T) {
 	if err := queues.InstallCRD(ctx, dyn); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []map[string]any{
-		{"name": "team-a", "spec": map[string]any{"guaranteed": map[string]any{"gpu": "2"}}},
-		{"name": "team-b", "spec": map[string]any{"guaranteed": map[string]any{"gpu": "2"}}},
-		{"name": "capped", "spec": map[string]any{"limit": map[string]any{"gpu": "1"}}},
-	} {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "tessera.io/v1alpha1", "kind": "Queue",
-			"metadata": map[string]any{"name": q["name"]}, "spec": q["spec"],
-		}}
-		if _, err := dyn.Resource(queues.Resource()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createQueue(ctx, t, dyn, "team-a", map[string]any{"guaranteed": map[string]any{"gpu": "2"}})
+	createQueue(ctx, t, dyn, "team-b", map[string]any{"guaranteed": map[string]any{"gpu": "2"}})
+	createQueue(ctx, t, dyn, "capped", map[string]any{"limit": map[string]any{"gpu": "1"}})
 	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "5"})
 	inQueue := func(name, queue string) {
 		createPodWith(ctx, t, client, name, "1", map[string]string{queues.LabelQueue: queue}, nil)
