@@ -12,45 +12,16 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // reasonQueueLimit leaves a pod pending because its queue is at its limit.
 const reasonQueueLimit = "QueueLimit"
 
-// fairness is a cycle's queue state, for reclaim decisions.
-type fairness struct {
-	tree   *queueing.Tree
-	ledger *queueing.Ledger
-}
-
-// mayReclaim reports whether the preemptor's queue, taking need more, stays
-// within its guaranteed GPU share while the victim's queue is above its
-// own: the preemptor's queue takes back what it is guaranteed. Reclaim
-// looks at GPU compute, and GPU memory where a queue guarantees it.
-func (f *fairness) mayReclaim(preemptorQueue string, need queueing.Resources, victim *corev1.Pod) bool {
-	if f == nil {
-		return false
-	}
-	vq := queueOf(victim)
-	if vq == preemptorQueue {
-		return false
-	}
-	pq, ok := f.tree.Queue(preemptorQueue)
-	if !ok || pq.Guaranteed.GPUMilli == 0 {
-		return false
-	}
-	after := f.ledger.Used(preemptorQueue).Add(need)
-	if after.GPUMilli > pq.Guaranteed.GPUMilli || (pq.Guaranteed.GPUMemoryMiB > 0 && after.GPUMemoryMiB > pq.Guaranteed.GPUMemoryMiB) {
-		return false
-	}
-	vQueue, ok := f.tree.Queue(vq)
-	if !ok {
-		vQueue, _ = f.tree.Queue(queueing.DefaultQueue)
-	}
-	used := f.ledger.Used(vq)
-	return used.GPUMilli > vQueue.Guaranteed.GPUMilli || (vQueue.Guaranteed.GPUMemoryMiB > 0 && used.GPUMemoryMiB > vQueue.Guaranteed.GPUMemoryMiB)
-}
+// fairness is a cycle's queue state, for reclaim decisions (the rule is
+// package preemption's).
+type fairness = preemption.Fairness
 
 // item is one unit of the scheduling queue: a single pod or a gang.
 type item struct {
@@ -201,7 +172,7 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 	if it.gang != nil {
 		s.scheduleGang(ctx, snap, it.gang, st)
 	} else {
-		st.count(s.scheduleOne(ctx, snap, it.pod, &fairness{tree: tree, ledger: l}))
+		st.count(s.scheduleOne(ctx, snap, it.pod, &fairness{Tree: tree, Ledger: l}))
 	}
 	var charge queueing.Resources
 	if st.Bound > bound {

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,55 +12,51 @@ import (
 
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/preemption"
 )
 
 // preemptionWait bounds how long a preemptor waits for its victims to exit
 // before it may choose victims again.
 const preemptionWait = 2 * time.Minute
 
-// victimPlan is the pods to evict from one node so a pod fits there.
-type victimPlan struct {
-	node    int
-	victims []*corev1.Pod
-	maxPrio int32
-}
-
-// preempt tries to make room for an unschedulable pod by evicting pods of
-// lower priority from one node: the node needing the fewest victims (then
-// the lowest highest-victim priority). Only this scheduler's pods are
-// victims, never one that has run less than the minimum runtime, and never
-// so many members of a gang that it falls below its minimum. It returns the
-// message to leave on the pod, or "" when no preemption helps.
-//
-// With fair set, a pod whose queue is below its guarantee may also evict
-// pods of any priority from queues above theirs (reclaim).
+// preempt tries to make room for an unschedulable pod by evicting pods from
+// one node, by the rules of package preemption: lower-priority pods, or
+// (with fair set) pods of queues above their guarantee when the pod's queue
+// is below its own (reclaim); never one that has run less than the minimum
+// runtime, never so many members of a gang that it falls below its
+// minimum; the node needing the fewest victims wins. Only this scheduler's
+// pods are victims. It returns the message to leave on the pod, or "" when
+// no preemption helps.
 func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness) string {
 	if until, ok := s.preempting(pod.UID); ok && time.Now().Before(until) {
 		return "waiting for preempted pods to exit"
 	}
 	prio := priority(pod)
+	w := preemption.Waiting{Queue: queueOf(pod), Priority: prio, Need: s.estimate(pod)}
+	rules := preemption.Rules{MinRuntime: s.cfg.PreemptionMinRuntime, Fair: fair}
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
 	surplus := s.gangSurplus(snap)
-	var best *victimPlan
+	var best *preemption.Plan
+	var victims []*corev1.Pod
 	for ni, n := range snap.nodes {
 		if eligible(pod, aff, n) != "" {
 			continue
 		}
-		vp, ok := s.victimsOn(snap, ni, pod, prio, surplus, fair)
+		vp, pods, ok := s.victimsOn(snap, ni, pod, w, rules, surplus)
 		if !ok {
 			continue
 		}
-		if best == nil || len(vp.victims) < len(best.victims) || (len(vp.victims) == len(best.victims) && vp.maxPrio < best.maxPrio) {
-			best = &vp
+		if best == nil || preemption.Better(vp, *best) {
+			best, victims = &vp, pods
 		}
 	}
 	if best == nil {
 		return ""
 	}
-	node := snap.nodes[best.node].Name
-	for _, v := range best.victims {
+	node := snap.nodes[best.Node].Name
+	for _, v := range victims {
 		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, node, priority(v))
-		if priority(v) >= prio {
+		if priority(v) >= prio { // eligible only by reclaim
 			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, queueOf(pod), node, queueOf(v))
 		}
 		s.events.recorder.Event(v, corev1.EventTypeWarning, "Preempted", msg)
@@ -71,93 +66,88 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 		}
 	}
 	s.setPreempting(pod.UID, time.Now().Add(preemptionWait))
-	return fmt.Sprintf("preempting %d lower-priority pod(s) on node %s; scheduling once they exit", len(best.victims), node)
+	return fmt.Sprintf("preempting %d lower-priority pod(s) on node %s; scheduling once they exit", len(victims), node)
 }
 
-// victimsOn finds the fewest victims on node ni, lowest priority and
-// newest first, whose eviction lets the pod fit there.
-func (s *Scheduler) victimsOn(snap *snapshot, ni int, pod *corev1.Pod, prio int32, surplus map[string]int, fair *fairness) (victimPlan, bool) {
-	var cands []booking
-	need := s.estimate(pod)
+// victimsOn finds the victims on node ni whose eviction lets the pod fit
+// there: this scheduler's exactly booked, live pods become candidates,
+// package preemption picks and orders them, and each is released from a
+// one-node copy until the pod fits.
+func (s *Scheduler) victimsOn(snap *snapshot, ni int, pod *corev1.Pod, w preemption.Waiting, rules preemption.Rules, surplus map[string]int) (preemption.Plan, []*corev1.Pod, bool) {
+	byID := map[string]booking{}
+	var cands []preemption.Candidate
 	for _, b := range snap.onNode[ni] {
 		v := b.pod
-		if !b.exact || v.Spec.SchedulerName != s.cfg.Name || v.DeletionTimestamp != nil || !s.ranLongEnough(v) {
+		if !b.exact || v.Spec.SchedulerName != s.cfg.Name || v.DeletionTimestamp != nil {
 			continue
 		}
-		if priority(v) >= prio && !fair.mayReclaim(queueOf(pod), need, v) {
-			continue
+		c := preemption.Candidate{ID: v.Namespace + "/" + v.Name, Queue: queueOf(v), Priority: priority(v), Group: s.groupKey(v)}
+		if v.Status.StartTime != nil {
+			c.Started = v.Status.StartTime.Time
 		}
-		cands = append(cands, b)
+		byID[c.ID] = b
+		cands = append(cands, c)
 	}
-	if len(cands) == 0 {
-		return victimPlan{}, false
+	eligibleCands := rules.Eligible(w, cands, time.Now())
+	if len(eligibleCands) == 0 {
+		return preemption.Plan{}, nil, false
 	}
-	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := cands[i].pod, cands[j].pod
-		if priority(a) != priority(b) {
-			return priority(a) < priority(b)
-		}
-		return startTime(a).After(startTime(b))
-	})
 	one := &snapshot{
 		cluster: (&placement.Cluster{Nodes: []placement.Node{snap.cluster.Nodes[ni]}}).Clone(),
 		nodes:   []*corev1.Node{snap.nodes[ni]}, inv: []inventory.Node{snap.inv[ni]},
 		byName: map[string]int{snap.nodes[ni].Name: 0}, uuidPos: []map[string]int{snap.uuidPos[ni]},
 		onNode: make([][]booking, 1),
 	}
-	taken := map[string]int{}
-	vp := victimPlan{node: ni}
-	for _, b := range cands {
-		if k := s.groupKey(b.pod); k != "" {
-			if taken[k] >= surplus[k] {
-				continue // would take the gang below its minimum
-			}
-			taken[k]++
-		}
-		for _, part := range b.parts {
+	release := func(c preemption.Candidate) error {
+		for _, part := range byID[c.ID].parts {
 			d := part.dec
 			d.Node = 0
 			if err := one.cluster.Release(&part.pod, d); err != nil {
-				return victimPlan{}, false
+				return fmt.Errorf("release %s: %w", c.ID, err)
 			}
 		}
-		vp.victims = append(vp.victims, b.pod)
-		vp.maxPrio = max(vp.maxPrio, priority(b.pod))
-		if _, o, _ := s.plan(one, pod); o == outcomeBound {
-			return vp, true
-		}
+		return nil
 	}
-	return victimPlan{}, false
+	fits := func() bool {
+		_, o, _ := s.plan(one, pod)
+		return o == outcomeBound
+	}
+	victims, ok := preemption.Victims(eligibleCands, surplus, release, fits)
+	if !ok {
+		return preemption.Plan{}, nil, false
+	}
+	pods := make([]*corev1.Pod, len(victims))
+	for i, v := range victims {
+		pods[i] = byID[v.ID].pod
+	}
+	return preemption.Plan{Node: ni, Victims: victims}, pods, true
 }
 
 // gangSurplus is, per gang, how many bound members exceed its minimum.
 func (s *Scheduler) gangSurplus(snap *snapshot) map[string]int {
-	bound := map[string]int{}
-	minimum := map[string]int{}
+	var members []preemption.Member
 	for _, bs := range snap.onNode {
 		for _, b := range bs {
 			if k := s.groupKey(b.pod); k != "" {
-				bound[k]++
+				m := preemption.Member{Group: k, Min: -1}
 				if n, err := s.minMember(b.pod); err == nil {
-					minimum[k] = n
+					m.Min = n
 				}
+				members = append(members, m)
 			}
 		}
 	}
-	out := map[string]int{}
-	for k, n := range bound {
-		out[k] = max(0, n-minimum[k])
-	}
-	return out
+	return preemption.Surplus(members)
 }
 
 // ranLongEnough reports whether a pod has run the minimum runtime; a pod
 // that has not started yet has not.
 func (s *Scheduler) ranLongEnough(p *corev1.Pod) bool {
-	if s.cfg.PreemptionMinRuntime <= 0 {
-		return true
+	var started time.Time
+	if p.Status.StartTime != nil {
+		started = p.Status.StartTime.Time
 	}
-	return p.Status.StartTime != nil && time.Since(p.Status.StartTime.Time) >= s.cfg.PreemptionMinRuntime
+	return preemption.Rules{MinRuntime: s.cfg.PreemptionMinRuntime}.RanLongEnough(started, time.Now())
 }
 
 func priority(p *corev1.Pod) int32 {
@@ -165,13 +155,6 @@ func priority(p *corev1.Pod) int32 {
 		return *p.Spec.Priority
 	}
 	return 0
-}
-
-func startTime(p *corev1.Pod) time.Time {
-	if p.Status.StartTime != nil {
-		return p.Status.StartTime.Time
-	}
-	return p.CreationTimestamp.Time
 }
 
 func (s *Scheduler) preempting(uid types.UID) (time.Time, bool) {

@@ -1,0 +1,228 @@
+package preemption
+
+import (
+	"slices"
+	"time"
+
+	"github.com/tessera-gpu/tessera/queueing"
+)
+
+// Kind says why a running workload may be stopped for a waiting one.
+type Kind int
+
+// Kinds of preemption.
+const (
+	// NotEligible: the workload may not be stopped.
+	NotEligible Kind = iota
+	// ByPriority: the victim's priority is lower than the waiting one's.
+	ByPriority
+	// ByReclaim: the waiting workload's queue takes back its guarantee
+	// from a queue above its own.
+	ByReclaim
+)
+
+func (k Kind) String() string {
+	switch k {
+	case ByPriority:
+		return "priority"
+	case ByReclaim:
+		return "reclaim"
+	}
+	return "not eligible"
+}
+
+// Waiting is the workload that does not fit.
+type Waiting struct {
+	Queue    string
+	Priority int32
+	// Need is what it would take, for the reclaim check.
+	Need queueing.Resources
+}
+
+// Candidate is a running workload that might be stopped.
+type Candidate struct {
+	// ID names it for the caller (a pod's namespace/name, a job ID).
+	ID       string
+	Queue    string
+	Priority int32
+	// Started is when it started running; zero when it has not, which
+	// protects it while a minimum runtime is set.
+	Started time.Time
+	// Group names its gang ("" when it is in none); see Surplus.
+	Group string
+}
+
+// Rules are the preemption settings of one decision.
+type Rules struct {
+	// MinRuntime protects workloads that have run less than this (0: none).
+	MinRuntime time.Duration
+	// Fair enables reclaim across queues; nil allows priority preemption only.
+	Fair *Fairness
+}
+
+// RanLongEnough reports whether a workload started at started has run the
+// minimum runtime by now; one that has not started has not.
+func (r Rules) RanLongEnough(started, now time.Time) bool {
+	if r.MinRuntime <= 0 {
+		return true
+	}
+	return !started.IsZero() && now.Sub(started) >= r.MinRuntime
+}
+
+// Why says why c may be stopped for w at now, or NotEligible.
+func (r Rules) Why(w Waiting, c Candidate, now time.Time) Kind {
+	if !r.RanLongEnough(c.Started, now) {
+		return NotEligible
+	}
+	if c.Priority < w.Priority {
+		return ByPriority
+	}
+	if r.Fair.MayReclaim(w.Queue, w.Need, c.Queue) {
+		return ByReclaim
+	}
+	return NotEligible
+}
+
+// Eligible returns the candidates that may be stopped for w, in eviction
+// order: lowest priority first, then the most recently started (the least
+// work lost). cands is not modified.
+func (r Rules) Eligible(w Waiting, cands []Candidate, now time.Time) []Candidate {
+	var out []Candidate
+	for _, c := range cands {
+		if r.Why(w, c, now) != NotEligible {
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Candidate) int {
+		if a.Priority != b.Priority {
+			if a.Priority < b.Priority {
+				return -1
+			}
+			return 1
+		}
+		return b.Started.Compare(a.Started)
+	})
+	return out
+}
+
+// Victims takes eligible candidates (in Eligible's order) one by one until
+// the waiting workload fits: each taken one is passed to release (which
+// frees its resources in the caller's what-if copy), then fits is asked.
+// A gang member is skipped when its gang has no surplus left (surplus, from
+// Surplus, is not modified). It returns the victims, or false when even
+// all of them are not enough or release fails.
+func Victims(eligible []Candidate, surplus map[string]int, release func(Candidate) error, fits func() bool) ([]Candidate, bool) {
+	taken := map[string]int{}
+	var out []Candidate
+	for _, c := range eligible {
+		if c.Group != "" {
+			if taken[c.Group] >= surplus[c.Group] {
+				continue // would take the gang below its minimum
+			}
+			taken[c.Group]++
+		}
+		if err := release(c); err != nil {
+			return nil, false
+		}
+		out = append(out, c)
+		if fits() {
+			return out, true
+		}
+	}
+	return nil, false
+}
+
+// Member is a running gang member, for Surplus.
+type Member struct {
+	Group string
+	// Min is its gang's minimum member count; negative when unknown.
+	Min int
+}
+
+// Surplus is, per gang, how many running members exceed its minimum (all
+// of them when no member says the minimum).
+func Surplus(members []Member) map[string]int {
+	running := map[string]int{}
+	minimum := map[string]int{}
+	for _, m := range members {
+		if m.Group == "" {
+			continue
+		}
+		running[m.Group]++
+		if m.Min >= 0 {
+			minimum[m.Group] = m.Min
+		}
+	}
+	out := map[string]int{}
+	for g, n := range running {
+		out[g] = max(0, n-minimum[g])
+	}
+	return out
+}
+
+// Plan is a set of victims on one node whose stopping lets the waiting
+// workload fit there.
+type Plan struct {
+	Node    int
+	Victims []Candidate
+}
+
+// MaxPriority is the highest priority among the victims.
+func (p Plan) MaxPriority() int32 {
+	var m int32
+	for i, v := range p.Victims {
+		if i == 0 || v.Priority > m {
+			m = v.Priority
+		}
+	}
+	return m
+}
+
+// Better reports whether p beats q: fewer victims, then a lower highest
+// victim priority. Ties keep q (the earlier node).
+func Better(p, q Plan) bool {
+	if len(p.Victims) != len(q.Victims) {
+		return len(p.Victims) < len(q.Victims)
+	}
+	return p.MaxPriority() < q.MaxPriority()
+}
+
+// Fairness is a scheduling round's queue state, for reclaim.
+type Fairness struct {
+	Tree   *queueing.Tree
+	Ledger *queueing.Ledger
+}
+
+// MayReclaim reports whether the waiting workload's queue, taking need
+// more, stays within its guaranteed GPU share while the victim's queue
+// (another one) is above its own: the waiting queue takes back what it is
+// guaranteed. Reclaim looks at GPU compute, and at GPU memory where a queue
+// guarantees it. A nil Fairness never reclaims.
+func (f *Fairness) MayReclaim(waitingQueue string, need queueing.Resources, victimQueue string) bool {
+	if f == nil || f.Tree == nil || f.Ledger == nil {
+		return false
+	}
+	if victimQueue == "" {
+		victimQueue = queueing.DefaultQueue
+	}
+	if waitingQueue == "" {
+		waitingQueue = queueing.DefaultQueue
+	}
+	if victimQueue == waitingQueue {
+		return false
+	}
+	wq, ok := f.Tree.Queue(waitingQueue)
+	if !ok || wq.Guaranteed.GPUMilli == 0 {
+		return false
+	}
+	after := f.Ledger.Used(waitingQueue).Add(need)
+	if after.GPUMilli > wq.Guaranteed.GPUMilli || (wq.Guaranteed.GPUMemoryMiB > 0 && after.GPUMemoryMiB > wq.Guaranteed.GPUMemoryMiB) {
+		return false
+	}
+	vq, ok := f.Tree.Queue(victimQueue)
+	if !ok {
+		vq, _ = f.Tree.Queue(queueing.DefaultQueue)
+	}
+	used := f.Ledger.Used(victimQueue)
+	return used.GPUMilli > vq.Guaranteed.GPUMilli || (vq.Guaranteed.GPUMemoryMiB > 0 && used.GPUMemoryMiB > vq.Guaranteed.GPUMemoryMiB)
+}
