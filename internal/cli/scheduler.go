@@ -70,13 +70,19 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
 			}
+			// Events go through their own client, as kube-scheduler's do, so
+			// that reporting never takes request budget from binding.
+			events, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("kubernetes events client: %w", err)
+			}
 			dyn, err := dynamic.NewForConfig(cfg)
 			if err != nil {
 				return fmt.Errorf("kubernetes dynamic client: %w", err)
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Metrics: reg,
+			s, err := scheduler.New(scheduler.Config{Client: client, EventClient: events, Dynamic: dyn, Metrics: reg,
 				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, ReservationWait: reserveIn, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
 			if err != nil {
 				return err
@@ -103,7 +109,7 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 	cmd.Flags().StringVar(&name, "name", scheduler.DefaultName, "the schedulerName this scheduler serves")
 	cmd.Flags().StringVar(&policy, "policy", placement.DefaultPolicy, fmt.Sprintf("placement policy: one of %v", placement.Names()))
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed for tie-breaking (decisions are reproducible for a given seed)")
-	cmd.Flags().Float32Var(&qps, "kube-api-qps", 200, "queries per second to the API server (each bind is two calls)")
+	cmd.Flags().Float32Var(&qps, "kube-api-qps", 200, "queries per second to the API server for binding and reads (events have a budget of their own, the same size)")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 400, "burst of queries to the API server")
 	cmd.Flags().BoolVar(&noPreempt, "disable-preemption", false, "never evict lower-priority pods to make room")
 	cmd.Flags().DurationVar(&minRuntime, "preemption-min-runtime", time.Minute, "pods that have run less than this are never preempted")

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // StartKubeScheduler starts the stock kube-scheduler (built from the tools
 // module) against the cluster, without leader election, with the given
-// client rate limits. Stop stops it too.
+// client rate limits (qps 0: kube-scheduler's own defaults). StopKubeScheduler
+// or Stop stops it.
 func (c *Cluster) StartKubeScheduler(ctx context.Context, qps float32, burst int) error {
 	if c.kubeScheduler != nil {
 		return fmt.Errorf("kube-scheduler is already running")
@@ -20,15 +22,17 @@ func (c *Cluster) StartKubeScheduler(ctx context.Context, qps float32, burst int
 		return err
 	}
 	cfg := filepath.Join(c.Dir, "kube-scheduler.yaml")
+	limits := ""
+	if qps > 0 {
+		limits = fmt.Sprintf("  qps: %v\n  burst: %d\n", qps, burst)
+	}
 	body := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: %s
-  qps: %v
-  burst: %d
-leaderElection:
+%sleaderElection:
   leaderElect: false
-`, c.Kubeconfig, qps, burst)
+`, c.Kubeconfig, limits)
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		return fmt.Errorf("write kube-scheduler config: %w", err)
 	}
@@ -40,4 +44,10 @@ leaderElection:
 		"--config="+cfg, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
 		"--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig, "--v=0")
 	return err
+}
+
+// StopKubeScheduler stops the kube-scheduler StartKubeScheduler started, if any.
+func (c *Cluster) StopKubeScheduler() {
+	c.kubeScheduler.stop(5 * time.Second)
+	c.kubeScheduler = nil
 }

@@ -36,9 +36,11 @@ type eventSink struct {
 	last map[types.UID]string
 }
 
-func newEventSink(c kubernetes.Interface, component string, log *slog.Logger) *eventSink {
+// newEventSink posts Events through events and patches pod conditions
+// through c.
+func newEventSink(events, c kubernetes.Interface, component string, log *slog.Logger) *eventSink {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	return &eventSink{
 		client: c, log: log, bcast: b, last: map[types.UID]string{},
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),

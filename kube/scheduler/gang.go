@@ -160,7 +160,7 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 	var planned []*corev1.Pod
 	firstWhy := ""
 	for _, p := range g.pending {
-		pl, o, msg := s.plan(scratch, p)
+		pl, o, msg := s.planRespecting(scratch, p)
 		if o == outcomeInvalid {
 			s.events.reject(ctx, p, reasonInvalid, msg)
 			st.Invalid++
@@ -185,8 +185,10 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 			s.events.reject(ctx, p, reasonUnschedulable, msg)
 			st.Unschedulable++
 		}
+		s.maybeReserveGang(snap, g, g.pending[:need])
 		return
 	}
+	s.unblockKey(gangBlockKey(g.key))
 	for i, p := range planned {
 		st.count(s.commit(ctx, snap, p, plans[i]))
 	}

@@ -28,10 +28,7 @@ const (
 // scheduleOne places, records and binds one pending pod, updating snap.
 // fair, when set, allows reclaim from queues above their guarantee.
 func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness) outcome {
-	pl, o, msg := s.plan(snap, pod)
-	if o == outcomeBound && !s.backfillOK(snap, pod, pl) {
-		pl, o, msg = s.planExcept(snap, pod, s.reservedNode())
-	}
+	pl, o, msg := s.planRespecting(snap, pod)
 	if o == outcomeUnschedulable {
 		s.maybeReserve(snap, pod)
 	} else {
@@ -53,18 +50,23 @@ func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1
 // success the outcome is outcomeBound (to be done by commit); otherwise it
 // is the reason the pod stays pending, with a message naming the cause.
 func (s *Scheduler) plan(snap *snapshot, pod *corev1.Pod) (plan, outcome, string) {
-	return s.planExcept(snap, pod, "")
+	return s.planExcept(snap, pod, nil, "")
 }
 
-// planExcept is plan with one node (by name) ruled out ("" for none).
-func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except string) (plan, outcome, string) {
+// planExcept is plan with the except nodes (by name) ruled out as reserved
+// for what.
+func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[string]bool, what string) (plan, outcome, string) {
 	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
 	if err != nil {
 		return plan{}, outcomeInvalid, err.Error()
 	}
-	view, viewNodes, why := s.eligibleView(snap, pod, except)
+	pol, err := s.policyFor(pod)
+	if err != nil {
+		return plan{}, outcomeInvalid, err.Error()
+	}
+	view, viewNodes, why := s.eligibleView(snap, pod, except, what)
 	cpu, mem := podHostRequests(pod)
-	a, decisions, err := s.decide(view, viewNodes, snap, pod, reqs, cpu, mem)
+	a, decisions, err := s.decide(pol, view, viewNodes, snap, pod, reqs, cpu, mem)
 	if err != nil {
 		msg := err.Error()
 		if len(why) > 0 {
@@ -145,13 +147,13 @@ type placed struct {
 // eligibleView returns the snapshot restricted to the nodes the pod's
 // constraints allow (the full snapshot when all are allowed), the view's
 // node indexes in snap, and why nodes were ruled out.
-func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, except string) (*placement.Cluster, []int, map[string]int) {
+func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, except map[string]bool, what string) (*placement.Cluster, []int, map[string]int) {
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
 	why := map[string]int{}
 	var keep []int
 	for i, n := range snap.nodes {
-		if n.Name == except {
-			why["reserved for a pod waiting longer"]++
+		if except[n.Name] {
+			why["reserved for "+what]++
 			continue
 		}
 		if r := eligible(pod, aff, n); r != "" {
@@ -170,10 +172,10 @@ func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, except string)
 	return view, keep, why
 }
 
-// decide runs the engine for every GPU container of the pod: the first
+// decide runs the engine (policy pol) for every GPU container of the pod: the first
 // chooses the node, the others are placed on that node. It returns the
 // assignment and the decisions, with nodes indexed in snap.
-func (s *Scheduler) decide(view *placement.Cluster, viewNodes []int, snap *snapshot, pod *corev1.Pod, reqs []workload.ContainerRequest, cpu, mem int64) (binding.Assignment, []placed, error) {
+func (s *Scheduler) decide(pol placement.Policy, view *placement.Cluster, viewNodes []int, snap *snapshot, pod *corev1.Pod, reqs []workload.ContainerRequest, cpu, mem int64) (binding.Assignment, []placed, error) {
 	name := pod.Namespace + "/" + pod.Name
 	if len(reqs) == 0 {
 		reqs = []workload.ContainerRequest{{}} // CPU-only pod: one host-only placement
@@ -196,7 +198,7 @@ func (s *Scheduler) decide(view *placement.Cluster, viewNodes []int, snap *snaps
 		if node >= 0 {
 			cl = &placement.Cluster{Nodes: []placement.Node{work.Nodes[node]}}
 		}
-		d, err := s.policy.Place(cl, &p)
+		d, err := pol.Place(cl, &p)
 		if err != nil {
 			if errors.Is(err, placement.ErrNoFit) {
 				return a, nil, fmt.Errorf("no node fits %s: %w", describe(r.GPU), err)

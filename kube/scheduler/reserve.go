@@ -6,106 +6,219 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
-// reservation holds one node for the pod that has waited longest past
-// Config.ReservationWait, so that a stream of smaller pods cannot starve it:
-// other pods may use the node only where the reserved pod still fits
-// beside them (backfill).
+// reservation holds nodes for the pod, or the gang, that has waited longest
+// past Config.ReservationWait, so that a stream of smaller pods cannot
+// starve it: other pods may use a reserved node only where everything the
+// reservation holds room for still fits beside them (backfill).
 type reservation struct {
-	uid  types.UID
-	pod  *corev1.Pod
-	node string
+	key     string        // blockKey of the pod or gang
+	what    string        // how rejections name it
+	pods    []*corev1.Pod // the pods it holds room for (a gang's members still needed)
+	members map[types.UID]bool
+	nodes   map[string]bool
 }
+
+// holds reports whether the reservation is for pod (any member of a gang).
+func (r *reservation) holds(pod *corev1.Pod) bool { return r.members[pod.UID] }
+
+// blockedSince is when a pod or gang first failed to fit, and which pods it
+// is made of (to forget it once they are gone).
+type blockedSince struct {
+	since time.Time
+	uids  []types.UID
+}
+
+func podBlockKey(pod *corev1.Pod) string { return "pod/" + string(pod.UID) }
+func gangBlockKey(key string) string     { return "gang/" + key }
 
 // maybeReserve records when the pod first failed to fit and, once it has
 // waited ReservationWait with no reservation in force, reserves for it the
-// eligible node with the most free GPU compute.
+// eligible node with the most free GPU compute that could hold it.
 func (s *Scheduler) maybeReserve(snap *snapshot, pod *corev1.Pod) {
-	if s.cfg.ReservationWait <= 0 {
+	s.maybeReserveFor(snap, podBlockKey(pod), "a pod waiting longer", []*corev1.Pod{pod}, []*corev1.Pod{pod})
+}
+
+// maybeReserveGang does the same for the members a gang still needs
+// (needed, a prefix of its pending members): one node per member, chosen
+// greedily as for a pod after the members before it were given theirs.
+// Every pending member may use the reserved nodes.
+func (s *Scheduler) maybeReserveGang(snap *snapshot, g *gang, needed []*corev1.Pod) {
+	s.maybeReserveFor(snap, gangBlockKey(g.key), "gang "+g.key+" waiting longer", needed, g.pending)
+}
+
+// maybeReserveFor reserves nodes with room for pods, usable by members.
+func (s *Scheduler) maybeReserveFor(snap *snapshot, key, what string, pods, members []*corev1.Pod) {
+	if s.cfg.ReservationWait <= 0 || len(pods) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	since, ok := s.blocked[pod.UID]
+	b, ok := s.blocked[key]
 	if !ok {
-		s.blocked[pod.UID] = time.Now()
-		return
-	}
-	if s.reserved != nil || time.Since(since) < s.cfg.ReservationWait {
-		if s.reserved != nil && s.reserved.uid == pod.UID {
-			s.reserved.pod = pod
+		uids := make([]types.UID, len(pods))
+		for i, p := range pods {
+			uids[i] = p.UID
 		}
+		s.blocked[key] = blockedSince{since: time.Now(), uids: uids}
 		return
 	}
-	best, bestFree := "", int64(-1)
+	if s.reserved != nil && s.reserved.key == key {
+		s.reserved.pods, s.reserved.members = pods, uidSet(members) // fresh copies for backfill checks
+		return
+	}
+	if s.reserved != nil || time.Since(b.since) < s.cfg.ReservationWait {
+		return
+	}
+	// free is each node's free GPU compute and room its capacity (1000
+	// per GPU), both less what earlier pods were given: a pod goes to the
+	// eligible node with the most free compute among those with room for
+	// it (any eligible node when none has room).
+	free := make([]int64, len(snap.cluster.Nodes))
+	room := make([]int64, len(snap.cluster.Nodes))
 	for i, n := range snap.cluster.Nodes {
-		var free int64
 		for _, g := range n.GPUs {
-			free += g.FreeMilli
+			free[i] += g.FreeMilli
 		}
-		if free > bestFree && eligibleNoTaints(pod, snap.nodes[i]) {
-			best, bestFree = n.Name, free
+		room[i] = 1000 * int64(len(n.GPUs))
+	}
+	nodes := map[string]bool{}
+	for _, p := range pods {
+		need := s.gpuMilli(p)
+		best, bestRoomy := -1, false
+		for i, n := range snap.nodes {
+			roomy := room[i] >= need
+			better := best < 0 || (roomy && !bestRoomy) || (roomy == bestRoomy && free[i] > free[best])
+			if better && eligibleNoTaints(p, n) {
+				best, bestRoomy = i, roomy
+			}
 		}
+		if best < 0 {
+			return // some pod can use no node at all: reserving would only block others
+		}
+		free[best] -= need
+		room[best] -= need
+		nodes[snap.nodes[best].Name] = true
 	}
-	if best != "" {
-		s.reserved = &reservation{uid: pod.UID, pod: pod, node: best}
-		s.cfg.Log.Info("reserved a node for a long-blocked pod", "pod", pod.Namespace+"/"+pod.Name, "node", best)
+	s.reserved = &reservation{key: key, what: what, pods: pods, members: uidSet(members), nodes: nodes}
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
+		names = append(names, n)
 	}
+	s.cfg.Log.Info("reserved nodes for long-blocked pods", "for", what, "pods", len(pods), "nodes", names)
+}
+
+func uidSet(pods []*corev1.Pod) map[types.UID]bool {
+	m := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		m[p.UID] = true
+	}
+	return m
+}
+
+// gpuMilli is the GPU compute a pod asks for, in thousandths of a GPU
+// (memory-only shares count as one thousandth: their size depends on the GPU).
+func (s *Scheduler) gpuMilli(pod *corev1.Pod) int64 {
+	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
+	if err != nil {
+		return 0
+	}
+	var m int64
+	for _, r := range reqs {
+		m += int64(r.GPU.Count) * max(r.GPU.ComputeMilli, 1)
+	}
+	return m
 }
 
 // unblock forgets a pod's wait, and its reservation once it is placed.
-func (s *Scheduler) unblock(pod *corev1.Pod) {
+func (s *Scheduler) unblock(pod *corev1.Pod) { s.unblockKey(podBlockKey(pod)) }
+
+// unblockKey forgets a pod's or a gang's wait and its reservation.
+func (s *Scheduler) unblockKey(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.blocked, pod.UID)
-	if s.reserved != nil && s.reserved.uid == pod.UID {
+	delete(s.blocked, key)
+	if s.reserved != nil && s.reserved.key == key {
 		s.reserved = nil
 	}
 }
 
-func (s *Scheduler) reservedNode() string {
+// reservedNodes returns the nodes reserved for pods other than pod (nil
+// when there are none) and how rejections should name the reservation.
+func (s *Scheduler) reservedNodes(pod *corev1.Pod) (map[string]bool, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.reserved == nil {
-		return ""
+	if s.reserved == nil || s.reserved.holds(pod) {
+		return nil, ""
 	}
-	return s.reserved.node
+	return s.reserved.nodes, s.reserved.what
 }
 
 // backfillOK reports whether a plan respects the reservation: the plan is
-// not on the reserved node, is the reserved pod's own, or leaves room there
-// for the reserved pod.
+// not on a reserved node, is for a reserved pod, or leaves room on the
+// reserved nodes for every pod the reservation holds.
 func (s *Scheduler) backfillOK(snap *snapshot, pod *corev1.Pod, pl plan) bool {
 	s.mu.Lock()
 	r := s.reserved
 	s.mu.Unlock()
-	if r == nil || r.uid == pod.UID || pl.assignment.Node != r.node {
+	if r == nil || r.holds(pod) || !r.nodes[pl.assignment.Node] {
 		return true
 	}
 	scratch := snap.scratch()
 	s.book(scratch, pod, pl)
-	_, o, _ := s.plan(scratch, r.pod)
-	return o == outcomeBound
+	for _, p := range r.pods {
+		rp, o, _ := s.plan(scratch, p)
+		if o != outcomeBound {
+			return false
+		}
+		s.book(scratch, p, rp)
+	}
+	return true
 }
 
-// gcReservations forgets pods that are gone or placed.
+// planRespecting is plan that honours the reservation: a plan that would
+// delay the reserved pods is replaced by one that avoids the reserved nodes.
+func (s *Scheduler) planRespecting(snap *snapshot, pod *corev1.Pod) (plan, outcome, string) {
+	pl, o, msg := s.plan(snap, pod)
+	if o == outcomeBound && !s.backfillOK(snap, pod, pl) {
+		nodes, what := s.reservedNodes(pod)
+		pl, o, msg = s.planExcept(snap, pod, nodes, what)
+	}
+	return pl, o, msg
+}
+
+// gcReservations forgets waits and reservations whose pods are gone or placed.
 func (s *Scheduler) gcReservations(seen map[types.UID]bool, occupying []*corev1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	placed := map[types.UID]bool{}
 	for _, p := range occupying {
-		delete(s.blocked, p.UID)
-		if s.reserved != nil && s.reserved.uid == p.UID {
+		placed[p.UID] = true
+	}
+	waiting := func(uids []types.UID) bool {
+		for _, u := range uids {
+			if seen[u] && !placed[u] {
+				return true
+			}
+		}
+		return false
+	}
+	for key, b := range s.blocked {
+		if !waiting(b.uids) {
+			delete(s.blocked, key)
+		}
+	}
+	if r := s.reserved; r != nil {
+		uids := make([]types.UID, len(r.pods))
+		for i, p := range r.pods {
+			uids[i] = p.UID
+		}
+		if !waiting(uids) {
 			s.reserved = nil
 		}
-	}
-	for uid := range s.blocked {
-		if !seen[uid] {
-			delete(s.blocked, uid)
-		}
-	}
-	if s.reserved != nil && !seen[s.reserved.uid] {
-		s.reserved = nil
 	}
 }
 

@@ -70,3 +70,39 @@ func TestBackfillElsewhereIsAllowed(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGangReservesNodes: a gang of two 2-GPU members, blocked by two 1-GPU
+// pods (wherever they run, at most one member fits), reserves both nodes; a
+// 1-GPU pod that would take a free GPU waits instead, and the gang binds
+// once the running pods end.
+func TestGangReservesNodes(t *testing.T) {
+	ctx, client := controlPlane(t)
+	for _, n := range []string{"gpu-0", "gpu-1"} {
+		createGPUNode(ctx, t, client, n, map[string]string{LabelModel: "H100", LabelCount: "2"})
+	}
+	stop := startScheduler(ctx, t, client, nil, nil, func(c *Config) { c.ReservationWait = time.Nanosecond })
+	defer stop()
+	createPod(ctx, t, client, "running-0", "1", nil)
+	createPod(ctx, t, client, "running-1", "1", nil)
+	waitFor(t, "running bound", func() error { return countBound(ctx, client, "running-", 2) })
+	for i := 0; i < 2; i++ {
+		createPodWith(ctx, t, client, fmt.Sprintf("gang-%d", i), "2", map[string]string{LabelPodGroup: "train"}, map[string]string{AnnotationMinMember: "2"})
+	}
+	waitFor(t, "gang blocked", func() error {
+		return hasCondition(ctx, client, "gang-0", corev1.PodReasonUnschedulable, "gang default/train: only ")
+	})
+	time.Sleep(time.Second) // a few cycles: the reservation is made
+	createPod(ctx, t, client, "small", "1", nil)
+	waitFor(t, "small may not backfill", func() error {
+		return hasCondition(ctx, client, "small", corev1.PodReasonUnschedulable, "reserved for gang default/train waiting longer")
+	})
+	for _, name := range []string{"running-0", "running-1"} {
+		if err := client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "gang gets both nodes", func() error { return countBound(ctx, client, "gang-", 2) })
+	if err := countBound(ctx, client, "small", 0); err != nil {
+		t.Fatal(err)
+	}
+}

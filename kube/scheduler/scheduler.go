@@ -37,6 +37,9 @@ const DefaultName = "tessera"
 type Config struct {
 	// Client talks to the API server.
 	Client kubernetes.Interface
+	// EventClient posts Events (default Client). A client of its own keeps
+	// event traffic out of the binding path's rate limit.
+	EventClient kubernetes.Interface
 	// Name is the schedulerName this scheduler serves (default DefaultName).
 	Name string
 	// Policy names the placement policy (default placement.DefaultPolicy).
@@ -69,15 +72,18 @@ type Config struct {
 
 // Scheduler places pods that name it.
 type Scheduler struct {
-	cfg     Config
-	policy  placement.Policy
-	nodes   corelisters.NodeLister
-	pods    corelisters.PodLister
-	jobs    batchlisters.JobLister // Jobs, for automatic gangs
-	wake    chan struct{}
-	events  *eventSink
-	metrics *metrics
-	binder  *binder // nil outside Run: bindings run inline
+	cfg    Config
+	policy placement.Policy
+	// podPolicies are the policies pods named by annotation, built on first
+	// use (only the scheduling cycle reads and writes it).
+	podPolicies map[string]placement.Policy
+	nodes       corelisters.NodeLister
+	pods        corelisters.PodLister
+	jobs        batchlisters.JobLister // Jobs, for automatic gangs
+	wake        chan struct{}
+	events      *eventSink
+	metrics     *metrics
+	binder      *binder // nil outside Run: bindings run inline
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
@@ -87,7 +93,7 @@ type Scheduler struct {
 	mu         sync.Mutex
 	assumed    map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
 	preemptors map[types.UID]time.Time   // pods waiting for their victims, until when
-	blocked    map[types.UID]time.Time   // pods that did not fit, since when
+	blocked    map[string]blockedSince   // pods and gangs that did not fit, since when
 	reserved   *reservation              // at most one reservation at a time
 }
 
@@ -95,6 +101,9 @@ type Scheduler struct {
 func New(cfg Config) (*Scheduler, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("scheduler: Client is required")
+	}
+	if cfg.EventClient == nil {
+		cfg.EventClient = cfg.Client
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
@@ -118,9 +127,9 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		queueObjects: func() []*unstructured.Unstructured { return nil },
 		podGroup:     func(string, string) (podgroups.Group, bool, error) { return podgroups.Group{}, false, nil },
-		cfg:          cfg, policy: pol, wake: make(chan struct{}, 1),
-		events: newEventSink(cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
-		preemptors: map[types.UID]time.Time{}, blocked: map[types.UID]time.Time{},
+		cfg:          cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
+		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
+		preemptors: map[types.UID]time.Time{}, blocked: map[string]blockedSince{},
 		metrics: newMetrics(cfg.Metrics),
 	}, nil
 }

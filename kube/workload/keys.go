@@ -17,6 +17,10 @@ const (
 	AnnotationExclusive    = "tessera.io/gpu-exclusive"
 	AnnotationMIGProfile   = "tessera.io/mig-profile"
 	AnnotationModel        = "tessera.io/gpu-model"
+
+	// AnnotationPolicy names the placement policy for one pod (default: the
+	// scheduler's --policy); see placement.Names for the allowed values.
+	AnnotationPolicy = "tessera.io/placement-policy"
 )
 
 // Keys of other systems accepted for migration.
