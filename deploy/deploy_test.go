@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -39,39 +40,56 @@ func TestManifestsAreAccepted(t *testing.T) {
 		}
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
-	data, err := os.ReadFile("tessera.yaml")
+	// tessera.yaml first: it creates the namespace the others use.
+	created := map[string]int{}
+	for _, f := range []string{"tessera.yaml", "webhook.yaml"} {
+		objs, err := readManifest(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, obj := range objs {
+			gvk := obj.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: %s %s: %v", f, gvk.Kind, obj.GetName(), err)
+			}
+			r := dyn.Resource(m.Resource)
+			var ri dynamic.ResourceInterface = r
+			if ns := obj.GetNamespace(); ns != "" {
+				ri = r.Namespace(ns)
+			}
+			if _, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+				t.Fatalf("%s: create %s %s: %v", f, gvk.Kind, obj.GetName(), err)
+			}
+			created[f]++
+		}
+	}
+	if created["webhook.yaml"] != 4 {
+		t.Fatalf("created %d objects of webhook.yaml, want 4 (service account, deployment, service, webhook configuration)", created["webhook.yaml"])
+	}
+	if created := created["tessera.yaml"]; created < 9 {
+		t.Fatalf("created %d objects, want the whole manifest", created)
+	}
+}
+
+// readManifest decodes every object of a multi-document YAML file.
+func readManifest(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	created := 0
+	var out []*unstructured.Unstructured
 	for {
 		var obj unstructured.Unstructured
 		if err := dec.Decode(&obj.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return out, nil
 			}
-			t.Fatal(err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if len(obj.Object) == 0 {
-			continue
+		if len(obj.Object) > 0 {
+			out = append(out, &obj)
 		}
-		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s %s: %v", gvk.Kind, obj.GetName(), err)
-		}
-		r := dyn.Resource(m.Resource)
-		var ri dynamic.ResourceInterface = r
-		if ns := obj.GetNamespace(); ns != "" {
-			ri = r.Namespace(ns)
-		}
-		if _, err := ri.Create(ctx, &obj, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
-			t.Fatalf("create %s %s: %v", gvk.Kind, obj.GetName(), err)
-		}
-		created++
-	}
-	if created < 9 {
-		t.Fatalf("created %d objects, want the whole manifest", created)
 	}
 }

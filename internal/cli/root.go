@@ -80,6 +80,7 @@ one host or across a Kubernetes cluster.`,
 		newLogsCommand(a),
 		newStopCommand(a),
 		newQueueCommand(a),
+		newWebhookCommand(a),
 	)
 	return root
 }

@@ -1,0 +1,266 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/tessera-gpu/tessera/agent/handoff"
+	agentkube "github.com/tessera-gpu/tessera/agent/kube"
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/workload"
+)
+
+func newHandler(t *testing.T) *Handler {
+	t.Helper()
+	h, err := New(Config{SchedulerName: "tessera", Catalog: catalog.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func testPod(ann map[string]string, containers ...corev1.Container) *corev1.Pod {
+	if len(containers) == 0 {
+		containers = []corev1.Container{{Name: "main", Image: "cuda"}}
+	}
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: ann},
+		Spec:       corev1.PodSpec{SchedulerName: "tessera", Containers: containers},
+	}
+}
+
+func limits(kv ...string) corev1.ResourceRequirements {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return corev1.ResourceRequirements{Limits: l}
+}
+
+// review posts pod to the handler as the API server does and returns the
+// response.
+func review(t *testing.T, h http.Handler, op admissionv1.Operation, kind metav1.GroupVersionKind, pod *corev1.Pod) *admissionv1.AdmissionResponse {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "uid-1", Kind: kind, Operation: op, Namespace: pod.Namespace,
+			Object: runtime.RawExtension{Raw: raw}},
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response == nil || out.Response.UID != "uid-1" {
+		t.Fatalf("response review %+v lacks the type, the response or the request's UID", out)
+	}
+	return out.Response
+}
+
+var podKind = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+
+func TestReviewTranslatesKAIAnnotations(t *testing.T) {
+	tests := []struct {
+		name      string
+		pod       *corev1.Pod
+		container string
+		gpus      int64
+		ann       map[string]string // annotations expected after the patch (all of them)
+		keep      corev1.ResourceList
+	}{
+		{
+			name:      "fraction on a container without resources",
+			pod:       testPod(map[string]string{"gpu-fraction": "0.5", "team": "a"}),
+			container: "main", gpus: 1,
+			ann: map[string]string{"team": "a", workload.AnnotationCompute: "0.5", AnnotationMigratedFrom: "gpu-fraction=0.5"},
+		},
+		{
+			name: "memory on two devices, first container keeps its other limits, sidecar untouched",
+			pod: testPod(map[string]string{"gpu-memory": "2000", "gpu-fraction-num-devices": "2"},
+				corev1.Container{Name: "train", Resources: limits("cpu", "2", "memory", "4Gi")},
+				corev1.Container{Name: "sidecar"}),
+			container: "train", gpus: 2,
+			ann:  map[string]string{workload.AnnotationMemory: "2000Mi", AnnotationMigratedFrom: "gpu-fraction-num-devices=2,gpu-memory=2000"},
+			keep: corev1.ResourceList{"cpu": resource.MustParse("2"), "memory": resource.MustParse("4Gi")},
+		},
+		{
+			name:      "percent fraction",
+			pod:       testPod(map[string]string{"gpu-fraction": "25%"}),
+			container: "main", gpus: 1,
+			ann: map[string]string{workload.AnnotationCompute: "25%", AnnotationMigratedFrom: "gpu-fraction=25%"},
+		},
+	}
+	h := newHandler(t)
+	cat := catalog.Default()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := workload.FromPod(tc.pod, cat)
+			if err != nil || len(before) != 1 {
+				t.Fatalf("original request: %v %v", before, err)
+			}
+			resp := review(t, h, admissionv1.Create, podKind, tc.pod)
+			if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch || len(resp.Patch) == 0 {
+				t.Fatalf("response %+v: want allowed with a JSON patch", resp)
+			}
+			raw, _ := json.Marshal(tc.pod)
+			out, err := applyPatch(raw, resp.Patch)
+			if err != nil {
+				t.Fatalf("apply %s: %v", resp.Patch, err)
+			}
+			var got corev1.Pod
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Annotations, tc.ann) {
+				t.Errorf("annotations %v, want %v", got.Annotations, tc.ann)
+			}
+			for i, c := range got.Spec.Containers {
+				lim, req := c.Resources.Limits[workload.ResourceGPU], c.Resources.Requests[workload.ResourceGPU]
+				if c.Name != tc.container {
+					if !reflect.DeepEqual(c, tc.pod.Spec.Containers[i]) {
+						t.Errorf("container %s changed: %+v", c.Name, c)
+					}
+					continue
+				}
+				if lim.Value() != tc.gpus || req.Value() != tc.gpus {
+					t.Errorf("container %s: %s limit %s, request %s; want %d", c.Name, workload.ResourceGPU, lim.String(), req.String(), tc.gpus)
+				}
+				for k, v := range tc.keep {
+					if q := c.Resources.Limits[k]; q.Cmp(v) != 0 {
+						t.Errorf("container %s: limit %s = %s, want %s kept", c.Name, k, q.String(), v.String())
+					}
+				}
+			}
+			// The scheduler reads the same request from the patched pod...
+			after, err := workload.FromPod(&got, cat)
+			if err != nil || len(after) != 1 || after[0].Convention != workload.Tessera || after[0].Container != tc.container || !reflect.DeepEqual(after[0].GPU, before[0].GPU) {
+				t.Errorf("scheduler reads %+v, %v; want the original request %+v under Tessera's keys", after, err, before[0])
+			}
+			// ...and the agent expects one device per GPU of that request.
+			if cs := agentkube.FromAPI(&got).Containers; !reflect.DeepEqual(cs, []handoff.ContainerRequest{{Name: tc.container, Devices: before[0].GPU.Count}}) {
+				t.Errorf("agent sees device requests %+v, want %d for %s", cs, before[0].GPU.Count, tc.container)
+			}
+		})
+	}
+}
+
+func TestReviewLeavesOtherPodsAlone(t *testing.T) {
+	other := testPod(map[string]string{"gpu-fraction": "0.5"})
+	other.Spec.SchedulerName = "default-scheduler"
+	tests := []struct {
+		name string
+		op   admissionv1.Operation
+		kind metav1.GroupVersionKind
+		pod  *corev1.Pod
+	}{
+		{"asks for nothing", admissionv1.Create, podKind, testPod(nil)},
+		{"already has tessera.io/gpu", admissionv1.Create, podKind, testPod(map[string]string{workload.AnnotationCompute: "0.5"}, corev1.Container{Name: "main", Resources: limits(workload.ResourceGPU, "1")})},
+		{"uses nvidia.com/gpu", admissionv1.Create, podKind, testPod(nil, corev1.Container{Name: "main", Resources: limits("nvidia.com/gpu", "1")})},
+		{"another scheduler's pod", admissionv1.Create, podKind, other},
+		{"an update", admissionv1.Update, podKind, testPod(map[string]string{"gpu-fraction": "0.5"})},
+		{"not a pod", admissionv1.Create, metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, testPod(map[string]string{"gpu-fraction": "0.5"})},
+	}
+	h := newHandler(t)
+	for _, tc := range tests {
+		resp := review(t, h, tc.op, tc.kind, tc.pod)
+		if !resp.Allowed || resp.Patch != nil || resp.PatchType != nil || resp.Result != nil {
+			t.Errorf("%s: response %+v, want allowed with no patch", tc.name, resp)
+		}
+	}
+}
+
+func TestReviewDeniesBadRequests(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want []string
+	}{
+		{"fraction above one", testPod(map[string]string{"gpu-fraction": "1.5"}),
+			[]string{"annotation gpu-fraction of container main", "(0, 1]", `"1.5"`}},
+		{"fraction and memory", testPod(map[string]string{"gpu-fraction": "0.5", "gpu-memory": "2000"}),
+			[]string{"annotation gpu-memory", "conflicts with gpu-fraction"}},
+		{"memory with a unit", testPod(map[string]string{"gpu-memory": "2Gi"}),
+			[]string{"annotation gpu-memory", "whole number of MiB >= 1", `"2Gi"`}},
+		{"too many devices", testPod(map[string]string{"gpu-fraction": "0.5", "gpu-fraction-num-devices": "17"}),
+			[]string{"annotation gpu-fraction-num-devices of container main", "[1, 16]", `"17"`}},
+		{"KAI annotations with a GPU resource", testPod(map[string]string{"gpu-fraction": "0.5"}, corev1.Container{Name: "main", Resources: limits("nvidia.com/gpu", "1")}),
+			[]string{"annotation gpu-fraction of container main", "conflicts with resource nvidia.com/gpu"}},
+		{"KAI and Tessera annotations", testPod(map[string]string{"gpu-fraction": "0.5", workload.AnnotationModel + ".main": "H100"}),
+			[]string{"annotation tessera.io/gpu-model.main", "conflicts with KAI's"}},
+		{"Tessera annotation without the resource", testPod(map[string]string{workload.AnnotationCompute: "0.5"}),
+			[]string{"annotation tessera.io/gpu-fraction", "no container requests tessera.io/gpu"}},
+	}
+	h := newHandler(t)
+	for _, tc := range tests {
+		resp := review(t, h, admissionv1.Create, podKind, tc.pod)
+		if resp.Allowed || resp.Patch != nil || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity {
+			t.Errorf("%s: response %+v, want denied with code 422", tc.name, resp)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(resp.Result.Message, w) {
+				t.Errorf("%s: message %q lacks %q", tc.name, resp.Result.Message, w)
+			}
+		}
+	}
+}
+
+func TestServeHTTPRejectsMalformedReviews(t *testing.T) {
+	h := newHandler(t)
+	tests := []struct {
+		method, body string
+		code         int
+	}{
+		{http.MethodGet, "", http.StatusMethodNotAllowed},
+		{http.MethodPost, "{", http.StatusBadRequest},
+		{http.MethodPost, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, http.StatusBadRequest},
+	}
+	for _, tc := range tests {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, "/mutate", strings.NewReader(tc.body)))
+		if rec.Code != tc.code {
+			t.Errorf("%s %q: HTTP %d, want %d", tc.method, tc.body, rec.Code, tc.code)
+		}
+	}
+	// A review whose object is not a pod is denied, not crashed on.
+	raw := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"version":"v1","kind":"Pod"},"operation":"CREATE","object":{"spec":{"containers":"nope"}}}}`)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(raw)))
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Allowed || !strings.Contains(out.Response.Result.Message, "decode pod") {
+		t.Errorf("undecodable pod: %s %v, want denied with \"decode pod\"", rec.Body, err)
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	if _, err := New(Config{Catalog: catalog.Default()}); err == nil || !strings.Contains(err.Error(), "scheduler name") {
+		t.Errorf("no scheduler name: %v", err)
+	}
+	if _, err := New(Config{SchedulerName: "tessera"}); err == nil || !strings.Contains(err.Error(), "catalog") {
+		t.Errorf("no catalog: %v", err)
+	}
+}

@@ -1,0 +1,93 @@
+package admission
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/kube/workload"
+)
+
+// maxReviewBytes bounds a request body; the API server's objects are at
+// most about 1.5 MiB (etcd's limit), and a review carries one.
+const maxReviewBytes = 4 << 20
+
+// Review answers one admission request: allowed with a JSON Patch for a pod
+// that needs tessera.io/gpu, allowed untouched for anything else, denied
+// with kube/workload's message for an invalid GPU request.
+func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	if req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.SubResource != "" || req.Operation != admissionv1.Create {
+		return resp
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		return deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode pod: %v", err))
+	}
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName + "*"
+	}
+	ops, err := h.Mutate(&pod)
+	if err != nil {
+		h.cfg.Log.Info("denied pod", "namespace", req.Namespace, "pod", name, "reason", err.Error())
+		return deny(resp, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, err.Error())
+	}
+	if len(ops) == 0 {
+		return resp
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return deny(resp, http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("encode patch: %v", err))
+	}
+	pt := admissionv1.PatchTypeJSONPatch
+	resp.Patch, resp.PatchType = patch, &pt
+	h.cfg.Log.Info("translated pod GPU annotations into "+workload.ResourceGPU, "namespace", req.Namespace, "pod", name, "patch", string(patch))
+	return resp
+}
+
+func deny(resp *admissionv1.AdmissionResponse, code int32, reason metav1.StatusReason, msg string) *admissionv1.AdmissionResponse {
+	resp.Allowed = false
+	resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg}
+	return resp
+}
+
+// ServeHTTP serves AdmissionReview v1 requests (POST, JSON).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "admission reviews must be POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxReviewBytes))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("read admission review: %v", err), http.StatusBadRequest)
+		return
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		http.Error(w, fmt.Sprintf("decode admission review: %v", err), http.StatusBadRequest)
+		return
+	}
+	if review.Request == nil {
+		http.Error(w, "admission review has no request", http.StatusBadRequest)
+		return
+	}
+	out := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Response: h.Review(review.Request),
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("encode admission review: %v", err), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(data); err != nil {
+		h.cfg.Log.Debug("write admission response", "error", err)
+	}
+}
