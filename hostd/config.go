@@ -11,6 +11,8 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/quantity"
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // Config configures a Daemon.
@@ -32,9 +34,20 @@ type Config struct {
 	Supervisor []string
 	// InterceptLib is the interception library preloaded into jobs ("" none).
 	InterceptLib string
-	// Orderer orders waiting jobs (default queue.FairShare: the cluster's
-	// fair-share rules across queues, priority with aging within one).
+	// Orderer orders waiting jobs (default queue.FairShare over Queues: the
+	// cluster's fair-share rules across queues, priority with aging within
+	// one).
 	Orderer queue.Orderer
+	// Queues are the configured queues (guarantees, weights, limits,
+	// priorities, parents), validated by New. When empty, any valid queue
+	// name is accepted and created on first use (weight 1, no guarantee);
+	// otherwise a job must name a configured queue or "default".
+	Queues []queueing.Queue
+	// DisablePreemption turns off stopping running jobs for waiting ones.
+	DisablePreemption bool
+	// PreemptionMinRuntime protects jobs that have run less than this from
+	// preemption (0: no protection).
+	PreemptionMinRuntime time.Duration
 	// Arbiter is the node arbiter seam (nil: none; compute is then not
 	// gated and jobs run with TESSERA_COMPUTE_FAIL=open).
 	Arbiter Arbiter
@@ -83,7 +96,22 @@ func (c *Config) defaults() error {
 		c.Policy = placement.DefaultPolicy
 	}
 	if c.Orderer == nil {
-		c.Orderer = queue.FairShare{Within: queue.PriorityFIFO{AgingStep: queue.DefaultAgingStep}}
+		c.Orderer = queue.FairShare{Within: queue.PriorityFIFO{AgingStep: queue.DefaultAgingStep}, Queues: c.Queues}
+	}
+	if _, err := queueing.NewTree(c.Queues); err != nil {
+		return fmt.Errorf("queues: %w", err)
+	}
+	var gpus int64
+	for _, n := range c.Nodes {
+		gpus += int64(len(n.GPUs))
+	}
+	for i, q := range c.Queues {
+		if q.Guaranteed.GPUMilli > gpus*1000 {
+			return fmt.Errorf("queues[%d].guaranteed.gpu: must be at most this host's %d GPUs, got %s", i, gpus, quantity.FormatShare(q.Guaranteed.GPUMilli))
+		}
+	}
+	if c.PreemptionMinRuntime < 0 {
+		return fmt.Errorf("preemption min runtime: must be >= 0, got %s", c.PreemptionMinRuntime)
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = 10 * time.Second

@@ -49,10 +49,11 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 }
 
 // Fractional jobs fill two GPUs; later ones queue and start in priority,
-// then submission order; no GPU is ever booked past its capacity.
+// then submission order; no GPU is ever booked past its capacity. (With
+// preemption off: the high-priority job would otherwise stop a running one.)
 func TestQueueingOrderAndNoOverAllocation(t *testing.T) {
 	gates := t.TempDir()
-	d := startDaemon(t, t.TempDir(), "2xH200")
+	d := startDaemon(t, t.TempDir(), "2xH200", func(c *Config) { c.DisablePreemption = true })
 	half := map[string]string{"compute": "0.5"}
 	var ids []string
 	for i := 0; i < 4; i++ {

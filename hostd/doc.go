@@ -9,4 +9,12 @@
 // builds a job's environment, hostd/server and hostd/client speak the local
 // HTTP+JSON API over a unix socket, and this package ties them together.
 // The node arbiter plugs in through Config.Arbiter (ArbiterSeat adapts package arbiter).
+//
+// Queues, fair share and preemption follow the cluster's rules through the
+// same pure packages: queueing (queues from the --config file, see
+// ConfigFile; fair-share order through hostd/queue) and preemption (which
+// running jobs a waiting one may stop: a lower priority in its queue, or
+// reclaim by a queue below its guarantee). This package only applies the
+// decisions: it marks victims, stops them through their supervisors and
+// re-queues restartable ones.
 package hostd

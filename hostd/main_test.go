@@ -41,7 +41,9 @@ type testDaemon struct {
 	once   sync.Once
 }
 
-func startDaemon(t *testing.T, stateDir, spec string, opts ...func(*Config)) *testDaemon {
+// testConfig is a daemon configuration on simulated GPUs (spec), whose
+// supervisor is this test binary.
+func testConfig(t *testing.T, stateDir, spec string) Config {
 	t.Helper()
 	cat := catalog.Default()
 	src, err := discovery.Open("sim:"+spec, cat)
@@ -57,6 +59,12 @@ func startDaemon(t *testing.T, stateDir, spec string, opts ...func(*Config)) *te
 		Supervisor: []string{os.Args[0]}, StopGrace: 5 * time.Second, PollInterval: 20 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	return cfg
+}
+
+func startDaemon(t *testing.T, stateDir, spec string, opts ...func(*Config)) *testDaemon {
+	t.Helper()
+	cfg := testConfig(t, stateDir, spec)
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -86,22 +86,28 @@ func (d *Daemon) Stop(id string) (api.Job, error) {
 func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	waiting, err := d.waitingLocked()
+	waiting, jobs, err := d.waitingLocked()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]api.QueueEntry, 0, len(waiting))
 	for i, j := range waiting {
-		e := api.QueueEntry{Position: i + 1, ID: j.ID, Queue: j.Queue, Priority: j.Priority, Request: describe(j)}
+		e := api.QueueEntry{Position: i + 1, ID: j.ID, Queue: j.Queue, Priority: j.Priority, Request: describe(j), Preemptions: j.Preemptions}
 		if i > 0 {
 			e.Reason = "behind " + waiting[0].ID + " (jobs start in priority order, then submission order; no overtaking)"
 		} else {
 			pod := podOf(j)
 			if _, err := d.policy.Place(d.cluster, &pod); err != nil {
 				e.Reason = "waiting for GPU capacity: " + err.Error()
+				if note := d.preemptNoteLocked(j, jobs); note != "" {
+					e.Reason += "; " + note
+				}
 			} else {
 				e.Reason = "about to start"
 			}
+		}
+		if j.LastPreemption != nil {
+			e.Reason = fmt.Sprintf("re-queued after preemption by %s (%d so far); %s", j.LastPreemption.By, j.Preemptions, e.Reason)
 		}
 		out = append(out, e)
 	}

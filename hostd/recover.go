@@ -3,6 +3,7 @@ package hostd
 import (
 	"fmt"
 	"path/filepath"
+	"syscall"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
@@ -31,6 +32,7 @@ func (d *Daemon) recover() error {
 		}
 		if !alive {
 			d.outcomeLocked(&j)
+			d.preemptedOutcome(&j)
 			if err := d.store.Put(j); err != nil {
 				return fmt.Errorf("recover job %s: %w", j.ID, err)
 			}
@@ -46,6 +48,12 @@ func (d *Daemon) recover() error {
 		if d.cfg.Arbiter != nil {
 			if _, err := d.cfg.Arbiter.Admit(j, filepath.Join(d.JobDir(j.ID), "shm")); err != nil {
 				d.cfg.Log.Error("re-admit adopted job to the arbiter", "job", j.ID, "err", err)
+			}
+		}
+		if j.Preempt != nil || j.StopRequested {
+			// The last daemon may have stopped before signalling it.
+			if err := syscall.Kill(j.SupervisorPID, syscall.SIGTERM); err != nil {
+				d.cfg.Log.Error("signal adopted job being stopped", "job", j.ID, "err", err)
 			}
 		}
 		d.adopted = append(d.adopted, j)

@@ -23,7 +23,7 @@ func (d *Daemon) schedule() {
 	if d.closed {
 		return
 	}
-	waiting, err := d.waitingLocked()
+	waiting, jobs, err := d.waitingLocked()
 	if err != nil {
 		d.cfg.Log.Error("list queued jobs", "err", err)
 		return
@@ -32,6 +32,7 @@ func (d *Daemon) schedule() {
 		pod := podOf(j)
 		dec, err := d.policy.Place(d.cluster, &pod)
 		if err != nil {
+			d.preemptLocked(j, jobs)
 			return // the head waits; Queue says why
 		}
 		if err := d.cluster.Apply(&pod, dec); err != nil {
@@ -42,30 +43,21 @@ func (d *Daemon) schedule() {
 	}
 }
 
-// waitingLocked returns the queued jobs in start order.
-func (d *Daemon) waitingLocked() ([]api.Job, error) {
+// waitingLocked returns the queued jobs in start order, and every job.
+func (d *Daemon) waitingLocked() ([]api.Job, []api.Job, error) {
 	jobs, err := d.store.List()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byID := map[string]api.Job{}
 	var items []queue.Item
-	used := map[string]queueing.Resources{}
 	for _, j := range jobs {
-		switch j.State {
-		case api.Queued:
+		if j.State == api.Queued {
 			byID[j.ID] = j
 			items = append(items, queue.Item{ID: j.ID, Queue: j.Queue, Priority: j.Priority, Seq: j.Seq, Submitted: j.Submitted, Need: jobNeed(j)})
-		case api.Running:
-			q := j.Queue
-			if q == "" {
-				q = queueing.DefaultQueue
-			}
-			for _, s := range j.Shares {
-				used[q] = used[q].Add(queueing.Resources{GPUMilli: s.ComputeMilli, GPUMemoryMiB: s.MemoryMiB})
-			}
 		}
 	}
+	used := usage(jobs)
 	ordered := d.cfg.Orderer.Order(items, d.cfg.Now())
 	if uo, ok := d.cfg.Orderer.(queue.UsageOrderer); ok {
 		ordered = uo.OrderWithUsage(items, d.cfg.Now(), d.capacity(), used)
@@ -74,7 +66,7 @@ func (d *Daemon) waitingLocked() ([]api.Job, error) {
 	for _, it := range ordered {
 		out = append(out, byID[it.ID])
 	}
-	return out, nil
+	return out, jobs, nil
 }
 
 func podOf(j api.Job) placement.Pod {
@@ -130,6 +122,12 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 	}
 	dir := d.JobDir(j.ID)
 	shm := filepath.Join(dir, "shm")
+	// A restartable job starts again after a preemption: its earlier
+	// run's exit status must not be mistaken for this run's.
+	if err := os.Remove(filepath.Join(dir, supervisor.ExitFile)); err != nil && !os.IsNotExist(err) {
+		fail(fmt.Errorf("job folder: %w", err))
+		return
+	}
 	if err := os.MkdirAll(shm, 0o700); err != nil {
 		fail(fmt.Errorf("job folder: %w", err))
 		return

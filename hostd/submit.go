@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/placement"
@@ -85,6 +87,9 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	if !queueName.MatchString(q) {
 		return api.Job{}, &InputError{Field: "queue", Msg: fmt.Sprintf("must be 1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit, got %q", r.Queue)}
 	}
+	if len(d.cfg.Queues) > 0 && q != DefaultQueue && !d.configured(q) {
+		return api.Job{}, &InputError{Field: "queue", Msg: fmt.Sprintf("queue %q is not configured; this daemon's queues are %s (queues are declared in the file given to tessera up --config)", q, strings.Join(d.queueNames(), ", "))}
+	}
 	if r.Priority < MinPriority || r.Priority > MaxPriority {
 		return api.Job{}, &InputError{Field: "priority", Msg: fmt.Sprintf("must be in [%d, %d], got %d", MinPriority, MaxPriority, r.Priority)}
 	}
@@ -98,7 +103,7 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 		}
 		lib = r.InterceptLib
 	}
-	return api.Job{GPU: gpu, Command: r.Command, Env: r.Env, Dir: r.Dir, Queue: q, Priority: r.Priority, InterceptLib: lib}, nil
+	return api.Job{GPU: gpu, Command: r.Command, Env: r.Env, Dir: r.Dir, Queue: q, Priority: r.Priority, InterceptLib: lib, Restartable: r.Restartable}, nil
 }
 
 // fitsEverLocked rejects requests no amount of waiting can satisfy.
@@ -115,4 +120,25 @@ func (d *Daemon) fitsEverLocked(gpu request.GPU) error {
 		return &InputError{Field: "gpu", Msg: fmt.Sprintf("no GPU of this host can ever take this request (%v)", err)}
 	}
 	return nil
+}
+
+func (d *Daemon) configured(name string) bool {
+	for _, q := range d.cfg.Queues {
+		if q.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// queueNames lists the configured queues and the default one, sorted.
+func (d *Daemon) queueNames() []string {
+	names := []string{DefaultQueue}
+	for _, q := range d.cfg.Queues {
+		if q.Name != DefaultQueue {
+			names = append(names, q.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -52,9 +52,10 @@ func (d *Daemon) finish(id string) {
 	if err != nil || j.State != api.Running {
 		return
 	}
+	pod, dec := podOf(j), decisionOf(j)
 	d.outcomeLocked(&j)
-	pod := podOf(j)
-	if err := d.cluster.Release(&pod, decisionOf(j)); err != nil {
+	d.preemptedOutcome(&j)
+	if err := d.cluster.Release(&pod, dec); err != nil {
 		d.cfg.Log.Error("release placement", "job", j.ID, "err", err)
 	}
 	if d.cfg.Arbiter != nil {

@@ -4,7 +4,10 @@
 //
 // Two rules make a running workload a candidate victim for a waiting one:
 //
-//   - priority preemption: the victim has a lower priority (any queue);
+//   - priority preemption: the victim is in the same queue and has a lower
+//     priority (priorities order work within a queue; across queues the
+//     fair-share rules decide, so a priority never breaks another queue's
+//     guarantee);
 //   - reclaim: the waiting workload's queue, taking what it needs, stays
 //     within its guaranteed share, while the victim's queue (another one)
 //     is above its own guarantee. Priorities do not matter then.

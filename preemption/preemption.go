@@ -14,7 +14,7 @@ type Kind int
 const (
 	// NotEligible: the workload may not be stopped.
 	NotEligible Kind = iota
-	// ByPriority: the victim's priority is lower than the waiting one's.
+	// ByPriority: the victim, in the waiting one's queue, has a lower priority.
 	ByPriority
 	// ByReclaim: the waiting workload's queue takes back its guarantee
 	// from a queue above its own.
@@ -74,7 +74,7 @@ func (r Rules) Why(w Waiting, c Candidate, now time.Time) Kind {
 	if !r.RanLongEnough(c.Started, now) {
 		return NotEligible
 	}
-	if c.Priority < w.Priority {
+	if c.Priority < w.Priority && queueOr(c.Queue) == queueOr(w.Queue) {
 		return ByPriority
 	}
 	if r.Fair.MayReclaim(w.Queue, w.Need, c.Queue) {
@@ -202,12 +202,7 @@ func (f *Fairness) MayReclaim(waitingQueue string, need queueing.Resources, vict
 	if f == nil || f.Tree == nil || f.Ledger == nil {
 		return false
 	}
-	if victimQueue == "" {
-		victimQueue = queueing.DefaultQueue
-	}
-	if waitingQueue == "" {
-		waitingQueue = queueing.DefaultQueue
-	}
+	victimQueue, waitingQueue = queueOr(victimQueue), queueOr(waitingQueue)
 	if victimQueue == waitingQueue {
 		return false
 	}
@@ -225,4 +220,12 @@ func (f *Fairness) MayReclaim(waitingQueue string, need queueing.Resources, vict
 	}
 	used := f.Ledger.Used(victimQueue)
 	return used.GPUMilli > vq.Guaranteed.GPUMilli || (vq.Guaranteed.GPUMemoryMiB > 0 && used.GPUMemoryMiB > vq.Guaranteed.GPUMemoryMiB)
+}
+
+// queueOr names the queue, the default one for "".
+func queueOr(q string) string {
+	if q == "" {
+		return queueing.DefaultQueue
+	}
+	return q
 }

@@ -19,6 +19,9 @@ const (
 	Stopped   State = "stopped"
 	// Lost means the job's processes vanished and no exit status was recorded.
 	Lost State = "lost"
+	// Preempted means the job was stopped to make room for another and was
+	// not restartable (a restartable one goes back to Queued instead).
+	Preempted State = "preempted"
 )
 
 // Final reports whether s is a terminal state.
@@ -41,6 +44,9 @@ type SubmitRequest struct {
 	Priority int `json:"priority,omitempty"`
 	// InterceptLib overrides the daemon's interception library path.
 	InterceptLib string `json:"interceptLib,omitempty"`
+	// Restartable says the job may be started again from the beginning:
+	// when it is preempted it goes back to the queue instead of ending.
+	Restartable bool `json:"restartable,omitempty"`
 }
 
 // Job is a job's record as the daemon keeps and reports it.
@@ -70,10 +76,31 @@ type Job struct {
 	SupervisorStart uint64 `json:"supervisorStart,omitempty"`
 	// StopRequested is set by `tessera stop`; the final state is then Stopped.
 	StopRequested bool `json:"stopRequested,omitempty"`
+	// Restartable jobs go back to the queue when preempted (see Preempted).
+	Restartable bool `json:"restartable,omitempty"`
+	// Preempt is set on a running job chosen as a preemption victim, until
+	// it has exited; the job's end (or re-queue) records it in Preemptions.
+	Preempt *Preemption `json:"preempt,omitempty"`
+	// Preemptions counts how often the job was preempted and re-queued;
+	// LastPreemption says the latest one.
+	Preemptions    int         `json:"preemptions,omitempty"`
+	LastPreemption *Preemption `json:"lastPreemption,omitempty"`
 	// ExitCode is the job's exit code (128+signal when killed); nil when unknown.
 	ExitCode *int `json:"exitCode,omitempty"`
 	// Reason explains the final state ("exit status 2", "killed by signal 15").
 	Reason string `json:"reason,omitempty"`
+}
+
+// Preemption records why a job was (or is being) stopped for another.
+type Preemption struct {
+	// By is the waiting job the victim makes room for.
+	By string `json:"by"`
+	// Kind is "priority" (a higher-priority job of the same queue) or
+	// "reclaim" (a queue below its guarantee takes it back from one above).
+	Kind string `json:"kind"`
+	// Reason is the sentence tessera ps and tessera queue show.
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // QueueEntry is one waiting job in start order, with why it waits.
@@ -84,6 +111,8 @@ type QueueEntry struct {
 	Priority int    `json:"priority"`
 	Request  string `json:"request"`
 	Reason   string `json:"reason"`
+	// Preemptions counts how often the job was preempted and re-queued.
+	Preemptions int `json:"preemptions,omitempty"`
 }
 
 // GPUStatus is one GPU's live booking.

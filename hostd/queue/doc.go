@@ -8,6 +8,8 @@
 // then by submission sequence (earlier first). The effective priority is
 // the job's priority plus one for every AgingStep it has waited, so a
 // low-priority job eventually outranks any stream of newer high-priority
-// jobs: nothing starves. Queue names are labels for now; the cluster's
-// fair-share rules (a later issue) replace the Orderer.
+// jobs: nothing starves. FairShare, the daemon's default, orders across
+// queues by the cluster's fair-share rules (package queueing) and uses
+// PriorityFIFO within each; Tree builds the queue tree it and preemption's
+// reclaim rule share.
 package queue

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tessera-gpu/tessera/queueing"
@@ -55,31 +56,39 @@ func (f FairShare) OrderWithUsage(items []Item, now time.Time, total queueing.Re
 
 // tree defines the configured queues plus every other name in use.
 func (f FairShare) tree(items []Item, used map[string]queueing.Resources) *queueing.Tree {
-	qs := slices.Clone(f.Queues)
+	names := make([]string, 0, len(items)+len(used))
+	for _, it := range items {
+		names = append(names, queueName(it))
+	}
+	for name := range used {
+		names = append(names, name)
+	}
+	return Tree(f.Queues, names)
+}
+
+// Tree is the queue tree of the configured queues plus, with weight 1 and
+// no guarantee, every other name in names. An invalid configured set (the
+// daemon validates it at start) falls back to flat queues rather than
+// refusing to order.
+func Tree(configured []queueing.Queue, names []string) *queueing.Tree {
+	qs := slices.Clone(configured)
 	known := map[string]bool{}
 	for _, q := range qs {
 		known[q.Name] = true
 	}
-	add := func(name string) {
+	for _, name := range names {
 		if !known[name] {
 			known[name] = true
 			qs = append(qs, queueing.Queue{Name: name, Weight: 1})
 		}
 	}
-	for _, it := range items {
-		add(queueName(it))
-	}
-	for name := range used {
-		add(name)
-	}
 	t, err := queueing.NewTree(qs)
 	if err != nil {
-		// Names are validated at submission; an invalid configured set
-		// falls back to flat queues rather than refusing to order.
 		flat := make([]queueing.Queue, 0, len(known))
 		for name := range known {
 			flat = append(flat, queueing.Queue{Name: name, Weight: 1})
 		}
+		slices.SortFunc(flat, func(a, b queueing.Queue) int { return strings.Compare(a.Name, b.Name) })
 		t, _ = queueing.NewTree(flat)
 	}
 	return t

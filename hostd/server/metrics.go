@@ -35,7 +35,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[api.State]int{}
-	for _, s := range []api.State{api.Queued, api.Running, api.Succeeded, api.Failed, api.Stopped, api.Lost} {
+	for _, s := range []api.State{api.Queued, api.Running, api.Succeeded, api.Failed, api.Stopped, api.Lost, api.Preempted} {
 		counts[s] = 0
 	}
 	for _, j := range jobs {

@@ -20,11 +20,11 @@ import (
 const preemptionWait = 2 * time.Minute
 
 // preempt tries to make room for an unschedulable pod by evicting pods from
-// one node, by the rules of package preemption: lower-priority pods, or
-// (with fair set) pods of queues above their guarantee when the pod's queue
-// is below its own (reclaim); never one that has run less than the minimum
-// runtime, never so many members of a gang that it falls below its
-// minimum; the node needing the fewest victims wins. Only this scheduler's
+// one node, by the rules of package preemption: lower-priority pods of its
+// queue, or (with fair set) pods of queues above their guarantee when the
+// pod's queue is below its own (reclaim); never one that has run less than
+// the minimum runtime, never so many members of a gang that it falls below
+// its minimum; the node needing the fewest victims wins. Only this scheduler's
 // pods are victims. It returns the message to leave on the pod, or "" when
 // no preemption helps.
 func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness) string {
@@ -54,9 +54,10 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 		return ""
 	}
 	node := snap.nodes[best.Node].Name
-	for _, v := range victims {
+	now := time.Now()
+	for i, v := range victims {
 		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, node, priority(v))
-		if priority(v) >= prio { // eligible only by reclaim
+		if rules.Why(w, best.Victims[i], now) == preemption.ByReclaim {
 			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, queueOf(pod), node, queueOf(v))
 		}
 		s.events.recorder.Event(v, corev1.EventTypeWarning, "Preempted", msg)
@@ -66,7 +67,7 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 		}
 	}
 	s.setPreempting(pod.UID, time.Now().Add(preemptionWait))
-	return fmt.Sprintf("preempting %d lower-priority pod(s) on node %s; scheduling once they exit", len(victims), node)
+	return fmt.Sprintf("preempting %d pod(s) on node %s; scheduling once they exit", len(victims), node)
 }
 
 // victimsOn finds the victims on node ni whose eviction lets the pod fit
