@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/tessera-gpu/tessera/agent/cdi"
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
 	"github.com/tessera-gpu/tessera/agent/deviceplugin"
 	"github.com/tessera-gpu/tessera/agent/handoff"
@@ -57,7 +60,12 @@ type Config struct {
 	// restart is looked for (default 1s).
 	ReconcileInterval   time.Duration
 	PluginCheckInterval time.Duration
-	Log                 *slog.Logger
+	// NVML and HostRoot locate devices for the CDI spec when
+	// Paths.CDISpecDir is set: the NVML library (nil: the host's) and where
+	// the host's /dev and /proc are seen ("" is "/"). Tests replace them.
+	NVML     nvml.Interface
+	HostRoot string
+	Log      *slog.Logger
 }
 
 // Agent is a running node agent.
@@ -88,6 +96,23 @@ func New(cfg Config) (*Agent, error) {
 	devices, err := NewDevices(cfg.Node, cfg.SlotsPerGPU)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if cfg.Paths.CDISpecDir != "" {
+		// Checked here too: the spec is written before the allocator
+		// checks the paths.
+		if err := cfg.Paths.Validate(); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		lib := cfg.NVML
+		if lib == nil {
+			lib = nvml.New()
+		}
+		path, err := cdi.Generate(lib, cfg.Node, cdi.Options{Dir: cfg.Paths.CDISpecDir, BaseSpec: cfg.Paths.CDIBaseSpec, HostRoot: cfg.HostRoot})
+		if err != nil {
+			return nil, fmt.Errorf("agent: CDI spec: %w", err)
+		}
+		cfg.Paths.CDI, cfg.Paths.CDIKind = true, cdi.Kind
+		cfg.Log.Info("wrote CDI spec", "path", path, "kind", cdi.Kind)
 	}
 	store, err := checkpoint.Open(filepath.Join(cfg.StateDir, CheckpointFile), cfg.NodeName)
 	if err != nil {

@@ -7,7 +7,8 @@
 // advertises; the Allocator (allocator.go) answers kubelet's Allocate and
 // PreStartContainer calls using agent/handoff and keeps every allocation in
 // a checkpoint (agent/checkpoint) so a restart loses nothing; agent/kube
-// publishes the inventory; agent/metrics serves /metrics. docs/handoff.md
+// publishes the inventory; agent/metrics serves /metrics; with a CDI spec
+// folder configured, agent/cdi writes the node's CDI spec at start. docs/handoff.md
 // and docs/metrics.md describe the design and the contract.
 //
 // It must not choose placements (the scheduler does) or enforce shares

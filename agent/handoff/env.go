@@ -43,6 +43,14 @@ type Paths struct {
 	CDI bool
 	// CDIKind is the CDI vendor/class of GPUs, "nvidia.com/gpu" by default.
 	CDIKind string
+	// CDISpecDir, when set, makes the agent write its own CDI spec (kind
+	// tessera.io/gpu, package agent/cdi) for the node's GPUs and MIG
+	// instances into this folder at start, and hand containers those names
+	// (it implies CDI and sets CDIKind).
+	CDISpecDir string
+	// CDIBaseSpec, optional with CDISpecDir, is a CDI spec file (from
+	// nvidia-ctk cdi generate) whose driver libraries and hooks are copied.
+	CDIBaseSpec string
 	// ComputeFail is TESSERA_COMPUTE_FAIL: "open" or "closed" ("" = library default).
 	ComputeFail string
 	// Oversubscribe sets TESSERA_OVERSUBSCRIBE=1.
@@ -53,6 +61,7 @@ type Paths struct {
 func (p Paths) Validate() error {
 	for _, f := range []struct{ name, v string }{
 		{"host state root", p.HostStateRoot}, {"arbiter dir", p.HostArbiterDir}, {"intercept library", p.HostInterceptLibrary},
+		{"CDI spec dir", p.CDISpecDir}, {"CDI base spec", p.CDIBaseSpec},
 	} {
 		if f.v != "" && !filepath.IsAbs(f.v) {
 			return fmt.Errorf("%s: must be an absolute path, got %q", f.name, f.v)
@@ -60,6 +69,9 @@ func (p Paths) Validate() error {
 	}
 	if p.HostStateRoot == "" {
 		return fmt.Errorf("host state root: must be set")
+	}
+	if p.CDIBaseSpec != "" && p.CDISpecDir == "" {
+		return fmt.Errorf("CDI base spec: needs a CDI spec dir")
 	}
 	if p.ComputeFail != "" && p.ComputeFail != "open" && p.ComputeFail != "closed" {
 		return fmt.Errorf("compute fail: must be open or closed, got %q", p.ComputeFail)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-gpu/tessera/agent/cdi"
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/setup"
@@ -18,9 +19,9 @@ import (
 type agentFlags struct {
 	nodeName, source, pluginDir, podResources, stateDir, runDir string
 	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig  string
-	computeFail                                                 string
+	computeFail, cdiSpecDir, cdiBaseSpec                        string
 	slotsPerGPU                                                 int
-	cdi, oversubscribe, installCRD, standalone                  bool
+	cdi, cdiSpec, oversubscribe, installCRD, standalone         bool
 }
 
 func newAgentCommand(a *app) *cobra.Command {
@@ -63,6 +64,9 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 	fl.StringVar(&f.computeFail, "compute-fail", "", "TESSERA_COMPUTE_FAIL for containers: open or closed (empty: the library's default)")
 	fl.BoolVar(&f.oversubscribe, "oversubscribe", false, "set TESSERA_OVERSUBSCRIBE=1 (device memory may spill to host memory)")
 	fl.BoolVar(&f.cdi, "cdi", false, "hand GPUs to the runtime as CDI devices (nvidia.com/gpu=UUID) instead of NVIDIA_VISIBLE_DEVICES")
+	fl.BoolVar(&f.cdiSpec, "cdi-spec", false, "write Tessera's own CDI spec (kind "+cdi.Kind+") for this node's GPUs and MIG instances into --cdi-spec-dir and hand containers "+cdi.Kind+"=UUID (implies --cdi; needs NVML)")
+	fl.StringVar(&f.cdiSpecDir, "cdi-spec-dir", cdi.DefaultDir, "folder the runtime reads CDI specs from (with --cdi-spec)")
+	fl.StringVar(&f.cdiBaseSpec, "cdi-base-spec", "", "CDI spec from nvidia-ctk cdi generate whose driver libraries and hooks --cdi-spec copies (e.g. /var/run/cdi/nvidia.yaml)")
 	fl.IntVar(&f.slotsPerGPU, "slots-per-gpu", 16, "containers that may share one GPU (tessera.io/gpu devices per GPU), 1 to 1000")
 	fl.StringVar(&f.sharing, "sharing", gpunode.SharingShared, "sharing mode of non-MIG GPUs: shared or exclusive")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
@@ -80,6 +84,7 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	for _, p := range []struct{ flag, v string }{
 		{"--kubelet-socket-dir", f.pluginDir}, {"--state-dir", f.stateDir}, {"--run-dir", f.runDir},
 		{"--pod-resources-socket", f.podResources}, {"--arbiter-dir", f.arbiterDir}, {"--intercept-library", f.interceptLib},
+		{"--cdi-spec-dir", f.cdiSpecDir}, {"--cdi-base-spec", f.cdiBaseSpec},
 	} {
 		if p.v != "" && !filepath.IsAbs(p.v) {
 			return setup.Options{}, fmt.Errorf("%s: must be an absolute path, got %q", p.flag, p.v)
@@ -100,13 +105,22 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	if _, err := discovery.Open(f.source, a.catalog); err != nil {
 		return setup.Options{}, fmt.Errorf("--source: %w", err)
 	}
+	var specDir, baseSpec string
+	if f.cdiSpec {
+		if f.cdiSpecDir == "" {
+			return setup.Options{}, fmt.Errorf("--cdi-spec-dir: must be set with --cdi-spec")
+		}
+		specDir, baseSpec = f.cdiSpecDir, f.cdiBaseSpec
+	} else if f.cdiBaseSpec != "" {
+		return setup.Options{}, fmt.Errorf("--cdi-base-spec: only applies with --cdi-spec")
+	}
 	return setup.Options{
 		NodeName: f.nodeName, Source: f.source, PluginDir: f.pluginDir, PodResourcesSocket: f.podResources,
 		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MetricsAddr: f.metricsAddr,
 		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, Catalog: a.catalog, Log: a.log,
 		Paths: handoff.Paths{
 			HostStateRoot: f.runDir, HostArbiterDir: f.arbiterDir, HostInterceptLibrary: f.interceptLib,
-			CDI: f.cdi, ComputeFail: f.computeFail, Oversubscribe: f.oversubscribe,
+			CDI: f.cdi, CDISpecDir: specDir, CDIBaseSpec: baseSpec, ComputeFail: f.computeFail, Oversubscribe: f.oversubscribe,
 		},
 	}, nil
 }

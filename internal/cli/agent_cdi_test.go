@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/agent/cdi"
+	"github.com/tessera-gpu/tessera/catalog"
+)
+
+func TestAgentCDISpecFlags(t *testing.T) {
+	base := []string{"agent", "--node-name", "n1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(base, "--cdi-base-spec", "/etc/cdi/nvidia.yaml"), "--cdi-base-spec: only applies with --cdi-spec"},
+		{append(base, "--cdi-spec", "--cdi-spec-dir", "cdi"), `--cdi-spec-dir: must be an absolute path, got "cdi"`},
+		{append(base, "--cdi-spec", "--cdi-spec-dir", ""), "--cdi-spec-dir: must be set with --cdi-spec"},
+	} {
+		_, errOut, code := run(t, tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want non-zero and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+
+	a := &app{catalog: catalog.Default()}
+	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: "shared", cdiSpecDir: cdi.DefaultDir}
+	o, err := f.options(a)
+	if err != nil || o.Paths.CDISpecDir != "" {
+		t.Errorf("default: spec dir %q, %v; want no spec written (off by default)", o.Paths.CDISpecDir, err)
+	}
+	f.cdiSpec, f.cdiBaseSpec = true, "/var/run/cdi/nvidia.yaml"
+	o, err = f.options(a)
+	if err != nil || o.Paths.CDISpecDir != "/var/run/cdi" || o.Paths.CDIBaseSpec != "/var/run/cdi/nvidia.yaml" {
+		t.Errorf("--cdi-spec: paths %+v, %v; want the spec dir and base spec set", o.Paths, err)
+	}
+}
