@@ -32,7 +32,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 		{"missing command", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: []string{"/nonexistent/tool"}}, "command"},
 		{"bad queue", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: ok, Queue: "Bad Queue"}, "queue"},
 		{"priority out of range", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: ok, Priority: 5000}, "priority"},
-		{"mig", api.SubmitRequest{GPU: map[string]string{"mig-profile": "1g.18gb"}, Command: ok}, "mig-profile"},
+		{"mig profile the host lacks", api.SubmitRequest{GPU: map[string]string{"mig-profile": "1g.10gb"}, Command: ok}, "mig-profile"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -208,9 +208,14 @@ func (d *Daemon) preemptedOutcome(j *api.Job) {
 	j.LastPreemption = &p
 	if !j.Restartable {
 		j.State = api.Preempted
-		if j.Reason != "" {
+		switch {
+		case j.ExitCode == nil:
+			// SIGTERM reached the supervisor before it was ready: the job
+			// had not started.
+			j.Reason = p.Reason + " (before the job had started)"
+		case j.Reason != "":
 			j.Reason = p.Reason + " (" + j.Reason + ")"
-		} else {
+		default:
 			j.Reason = p.Reason
 		}
 		return

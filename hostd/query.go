@@ -116,6 +116,9 @@ func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 
 func describe(j api.Job) string {
 	g := j.GPU
+	if g.MIGProfile != "" {
+		return fmt.Sprintf("%dx MIG %s", g.Count, g.MIGProfile)
+	}
 	s := fmt.Sprintf("%d GPU", g.Count)
 	if g.ComputeMilli > 0 && g.ComputeMilli < 1000 {
 		s = fmt.Sprintf("%dx %s GPU", g.Count, quantity.FormatShare(g.ComputeMilli))

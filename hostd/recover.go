@@ -45,7 +45,7 @@ func (d *Daemon) recover() error {
 			// but say its GPUs are not booked.
 			d.cfg.Log.Error("re-book adopted job", "job", j.ID, "err", err)
 		}
-		if d.cfg.Arbiter != nil {
+		if d.cfg.Arbiter != nil && !isMIG(j) {
 			if _, err := d.cfg.Arbiter.Admit(j, filepath.Join(d.JobDir(j.ID), "shm")); err != nil {
 				d.cfg.Log.Error("re-admit adopted job to the arbiter", "job", j.ID, "err", err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/jobenv"
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
@@ -70,6 +71,9 @@ func (d *Daemon) waitingLocked() ([]api.Job, []api.Job, error) {
 }
 
 func podOf(j api.Job) placement.Pod {
+	if j.EngineGPU != nil {
+		return placement.Pod{Name: j.ID, GPU: *j.EngineGPU}
+	}
 	return placement.Pod{Name: j.ID, GPU: j.GPU}
 }
 
@@ -79,13 +83,20 @@ func (d *Daemon) sharesOf(j api.Job, dec placement.Decision) ([]binding.Share, e
 		return nil, fmt.Errorf("node %d out of range", dec.Node)
 	}
 	inv := &d.cfg.Nodes[dec.Node]
-	var out []binding.Share
+	var gpus []inventory.GPU
 	for _, gi := range dec.GPUs {
 		pg := d.cluster.Nodes[dec.Node].GPUs[gi]
 		g, ok := inv.GPUByIndex(pg.Index)
 		if !ok {
 			return nil, fmt.Errorf("GPU index %d not in the inventory", pg.Index)
 		}
+		gpus = append(gpus, *g)
+	}
+	if j.GPU.MIGProfile != "" {
+		return migShares(j, gpus, d.inUseLocked()), nil
+	}
+	var out []binding.Share
+	for _, g := range gpus {
 		s := binding.Share{UUID: g.UUID, Index: g.Index}
 		if j.GPU.Exclusive {
 			s.ComputeMilli, s.ComputeLimitMilli = request.Whole, request.Whole
@@ -134,13 +145,13 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 	}
 	j.Node, j.GPUs, j.Shares = dec.Node, dec.GPUs, shares
 	region := ""
-	if d.cfg.Arbiter != nil {
+	if d.cfg.Arbiter != nil && !isMIG(j) {
 		if region, err = d.cfg.Arbiter.Admit(j, shm); err != nil {
 			fail(fmt.Errorf("arbiter: %w", err))
 			return
 		}
 	}
-	env := jobenv.Build(j.Env, shares, jobenv.Options{JobID: j.ID, Queue: j.Queue, ShmDir: shm, InterceptLib: j.InterceptLib, ArbiterRegion: region})
+	env := jobenv.Build(j.Env, shares, jobenv.Options{JobID: j.ID, Queue: j.Queue, ShmDir: shm, InterceptLib: j.InterceptLib, ArbiterRegion: region, GPUUUIDs: d.gpuUUIDs(dec.Node)})
 	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace})
 	if err != nil {
 		if cmd != nil {
@@ -164,10 +175,28 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 }
 
 // jobNeed is what a queued job will take (its GPU compute and memory as
-// requested; a memory-only share's compute is known once placed).
+// requested, or as booked for a MIG request; a memory-only share's compute
+// is known once placed).
 func jobNeed(j api.Job) queueing.Resources {
-	n := int64(j.GPU.Count)
-	return queueing.Resources{GPUMilli: n * j.GPU.ComputeMilli, GPUMemoryMiB: n * j.GPU.MemoryMiB}
+	g := podOf(j).GPU
+	n := int64(g.Count)
+	return queueing.Resources{GPUMilli: n * g.ComputeMilli, GPUMemoryMiB: n * g.MemoryMiB}
+}
+
+// isMIG reports whether the job asked for MIG instances. MIG jobs are not
+// registered with the node arbiter: a MIG instance is its own device.
+func isMIG(j api.Job) bool { return j.GPU.MIGProfile != "" }
+
+// gpuUUIDs maps GPU index to UUID on node ni (a MIG job's parent GPUs).
+func (d *Daemon) gpuUUIDs(ni int) map[int]string {
+	out := map[int]string{}
+	if ni < 0 || ni >= len(d.cfg.Nodes) {
+		return out
+	}
+	for _, g := range d.cfg.Nodes[ni].GPUs {
+		out[g.Index] = g.UUID
+	}
+	return out
 }
 
 // capacity is the host's GPU compute and memory, for fair shares.

@@ -45,7 +45,7 @@ func (d *Daemon) Submit(r api.SubmitRequest) (api.Job, error) {
 	if d.closed {
 		return api.Job{}, errors.New("daemon is shutting down")
 	}
-	if err := d.fitsEverLocked(job.GPU); err != nil {
+	if err := d.fitsEverLocked(podOf(job).GPU); err != nil {
 		return api.Job{}, err
 	}
 	job.State, job.Submitted = api.Queued, d.cfg.Now().UTC()
@@ -68,8 +68,13 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 		}
 		return api.Job{}, &InputError{Field: "gpu", Msg: err.Error()}
 	}
+	var engine *request.GPU
 	if gpu.MIGProfile != "" {
-		return api.Job{}, &InputError{Field: request.FieldMIGProfile, Msg: "must be empty: the host daemon does not hand out MIG instances yet"}
+		share, err := d.migShare(gpu)
+		if err != nil {
+			return api.Job{}, err
+		}
+		engine = &share
 	}
 	if len(r.Command) == 0 || r.Command[0] == "" {
 		return api.Job{}, &InputError{Field: "command", Msg: "must name a program to run"}
@@ -103,7 +108,7 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 		}
 		lib = r.InterceptLib
 	}
-	return api.Job{GPU: gpu, Command: r.Command, Env: r.Env, Dir: r.Dir, Queue: q, Priority: r.Priority, InterceptLib: lib, Restartable: r.Restartable}, nil
+	return api.Job{GPU: gpu, Command: r.Command, Env: r.Env, Dir: r.Dir, Queue: q, Priority: r.Priority, InterceptLib: lib, Restartable: r.Restartable, EngineGPU: engine}, nil
 }
 
 // fitsEverLocked rejects requests no amount of waiting can satisfy.

@@ -58,7 +58,7 @@ func (d *Daemon) finish(id string) {
 	if err := d.cluster.Release(&pod, dec); err != nil {
 		d.cfg.Log.Error("release placement", "job", j.ID, "err", err)
 	}
-	if d.cfg.Arbiter != nil {
+	if d.cfg.Arbiter != nil && !isMIG(j) {
 		d.cfg.Arbiter.Release(j.ID)
 	}
 	if err := d.store.Put(j); err != nil {

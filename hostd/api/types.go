@@ -51,18 +51,21 @@ type SubmitRequest struct {
 
 // Job is a job's record as the daemon keeps and reports it.
 type Job struct {
-	ID        string      `json:"id"`
-	Seq       uint64      `json:"seq"`
-	Queue     string      `json:"queue"`
-	Priority  int         `json:"priority"`
-	GPU       request.GPU `json:"gpu"`
-	Command   []string    `json:"command"`
-	Env       []string    `json:"env,omitempty"`
-	Dir       string      `json:"dir,omitempty"`
-	State     State       `json:"state"`
-	Submitted time.Time   `json:"submitted"`
-	Started   *time.Time  `json:"started,omitempty"`
-	Finished  *time.Time  `json:"finished,omitempty"`
+	ID       string      `json:"id"`
+	Seq      uint64      `json:"seq"`
+	Queue    string      `json:"queue"`
+	Priority int         `json:"priority"`
+	GPU      request.GPU `json:"gpu"`
+	// EngineGPU is what the placement engine books for a MIG request (its
+	// equivalent share; see docs/host.md); nil for other requests.
+	EngineGPU *request.GPU `json:"engineGpu,omitempty"`
+	Command   []string     `json:"command"`
+	Env       []string     `json:"env,omitempty"`
+	Dir       string       `json:"dir,omitempty"`
+	State     State        `json:"state"`
+	Submitted time.Time    `json:"submitted"`
+	Started   *time.Time   `json:"started,omitempty"`
+	Finished  *time.Time   `json:"finished,omitempty"`
 	// Node and GPUs are the placement decision (GPU positions on the node).
 	Node   int             `json:"node"`
 	GPUs   []int           `json:"gpus,omitempty"`

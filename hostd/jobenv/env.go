@@ -25,6 +25,9 @@ type Options struct {
 	ArbiterRegion string
 	// ComputeFail is TESSERA_COMPUTE_FAIL; "open" when empty.
 	ComputeFail string
+	// GPUUUIDs maps GPU index to the physical GPU's UUID, for the parents
+	// of MIG instances (TESSERA_MIG_PARENT_UUIDS).
+	GPUUUIDs map[int]string
 }
 
 // Build returns base with the job's variables set (replacing any of the
@@ -33,8 +36,12 @@ type Options struct {
 func Build(base []string, shares []binding.Share, o Options) []string {
 	shares = slices.Clone(shares)
 	sort.SliceStable(shares, func(i, j int) bool { return shares[i].Index < shares[j].Index })
-	var uuids, req, lim, memReq, memLim []string
+	var uuids, req, lim, memReq, memLim, migProfiles, migParents []string
+	mig := false
 	for _, s := range shares {
+		mig = mig || s.MIGProfile != ""
+		migProfiles = append(migProfiles, s.MIGProfile)
+		migParents = append(migParents, o.GPUUUIDs[s.Index])
 		uuids = append(uuids, s.UUID)
 		req = append(req, fmt.Sprintf("%dm", s.ComputeMilli))
 		lim = append(lim, fmt.Sprintf("%dm", s.ComputeLimitMilli))
@@ -67,6 +74,10 @@ func Build(base []string, shares []binding.Share, o Options) []string {
 	if o.ArbiterRegion != "" {
 		set["TESSERA_ARBITER_REGION"] = o.ArbiterRegion
 	}
+	if mig {
+		set["TESSERA_MIG_PROFILES"] = strings.Join(migProfiles, ",")
+		set["TESSERA_MIG_PARENT_UUIDS"] = strings.Join(migParents, ",")
+	}
 	out := make([]string, 0, len(base)+len(set))
 	preload := ""
 	for _, kv := range base {
@@ -75,7 +86,7 @@ func Build(base []string, shares []binding.Share, o Options) []string {
 			preload = v
 			continue
 		}
-		if _, ok := set[k]; ok || k == "TESSERA_ARBITER_REGION" {
+		if _, ok := set[k]; ok || k == "TESSERA_ARBITER_REGION" || k == "TESSERA_MIG_PROFILES" || k == "TESSERA_MIG_PARENT_UUIDS" {
 			continue
 		}
 		out = append(out, kv)

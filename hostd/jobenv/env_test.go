@@ -91,3 +91,25 @@ func TestBuild(t *testing.T) {
 		})
 	}
 }
+
+func TestBuildMIG(t *testing.T) {
+	shares := []binding.Share{
+		{UUID: "MIG-GPU-b/0", Index: 1, ComputeMilli: 142, ComputeLimitMilli: 142, MemoryMiB: 16384, MemoryLimitMiB: 16384, MIGProfile: "1g.18gb"},
+		{UUID: "MIG-GPU-a/3", Index: 0, ComputeMilli: 142, ComputeLimitMilli: 142, MemoryMiB: 16384, MemoryLimitMiB: 16384, MIGProfile: "1g.18gb"},
+	}
+	env := envMap(Build([]string{"TESSERA_MIG_PROFILES=stale"}, shares, Options{JobID: "job-1", GPUUUIDs: map[int]string{0: "GPU-a", 1: "GPU-b"}}))
+	for k, want := range map[string]string{
+		"CUDA_VISIBLE_DEVICES":     "MIG-GPU-a/3,MIG-GPU-b/0",
+		"TESSERA_MIG_PROFILES":     "1g.18gb,1g.18gb",
+		"TESSERA_MIG_PARENT_UUIDS": "GPU-a,GPU-b",
+		"TESSERA_MEMORY_LIMIT":     "16384Mi,16384Mi",
+	} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %q", k, env[k], want)
+		}
+	}
+	plain := envMap(Build([]string{"TESSERA_MIG_PROFILES=stale"}, shares[:0], Options{JobID: "job-2"}))
+	if _, ok := plain["TESSERA_MIG_PROFILES"]; ok || plain["DUPLICATE"] != "" {
+		t.Errorf("a job without MIG instances has MIG variables: %v", plain)
+	}
+}

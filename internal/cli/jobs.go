@@ -79,7 +79,7 @@ func newPsCommand(a *app) *cobra.Command {
 
 func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tQUEUE\tPRIORITY\tGPUS\tEXIT\tSUBMITTED\tCOMMAND")
+	fmt.Fprintln(tw, "JOB\tSTATE\tQUEUE\tPRIORITY\tGPUS\tEXIT\tSUBMITTED\tNOTE\tCOMMAND")
 	for _, j := range jobs {
 		exit := "-"
 		if j.ExitCode != nil {
@@ -87,6 +87,10 @@ func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
 		}
 		var gpus []string
 		for _, s := range j.Shares {
+			if s.MIGProfile != "" {
+				gpus = append(gpus, fmt.Sprintf("%d:%s", s.Index, s.MIGProfile))
+				continue
+			}
 			gpus = append(gpus, fmt.Sprintf("%d:%s", s.Index, trimShare(s.ComputeMilli)))
 		}
 		g := strings.Join(gpus, ",")
@@ -97,12 +101,26 @@ func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
 		if len(cmd) > 60 {
 			cmd = cmd[:57] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\n", j.ID, j.State, j.Queue, j.Priority, g, exit, now.Sub(j.Submitted).Round(time.Second), cmd)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", j.ID, j.State, j.Queue, j.Priority, g, exit, now.Sub(j.Submitted).Round(time.Second), jobNote(j), cmd)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
 	return nil
+}
+
+// jobNote is the short why of a job's state for tessera ps: who preempted
+// it (or is preempting it), else "-" (ps -o json has the full reason).
+func jobNote(j api.Job) string {
+	switch {
+	case j.Preempt != nil && j.State == api.Running:
+		return "being preempted by " + j.Preempt.By + " (" + j.Preempt.Kind + ")"
+	case j.State == api.Preempted && j.LastPreemption != nil:
+		return "by " + j.LastPreemption.By + " (" + j.LastPreemption.Kind + ")"
+	case j.LastPreemption != nil:
+		return fmt.Sprintf("preempted %dx, last by %s (%s); restartable", j.Preemptions, j.LastPreemption.By, j.LastPreemption.Kind)
+	}
+	return "-"
 }
 
 func trimShare(milli int64) string {

@@ -34,6 +34,7 @@ type runOptions struct {
 	priority     int
 	detach       bool
 	interceptLib string
+	restartable  bool
 }
 
 func newRunCommand(a *app) *cobra.Command {
@@ -49,7 +50,9 @@ exits with the job's exit code; with --detach it prints the job ID and returns.
 Without GPU flags the job takes one whole GPU.`,
 		Example: `  tessera run -- nvidia-smi -L
   tessera run --gpu-fraction 0.25 --gpu-limit 0.8 --gpu-memory 20Gi -- python train.py
-  tessera run --gpus 2 --model H200 --priority 10 --detach -- ./bench.sh`,
+  tessera run --gpus 2 --model H200 --priority 10 --detach -- ./bench.sh
+  tessera run --mig 1g.18gb -- python infer.py
+  tessera run --queue research --restartable -- python train.py --resume`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runJob(cmd.Context(), cmd.Flags(), o, args) },
 	}
@@ -62,10 +65,12 @@ Without GPU flags the job takes one whole GPU.`,
 	f.StringVar(&o.memory, "gpu-memory", "", "guaranteed memory per GPU, e.g. 20Gi (default: --gpu-fraction of the GPU's memory)")
 	f.StringVar(&o.memoryLimit, "gpu-memory-limit", "", "memory cap per GPU, at least --gpu-memory (default = --gpu-memory)")
 	f.StringVar(&o.model, "model", "", "allowed GPU models, e.g. H200 or A100-80GB|H100 (default: any)")
+	f.String("mig", "", "a MIG instance of this profile per GPU instead of a share, e.g. 1g.18gb (on MIG-capable models; see docs/host.md)")
 	f.StringVar(&o.queue, "queue", hostd.DefaultQueue, "queue name: a-z, 0-9, '.', '_', '-'")
 	f.IntVar(&o.priority, "priority", 0, fmt.Sprintf("priority within the queue, in [%d, %d]; higher starts first", hostd.MinPriority, hostd.MaxPriority))
 	f.BoolVarP(&o.detach, "detach", "d", false, "print the job ID and return instead of streaming its output")
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload instead of the daemon's")
+	f.BoolVar(&o.restartable, "restartable", false, "if preempted, go back to the queue and start again from the beginning (default: end as preempted)")
 	return cmd
 }
 
@@ -80,6 +85,7 @@ func runFields(flags *pflag.FlagSet, a *app) (map[string]string, error) {
 	for flag, field := range map[string]string{
 		"gpu-fraction": request.FieldCompute, "gpu-limit": request.FieldComputeLimit,
 		"gpu-memory": request.FieldMemory, "gpu-memory-limit": request.FieldMemoryLimit, "model": request.FieldModel,
+		"mig": request.FieldMIGProfile,
 	} {
 		if flags.Changed(flag) {
 			fields[field] = flags.Lookup(flag).Value.String()
@@ -147,7 +153,7 @@ func (a *app) runJob(ctx context.Context, flags *pflag.FlagSet, o runOptions, ar
 	c := client.New(socket)
 	job, err := c.Submit(ctx, api.SubmitRequest{
 		GPU: fields, Command: command, Env: os.Environ(), Dir: wd,
-		Queue: o.queue, Priority: o.priority, InterceptLib: lib,
+		Queue: o.queue, Priority: o.priority, InterceptLib: lib, Restartable: o.restartable,
 	})
 	if err != nil {
 		var ae *client.APIError
@@ -243,6 +249,13 @@ func retry(ctx context.Context, warn io.Writer, f func() error) error {
 
 // jobExit turns a finished job into the command's exit status.
 func jobExit(j api.Job) error {
+	if j.State == api.Preempted {
+		code := 1
+		if j.ExitCode != nil && *j.ExitCode != 0 {
+			code = *j.ExitCode
+		}
+		return &exitError{code: code, msg: fmt.Sprintf("job %s %s (submit it with --restartable to have it re-queued instead)", j.ID, j.Reason)}
+	}
 	if j.ExitCode != nil {
 		if *j.ExitCode == 0 {
 			return nil
@@ -279,7 +292,7 @@ func (o *onceWriter) Write(p []byte) (int, error) {
 func flagOf(field string) string {
 	m := map[string]string{
 		"count": "--gpus", "compute": "--gpu-fraction", "compute-limit": "--gpu-limit",
-		"memory": "--gpu-memory", "memory-limit": "--gpu-memory-limit", "model": "--model",
+		"memory": "--gpu-memory", "memory-limit": "--gpu-memory-limit", "model": "--model", "mig-profile": "--mig",
 		"queue": "--queue", "priority": "--priority", "intercept-lib": "--intercept-lib",
 		"command": "command", "gpu": "GPU request",
 	}

@@ -80,6 +80,12 @@ type upOptions struct {
 	policy       string
 	interceptLib string
 	stopGrace    time.Duration
+	config       string
+	// minRuntime is --preemption-min-runtime; minRuntimeSet says it was
+	// given (it then wins over the config file).
+	minRuntime    time.Duration
+	minRuntimeSet bool
+	noPreempt     bool
 }
 
 func newUpCommand(a *app) *cobra.Command {
@@ -95,9 +101,13 @@ Prometheus metrics at /metrics and a status page at / (on the socket, and on
 --http when given). Jobs keep running across daemon restarts.`,
 		Example: `  tessera up
   tessera up --simulate 2xH200 --state-dir /tmp/t1
+  tessera up --config /etc/tessera/host.yaml --preemption-min-runtime 5m
   tessera up --http 127.0.0.1:9400`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.runUp(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.minRuntimeSet = cmd.Flags().Changed("preemption-min-runtime")
+			return a.runUp(cmd.Context(), o)
+		},
 	}
 	o.host.register(cmd)
 	f := cmd.Flags()
@@ -107,6 +117,9 @@ Prometheus metrics at /metrics and a status page at / (on the socket, and on
 	f.StringVar(&o.policy, "policy", "", "placement policy (default: the engine's default)")
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload into jobs (default: "+interceptLibName+" from intercept/build or /usr/local/lib/tessera, when found)")
 	f.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "time a stopped job has between SIGTERM and SIGKILL")
+	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
+	f.DurationVar(&o.minRuntime, "preemption-min-runtime", time.Minute, "jobs that have run less than this are never preempted (wins over the config file)")
+	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
 	return cmd
 }
 
@@ -143,6 +156,10 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if o.stopGrace <= 0 {
 		return fmt.Errorf("--stop-grace: must be a positive duration such as 10s, got %s", o.stopGrace)
 	}
+	settings, err := hostSettings(o)
+	if err != nil {
+		return err
+	}
 	lib, err := findInterceptLib(o.interceptLib)
 	if err != nil {
 		return err
@@ -176,12 +193,32 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
 		Arbiter:   hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
 		StopGrace: o.stopGrace, Log: a.log,
+		Queues: settings.Queues, DisablePreemption: settings.DisablePreemption, PreemptionMinRuntime: *settings.MinRuntime,
 	})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	return a.serve(ctx, d, socket, os.FileMode(mode), o.httpAddr, lib)
+}
+
+// hostSettings reads --config and applies the preemption flags over it.
+func hostSettings(o upOptions) (hostd.Settings, error) {
+	var s hostd.Settings
+	if o.config != "" {
+		var err error
+		if s, err = hostd.LoadConfigFile(o.config); err != nil {
+			return hostd.Settings{}, fmt.Errorf("--config: %w", err)
+		}
+	}
+	if o.minRuntime < 0 {
+		return hostd.Settings{}, fmt.Errorf("--preemption-min-runtime: must be a duration >= 0 such as 1m, got %s", o.minRuntime)
+	}
+	if o.minRuntimeSet || s.MinRuntime == nil {
+		s.MinRuntime = &o.minRuntime
+	}
+	s.DisablePreemption = s.DisablePreemption || o.noPreempt
+	return s, nil
 }
 
 func (a *app) serve(ctx context.Context, d *hostd.Daemon, socket string, mode os.FileMode, httpAddr, lib string) error {

@@ -37,16 +37,17 @@ type daemon struct {
 	dir    string
 	host   []string
 	spec   string
+	extra  []string // more `tessera up` flags
 	cancel context.CancelFunc
 	done   chan int
 }
 
 // startUp runs `tessera up` in this process on a fresh state folder; its
 // host field holds the --state-dir/--socket flags that reach it.
-func startUp(t *testing.T, spec string) *daemon {
+func startUp(t *testing.T, spec string, extra ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
-	d := &daemon{t: t, dir: dir, spec: spec, host: []string{"--state-dir", dir, "--socket", filepath.Join(dir, "api.sock")}}
+	d := &daemon{t: t, dir: dir, spec: spec, extra: extra, host: []string{"--state-dir", dir, "--socket", filepath.Join(dir, "api.sock")}}
 	d.start()
 	t.Cleanup(d.stop)
 	return d
@@ -57,7 +58,8 @@ func (d *daemon) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan int, 1)
 	go func() {
-		d.done <- Execute(ctx, append([]string{"up", "--simulate", d.spec, "--log-level", "error"}, d.host...), io.Discard, io.Discard)
+		args := append([]string{"up", "--simulate", d.spec, "--log-level", "error"}, d.host...)
+		d.done <- Execute(ctx, append(args, d.extra...), io.Discard, io.Discard)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
