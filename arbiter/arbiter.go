@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/arbiter/demand"
 	"github.com/tessera-gpu/tessera/arbiter/grant"
+	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/arbiter/rate"
 	"github.com/tessera-gpu/tessera/arbiter/thrash"
 	"github.com/tessera-gpu/tessera/binding"
@@ -19,6 +20,7 @@ import (
 // use; Run and Step serialise with Register and Unregister.
 type Arbiter struct {
 	cfg     Config
+	mps     *mps.Supervisor // ModeMPS only
 	mu      sync.Mutex
 	clients map[string]*client
 	gpus    map[string]*gpu
@@ -60,8 +62,19 @@ func New(cfg Config) (*Arbiter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("arbiter config: %w", err)
 	}
-	return &Arbiter{cfg: cfg, clients: map[string]*client{}, gpus: map[string]*gpu{}}, nil
+	a := &Arbiter{cfg: cfg, clients: map[string]*client{}, gpus: map[string]*gpu{}}
+	if cfg.Mode == ModeMPS {
+		sup, err := mps.New(cfg.MPS)
+		if err != nil {
+			return nil, fmt.Errorf("arbiter config: %w", err)
+		}
+		a.mps = sup
+	}
+	return a, nil
 }
+
+// Mode returns the arbiter's enforcement mode.
+func (a *Arbiter) Mode() Mode { return a.cfg.Mode }
 
 // Register admits a client and publishes its grant region at Dir/grant
 // with a guarantee-sized balance per device, so that it can launch at once.
@@ -69,6 +82,9 @@ func New(cfg Config) (*Arbiter, error) {
 // scheduler's job; this is a check).
 func (a *Arbiter) Register(ctx context.Context, c Client) error {
 	if err := c.Validate(); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	if err := a.checkMPS(c); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
 	a.mu.Lock()
@@ -97,6 +113,9 @@ func (a *Arbiter) Register(ctx context.Context, c Client) error {
 	for i, g := range c.GPUs {
 		s := &seat{c: cl, dev: i, share: g, rate: a.cfg.Rate.New(), idle: demand.New(a.cfg.Clock.Now(), g.ComputeMilli)}
 		tokens[i] = a.cushionTokens(s, g.ComputeMilli)
+		if a.cfg.Mode == ModeMPS {
+			tokens[i] = ungated
+		}
 		s.granted = tokens[i]
 		cl.seats = append(cl.seats, s)
 	}
@@ -156,8 +175,19 @@ func (a *Arbiter) Unregister(ctx context.Context, key string) error {
 
 // Run steps every Period until ctx ends, then returns nil. A failed step
 // is logged and the loop goes on: libraries fall back to their failure
-// policy only if heartbeats stop.
+// policy only if heartbeats stop. In ModeMPS it also runs the MPS control
+// daemons, and returns once they have been told to quit.
 func (a *Arbiter) Run(ctx context.Context) error {
+	if a.mps != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := a.mps.Run(ctx); err != nil {
+				a.cfg.Logger.ErrorContext(ctx, "arbiter: MPS daemons stopped", "err", err)
+			}
+		}()
+		defer func() { <-done }()
+	}
 	for {
 		if err := a.Step(ctx); err != nil {
 			a.cfg.Logger.WarnContext(ctx, "arbiter: step failed", "err", err)

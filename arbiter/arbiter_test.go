@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter/demand"
+	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/binding"
 )
 
@@ -55,6 +56,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"rate", Config{Rate: rateGain(3)}, "rate: gain: must be in (0, 1], got 3"},
 		{"demand", Config{Demand: demand.Config{Headroom: 9}}, "demand: headroom: must be in [1, 4], got 9"},
 		{"unknown mode", Config{Mode: 7}, "mode: must be ModeTokens or ModeMPS, got 7"},
+		{"MPS without a root", Config{Mode: ModeMPS}, "mps: root: must be an absolute path"},
+		{"MPS without GPUs", Config{Mode: ModeMPS, MPS: mps.Config{Root: "/run/mps"}}, "mps: gpus: must list at least one"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -63,9 +66,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
 		})
-	}
-	if _, err := New(Config{Mode: ModeMPS}); !errors.Is(err, ErrMPSNotYet) {
-		t.Fatalf("MPS: err = %v, want ErrMPSNotYet", err)
 	}
 }
 

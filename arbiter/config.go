@@ -1,13 +1,13 @@
 package arbiter
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter/demand"
 	"github.com/tessera-gpu/tessera/arbiter/grant"
+	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/arbiter/rate"
 	"github.com/tessera-gpu/tessera/arbiter/thrash"
 )
@@ -18,12 +18,24 @@ type Mode int
 const (
 	// ModeTokens gates launches with grant regions (the default).
 	ModeTokens Mode = iota
-	// ModeMPS would set MPS active-thread percentages; not implemented.
+	// ModeMPS runs an MPS control daemon per GPU (Config.MPS) and caps
+	// each client with MPS's active thread percentage and pinned memory
+	// limit (ClientEnv). Grant regions are published ungated and kept
+	// beating, so the interception library still caps memory and never
+	// gates launches. Clients use one GPU each.
 	ModeMPS
 )
 
-// ErrMPSNotYet is returned for ModeMPS.
-var ErrMPSNotYet = errors.New("mode: MPS enforcement is not implemented yet; use ModeTokens")
+// String names the mode as flags and logs spell it.
+func (m Mode) String() string {
+	switch m {
+	case ModeTokens:
+		return "tokens"
+	case ModeMPS:
+		return "mps"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
 
 // Defaults for Config.
 const (
@@ -53,7 +65,12 @@ type Config struct {
 	// absent (or 0) are never switched.
 	Capacity map[string]uint64
 	// Meter measures GPU time per client; nil keeps the static rate.
+	// Unused in ModeMPS.
 	Meter Meter
+	// MPS configures the control daemons in ModeMPS (Root and GPUs are
+	// required there; its Logger defaults to Logger). Ignored in
+	// ModeTokens.
+	MPS mps.Config
 	// Clock defaults to the system clock.
 	Clock Clock
 	// Mono returns CLOCK_MONOTONIC ns for heartbeats; defaults to
@@ -93,14 +110,18 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Mode == ModeMPS {
+		if c.MPS.Logger == nil {
+			c.MPS.Logger = c.Logger
+		}
+		c.MPS = c.MPS.WithDefaults()
+	}
 	return c
 }
 
 func (c Config) validate() error {
 	switch {
-	case c.Mode == ModeMPS:
-		return ErrMPSNotYet
-	case c.Mode != ModeTokens:
+	case c.Mode != ModeTokens && c.Mode != ModeMPS:
 		return fmt.Errorf("mode: must be ModeTokens or ModeMPS, got %d", c.Mode)
 	case c.StaleAfter < 4*time.Millisecond || c.StaleAfter > time.Hour || c.StaleAfter%time.Millisecond != 0:
 		return fmt.Errorf("staleAfter: must be whole milliseconds in [4ms, 1h], got %v", c.StaleAfter)
@@ -118,6 +139,11 @@ func (c Config) validate() error {
 	}
 	if err := (thrash.Config{Capacity: 1, Quantum: c.Quantum}).Validate(); err != nil {
 		return err
+	}
+	if c.Mode == ModeMPS {
+		if err := c.MPS.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

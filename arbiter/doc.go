@@ -12,6 +12,12 @@
 // revoke tokens (package grant). Run calls Step every Period on an
 // injectable clock until its context ends.
 //
+// In ModeMPS the split is left to NVIDIA MPS instead (package arbiter/mps):
+// Run also supervises one MPS control daemon per GPU, every client's
+// region is kept ungated, and ClientEnv gives the MPS caps (active thread
+// percentage from the compute limit, pinned memory limit) a client must be
+// started with.
+//
 // The package owns the node's grant regions and the policy state. It must
 // not write accounting files, start or stop containers, or decide
 // placements; the node agent or host daemon calls Register and Unregister.

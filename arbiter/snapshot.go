@@ -8,9 +8,11 @@ type SeatStatus struct {
 	GPU string
 	// Device is the container's device ordinal (grant record).
 	Device int
-	// Phase is active, idle or reclaimed (package demand).
+	// Phase is active, idle or reclaimed (package demand); "mps" in
+	// ModeMPS.
 	Phase string
-	// Demand and Share are in thousandths.
+	// Demand and Share are in thousandths. In ModeMPS, Share is the cap
+	// MPS enforces (the compute limit) and Demand is not estimated (0).
 	Demand, Share int64
 	// Rate is launches per GPU-second; Measured once a Meter adjusted it.
 	Rate     float64
@@ -32,8 +34,12 @@ func (a *Arbiter) Snapshot() []SeatStatus {
 	var out []SeatStatus
 	for _, g := range a.gpus {
 		for _, s := range g.seats {
+			phase := s.verdict.Phase.String()
+			if a.mps != nil {
+				phase = "mps"
+			}
 			out = append(out, SeatStatus{
-				Key: s.c.Key, GPU: g.uuid, Device: s.dev, Phase: s.verdict.Phase.String(),
+				Key: s.c.Key, GPU: g.uuid, Device: s.dev, Phase: phase,
 				Demand: s.verdict.Demand, Share: s.got, Rate: s.rate.Rate, Measured: s.rate.Measured,
 				Tokens: s.c.region.Read(s.dev).Tokens, Ungated: s.ungated, Exclusive: g.mode.Exclusive, Holder: g.mode.Holder == s.c.Key,
 			})

@@ -17,7 +17,7 @@ import (
 )
 
 // Step runs one period: heartbeats, observation, allocation and refill on
-// every GPU. Problems with one GPU (a meter error, an unreadable
+// every GPU (in ModeMPS: heartbeats, and regions kept ungated). Problems with one GPU (a meter error, an unreadable
 // accounting file) are logged and that input is left out; the error
 // returned joins what could not be done at all.
 func (a *Arbiter) Step(ctx context.Context) error {
@@ -29,6 +29,12 @@ func (a *Arbiter) Step(ctx context.Context) error {
 	}
 	for _, cl := range a.clients {
 		cl.region.Beat(mono)
+	}
+	if a.mps != nil {
+		for _, g := range a.gpus {
+			a.stepMPS(g)
+		}
+		return nil
 	}
 	now := a.cfg.Clock.Now()
 	usage := a.workingSets(ctx)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/agent"
+	"github.com/tessera-gpu/tessera/agent/checkpoint"
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/metrics"
@@ -96,12 +97,31 @@ func Run(ctx context.Context, o Options) error {
 	for _, g := range node.GPUs {
 		capacity[g.UUID] = uint64(g.MemoryMiB) << 20
 	}
-	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Logger: o.Log})
+	// On real GPUs, NVML's per-process utilisation turns launch tokens
+	// into GPU time; processes map to allocations through the agent's
+	// checkpoint, which exists once the agent does.
+	var a *agent.Agent
+	var meter arbiter.Meter
+	if measured {
+		m, err := nvmlMeter(func() []checkpoint.Entry {
+			if a == nil {
+				return nil
+			}
+			return a.Allocations()
+		}, o.Log)
+		if err != nil {
+			o.Log.Warn("no GPU utilisation meter: compute limits cap launch rate, not GPU time", "err", err)
+		} else {
+			defer m.Close()
+			meter = m
+		}
+	}
+	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Meter: meter, Logger: o.Log})
 	if err != nil {
 		return err
 	}
 	acfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
-	a, err := agent.New(acfg)
+	a, err = agent.New(acfg)
 	if err != nil {
 		return err
 	}

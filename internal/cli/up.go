@@ -179,7 +179,20 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 			capacity[g.UUID] = uint64(g.MemoryMiB) << 20
 		}
 	}
-	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Logger: a.log})
+	// On real GPUs, NVML's per-process utilisation turns launch tokens
+	// into GPU time (docs/enforcement.md, "Meter").
+	jobs := &hostd.JobTree{}
+	var meter arbiter.Meter
+	if !simulated {
+		m, err := hostd.NVMLMeter(jobs, a.log)
+		if err != nil {
+			a.log.Warn("no GPU utilisation meter: compute limits cap launch rate, not GPU time", "err", err)
+		} else {
+			defer m.Close()
+			meter = m
+		}
+	}
+	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Meter: meter, Logger: a.log})
 	if err != nil {
 		return err
 	}
@@ -198,6 +211,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	jobs.Set(d)
 	defer d.Close()
 	return a.serve(ctx, d, socket, os.FileMode(mode), o.httpAddr, lib)
 }
