@@ -45,6 +45,8 @@ $(STATICCHECK):
 fuzz:
 	$(GO) test ./quantity -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 	$(GO) test ./discovery/simulated -run '^$$' -fuzz FuzzSpec -fuzztime $(FUZZTIME)
+	$(GO) test ./binding -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./arbiter/nvmlmeter -run '^$$' -fuzz FuzzParseCgroup -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
 bench:
