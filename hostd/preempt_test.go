@@ -211,6 +211,23 @@ func TestReclaimAcrossConfiguredQueues(t *testing.T) {
 		t.Fatalf("%d borrower jobs left running, want 1", running)
 	}
 	checkBookings(t, d)
+	qs, err := d.Queues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]api.QueueStatus{}
+	for _, q := range qs {
+		byName[q.Name] = q
+	}
+	if o := byName["owner"]; !o.Configured || o.Guaranteed.GPUMilli != 1000 || o.Used.GPUMilli != 1000 || o.Running != 1 || o.Waiting != 1 {
+		t.Errorf("owner queue: %+v", o)
+	}
+	if b := byName["borrower"]; b.Used.GPUMilli != 1000 || b.Running != 1 {
+		t.Errorf("borrower queue: %+v", b)
+	}
+	if df := byName["default"]; df.Configured || df.Weight != 1 {
+		t.Errorf("default queue: %+v", df)
+	}
 	drain(t, d, gates)
 }
 

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/quantity"
 )
@@ -110,6 +111,42 @@ func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 			e.Reason = fmt.Sprintf("re-queued after preemption by %s (%d so far); %s", j.LastPreemption.By, j.Preemptions, e.Reason)
 		}
 		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Queues returns every queue (configured ones, default, and any other in
+// use) with its usage and fair-share position, by name.
+func (d *Daemon) Queues() ([]api.QueueStatus, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	jobs, err := d.store.List()
+	if err != nil {
+		return nil, err
+	}
+	names := []string{}
+	running, waiting := map[string]int{}, map[string]int{}
+	for _, j := range jobs {
+		switch j.State {
+		case api.Running:
+			running[queueOr(j.Queue)]++
+		case api.Queued:
+			waiting[queueOr(j.Queue)]++
+		default:
+			continue
+		}
+		names = append(names, queueOr(j.Queue))
+	}
+	tree := queue.Tree(d.cfg.Queues, names)
+	ledger := tree.NewLedger(d.capacity(), usage(jobs))
+	out := []api.QueueStatus{}
+	for _, name := range tree.Names() {
+		q, _ := tree.Queue(name)
+		out = append(out, api.QueueStatus{
+			Name: name, Parent: q.Parent, Configured: d.configured(name), Priority: q.Priority, Weight: q.Weight,
+			Guaranteed: q.Guaranteed, Limit: q.Limit, Used: ledger.Used(name), Share: ledger.Share(name),
+			Running: running[name], Waiting: waiting[name],
+		})
 	}
 	return out, nil
 }

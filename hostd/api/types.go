@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -116,6 +117,26 @@ type QueueEntry struct {
 	Reason   string `json:"reason"`
 	// Preemptions counts how often the job was preempted and re-queued.
 	Preemptions int `json:"preemptions,omitempty"`
+}
+
+// QueueStatus is one queue: its configuration, what its running jobs use
+// and its fair-share position.
+type QueueStatus struct {
+	Name   string `json:"name"`
+	Parent string `json:"parent,omitempty"`
+	// Configured is false for queues created on first use.
+	Configured bool               `json:"configured"`
+	Priority   int32              `json:"priority"`
+	Weight     int32              `json:"weight"`
+	Guaranteed queueing.Resources `json:"guaranteed"`
+	Limit      queueing.Resources `json:"limit"`
+	// Used is what the queue's running jobs (and its children's) hold.
+	Used queueing.Resources `json:"used"`
+	// Share is the fair-share position: below 1, the part of its guarantee
+	// it uses; above, 1 plus its over-quota dominant share per weight.
+	Share   float64 `json:"share"`
+	Running int     `json:"running"`
+	Waiting int     `json:"waiting"`
 }
 
 // GPUStatus is one GPU's live booking.

@@ -138,6 +138,12 @@ func (c *Client) Queue(ctx context.Context) ([]api.QueueEntry, error) {
 	return q, c.do(ctx, http.MethodGet, "/v1/queue", nil, &q)
 }
 
+// Queues returns every queue with its usage.
+func (c *Client) Queues(ctx context.Context) ([]api.QueueStatus, error) {
+	var q []api.QueueStatus
+	return q, c.do(ctx, http.MethodGet, "/v1/queues", nil, &q)
+}
+
 // Status returns the GPU bookings.
 func (c *Client) Status(ctx context.Context) (api.Status, error) {
 	var s api.Status

@@ -32,6 +32,7 @@ func Handler(d *hostd.Daemon, log *slog.Logger) (http.Handler, error) {
 	mux.HandleFunc("POST /v1/jobs/{id}/stop", s.stop)
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.logs)
 	mux.HandleFunc("GET /v1/queue", s.queue)
+	mux.HandleFunc("GET /v1/queues", s.queues)
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /{$}", s.page)
@@ -73,6 +74,15 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, j)
+}
+
+func (s *Server) queues(w http.ResponseWriter, _ *http.Request) {
+	qs, err := s.d.Queues()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, qs)
 }
 
 func (s *Server) list(w http.ResponseWriter, _ *http.Request) {

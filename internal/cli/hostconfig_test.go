@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,11 @@ func TestRunUnknownQueueWithConfig(t *testing.T) {
 		if code, _, errs := tessera(append(append([]string{"run"}, host...), "--queue", q, "--gpu-fraction", "0.1", "--", "true")...); code != 0 {
 			t.Errorf("queue %s: exit %d, stderr %q", q, code, errs)
 		}
+	}
+	code, out, _ := tessera(append([]string{"queue", "--queues"}, host...)...)
+	if code != 0 || !strings.Contains(out, "QUEUE") || !regexp.MustCompile(`(?m)^research +- +0 +1 +1 GPU +none +0 +0\.00 +0 +0$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^default \(auto\) +- +0 +1 +- +none +0`).MatchString(out) {
+		t.Errorf("queue --queues:\n%s", out)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/client"
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 func (a *app) hostClient(h *hostFlags) (*client.Client, error) {
@@ -223,16 +224,22 @@ func newQueueCommand(a *app) *cobra.Command {
 	var (
 		host   hostFlags
 		output string
+		queues bool
 	)
 	cmd := &cobra.Command{
 		Use:   "queue",
-		Short: "List waiting jobs in the order they will start, and why each waits",
+		Short: "List waiting jobs in the order they will start, and why each waits (--queues: the queues)",
 		Long: `List waiting jobs in start order. Queues (--queue) take turns by fair
 share: the queue using the least of the host's GPUs goes next, as in the
 Kubernetes scheduler. Within a queue, jobs start by priority (higher first; a
 job's priority rises by one for every minute it waits, so nothing starves),
 then in submission order, strictly: a job that does not fit holds back the
-jobs behind it, so large jobs are never overtaken forever.`,
+jobs behind it, so large jobs are never overtaken forever.
+
+With --queues it lists the queues instead: configured ones (tessera up
+--config), default, and any other in use, with their guarantee, limit, what
+their running jobs use and their fair-share position (SHARE below 1: within
+the guarantee).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output); err != nil {
@@ -241,6 +248,16 @@ jobs behind it, so large jobs are never overtaken forever.`,
 			c, err := a.hostClient(&host)
 			if err != nil {
 				return err
+			}
+			if queues {
+				qs, err := c.Queues(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if output != formatTable {
+					return writeStructured(a.stdout, output, qs)
+				}
+				return writeQueues(a.stdout, qs)
 			}
 			q, err := c.Queue(cmd.Context())
 			if err != nil {
@@ -262,5 +279,42 @@ jobs behind it, so large jobs are never overtaken forever.`,
 	}
 	host.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
+	cmd.Flags().BoolVar(&queues, "queues", false, "list the queues (guarantee, limit, usage, fair share) instead of the waiting jobs")
 	return cmd
+}
+
+func writeQueues(w io.Writer, qs []api.QueueStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tPARENT\tPRIORITY\tWEIGHT\tGUARANTEED\tLIMIT\tUSED\tSHARE\tRUNNING\tWAITING")
+	for _, q := range qs {
+		name := q.Name
+		if !q.Configured {
+			name += " (auto)"
+		}
+		parent := q.Parent
+		if parent == "" {
+			parent = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%.2f\t%d\t%d\n", name, parent, q.Priority, q.Weight,
+			amounts(q.Guaranteed, "-"), amounts(q.Limit, "none"), amounts(q.Used, "0"), q.Share, q.Running, q.Waiting)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+// amounts renders GPU compute and memory ("1.5 GPU, 80Gi"), or none.
+func amounts(r queueing.Resources, none string) string {
+	var parts []string
+	if r.GPUMilli > 0 {
+		parts = append(parts, trimShare(r.GPUMilli)+" GPU")
+	}
+	if r.GPUMemoryMiB > 0 {
+		parts = append(parts, humanMiB(r.GPUMemoryMiB))
+	}
+	if len(parts) == 0 {
+		return none
+	}
+	return strings.Join(parts, ", ")
 }
