@@ -192,8 +192,9 @@ func (d *Daemon) preemptNoteLocked(w api.Job, jobs []api.Job) string {
 }
 
 // preemptedOutcome applies a preemption to a job whose process has ended:
-// a restartable job goes back to the queue (same place: its submission
-// order and time are kept), any other ends as Preempted. A job that
+// a restartable job goes back to the queue (its submission order is kept;
+// its wait, for aging, starts again, so it cannot take back the room made
+// for its preemptor), any other ends as Preempted. A job that
 // succeeded anyway, or was stopped meanwhile, keeps that outcome.
 func (d *Daemon) preemptedOutcome(j *api.Job) {
 	if j.Preempt == nil {
@@ -220,7 +221,8 @@ func (d *Daemon) preemptedOutcome(j *api.Job) {
 		}
 		return
 	}
-	j.State, j.Reason = api.Queued, "re-queued after being "+p.Reason
+	now := d.cfg.Now().UTC()
+	j.State, j.Reason, j.Requeued = api.Queued, "re-queued after being "+p.Reason, &now
 	j.Started, j.Finished, j.ExitCode = nil, nil, nil
 	j.Node, j.GPUs, j.Shares = 0, nil, nil
 	j.SupervisorPID, j.SupervisorStart = 0, 0

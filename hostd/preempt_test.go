@@ -133,19 +133,27 @@ func TestPreemptByPriority(t *testing.T) {
 	}
 }
 
-// A restartable victim goes back to the queue, keeps its place and its
-// output, and runs again to completion once there is room.
+// A restartable victim goes back to the queue, keeps its output, and runs
+// again to completion once there is room. Its wait starts again: though it
+// was submitted long before (aging would put it first), it does not take
+// back the GPU from the job that preempted it.
 func TestPreemptRestartableRequeues(t *testing.T) {
 	gates := t.TempDir()
-	d := startDaemon(t, t.TempDir(), "1xH200")
+	clk := newClock()
+	d := startDaemon(t, t.TempDir(), "1xH200", withClock(clk))
 	whole := map[string]string{"count": "1"}
 	low := submit(t, d, restartable(gatedJob(gates, whole, 0)))
 	eventually(t, "low-priority job running", func() bool { return started(t, d, low.ID) })
+	clk.advance(time.Hour) // aging alone would rank low at 60, high at 10
 	high := submit(t, d, gatedJob(gates, whole, 10))
 	eventually(t, "high-priority job running", func() bool { return states(t, d)[high.ID] == api.Running })
 	v := job(t, d, low.ID)
-	if v.State != api.Queued || v.Preemptions != 1 || v.LastPreemption == nil || v.LastPreemption.By != high.ID {
+	if v.State != api.Queued || v.Preemptions != 1 || v.LastPreemption == nil || v.LastPreemption.By != high.ID || v.Requeued == nil {
 		t.Fatalf("restartable victim: state %s, preemptions %d, last %+v", v.State, v.Preemptions, v.LastPreemption)
+	}
+	d.schedule()
+	if s := states(t, d); s[high.ID] != api.Running || s[low.ID] != api.Queued {
+		t.Fatalf("after the preemption: %v", s)
 	}
 	q, err := d.Queue()
 	if err != nil {

@@ -55,7 +55,11 @@ func (d *Daemon) waitingLocked() ([]api.Job, []api.Job, error) {
 	for _, j := range jobs {
 		if j.State == api.Queued {
 			byID[j.ID] = j
-			items = append(items, queue.Item{ID: j.ID, Queue: j.Queue, Priority: j.Priority, Seq: j.Seq, Submitted: j.Submitted, Need: jobNeed(j)})
+			waitingSince := j.Submitted
+			if j.Requeued != nil {
+				waitingSince = *j.Requeued
+			}
+			items = append(items, queue.Item{ID: j.ID, Queue: j.Queue, Priority: j.Priority, Seq: j.Seq, Submitted: waitingSince, Need: jobNeed(j)})
 		}
 	}
 	used := usage(jobs)

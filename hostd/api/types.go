@@ -89,6 +89,10 @@ type Job struct {
 	// LastPreemption says the latest one.
 	Preemptions    int         `json:"preemptions,omitempty"`
 	LastPreemption *Preemption `json:"lastPreemption,omitempty"`
+	// Requeued is when a restartable job last went back to the queue after
+	// a preemption; its wait (priority aging) counts from then, so it does
+	// not jump ahead of the job that preempted it.
+	Requeued *time.Time `json:"requeued,omitempty"`
 	// ExitCode is the job's exit code (128+signal when killed); nil when unknown.
 	ExitCode *int `json:"exitCode,omitempty"`
 	// Reason explains the final state ("exit status 2", "killed by signal 15").
