@@ -172,7 +172,7 @@ func bindRate(ctx context.Context, b *testing.B, c kubernetes.Interface, ns stri
 		b.Fatal(err)
 	}
 	f.Start(ctx.Done())
-	defer f.Shutdown()
+	defer func() { cancel(); f.Shutdown() }() // Shutdown waits for the informer, which stops with ctx
 	select {
 	case <-done:
 	case <-ctx.Done():
