@@ -31,6 +31,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 		{"relative command", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: []string{"true"}}, "command"},
 		{"missing command", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: []string{"/nonexistent/tool"}}, "command"},
 		{"bad queue", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: ok, Queue: "Bad Queue"}, "queue"},
+		{"queue name the queue tree rejects", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: ok, Queue: "my_queue"}, "queue"},
 		{"priority out of range", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: ok, Priority: 5000}, "priority"},
 		{"mig profile the host lacks", api.SubmitRequest{GPU: map[string]string{"mig-profile": "1g.10gb"}, Command: ok}, "mig-profile"},
 	}

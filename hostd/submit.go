@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -20,8 +20,6 @@ const (
 	MaxPriority  = 1000
 	DefaultQueue = "default"
 )
-
-var queueName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // InputError is a rejected submission; Field names the request field
 // (request.Field*) or submission field ("command", "queue", "priority",
@@ -89,8 +87,8 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	if q == "" {
 		q = DefaultQueue
 	}
-	if !queueName.MatchString(q) {
-		return api.Job{}, &InputError{Field: "queue", Msg: fmt.Sprintf("must be 1-63 characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit, got %q", r.Queue)}
+	if !queueing.ValidName(q) {
+		return api.Job{}, &InputError{Field: "queue", Msg: fmt.Sprintf("must be a lowercase DNS label (1-63 characters of a-z, 0-9, '.', '-', starting and ending with a letter or digit), got %q", r.Queue)}
 	}
 	if len(d.cfg.Queues) > 0 && q != DefaultQueue && !d.configured(q) {
 		return api.Job{}, &InputError{Field: "queue", Msg: fmt.Sprintf("queue %q is not configured; this daemon's queues are %s (queues are declared in the file given to tessera up --config)", q, strings.Join(d.queueNames(), ", "))}

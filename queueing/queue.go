@@ -29,7 +29,12 @@ type Queue struct {
 	Limit Resources `json:"limit"`
 }
 
-func validName(s string) bool {
+func validName(s string) bool { return ValidName(s) }
+
+// ValidName reports whether s can name a queue: a lowercase DNS label
+// (a-z, 0-9, '-', '.', at most 63, starting and ending with a letter or
+// digit), as Kubernetes object names are.
+func ValidName(s string) bool {
 	return regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`).MatchString(s)
 }
 

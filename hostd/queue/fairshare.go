@@ -67,9 +67,10 @@ func (f FairShare) tree(items []Item, used map[string]queueing.Resources) *queue
 }
 
 // Tree is the queue tree of the configured queues plus, with weight 1 and
-// no guarantee, every other name in names. An invalid configured set (the
-// daemon validates it at start) falls back to flat queues rather than
-// refusing to order.
+// no guarantee, every other valid name in names (an invalid one, from an
+// older record, is left out: the ledger charges it to the default queue).
+// An invalid configured set (the daemon validates it at start) falls back
+// to flat queues rather than refusing to order.
 func Tree(configured []queueing.Queue, names []string) *queueing.Tree {
 	qs := slices.Clone(configured)
 	known := map[string]bool{}
@@ -77,7 +78,7 @@ func Tree(configured []queueing.Queue, names []string) *queueing.Tree {
 		known[q.Name] = true
 	}
 	for _, name := range names {
-		if !known[name] {
+		if !known[name] && queueing.ValidName(name) {
 			known[name] = true
 			qs = append(qs, queueing.Queue{Name: name, Weight: 1})
 		}
@@ -89,7 +90,9 @@ func Tree(configured []queueing.Queue, names []string) *queueing.Tree {
 			flat = append(flat, queueing.Queue{Name: name, Weight: 1})
 		}
 		slices.SortFunc(flat, func(a, b queueing.Queue) int { return strings.Compare(a.Name, b.Name) })
-		t, _ = queueing.NewTree(flat)
+		if t, err = queueing.NewTree(flat); err != nil {
+			t, _ = queueing.NewTree(nil) // the default queue alone always builds
+		}
 	}
 	return t
 }

@@ -62,3 +62,31 @@ func TestFairShareHonoursWeightsAndPriority(t *testing.T) {
 		t.Fatalf("within-queue order = %s", got)
 	}
 }
+
+func TestTree(t *testing.T) {
+	tree := Tree([]queueing.Queue{{Name: "owner", Guaranteed: queueing.Resources{GPUMilli: 1000}}}, []string{"owner", "adhoc", "adhoc"})
+	if got := strings.Join(tree.Names(), ","); got != "adhoc,default,owner" {
+		t.Errorf("names = %s", got)
+	}
+	if q, _ := tree.Queue("owner"); q.Guaranteed.GPUMilli != 1000 {
+		t.Errorf("configured guarantee lost: %+v", q)
+	}
+	if q, _ := tree.Queue("adhoc"); q.Weight != 1 || !q.Guaranteed.IsZero() {
+		t.Errorf("queue created on use: %+v", q)
+	}
+	// A name the tree rejects (an older record's underscore) is left out;
+	// ordering still works, charging it to the default queue.
+	odd := Tree(nil, []string{"my_queue", "ok"})
+	if got := strings.Join(odd.Names(), ","); got != "default,ok" {
+		t.Errorf("names = %s", got)
+	}
+	items := append(jobs("my_queue", 2, 0), jobs("ok", 1, 10)...)
+	if got := ids(FairShare{}.Order(items, time.Time{})); len(got) == 0 {
+		t.Error("no order")
+	}
+	// An inconsistent configured set falls back to flat queues.
+	flat := Tree([]queueing.Queue{{Name: "a", Parent: "nope"}}, []string{"b"})
+	if got := strings.Join(flat.Names(), ","); got != "a,b,default" {
+		t.Errorf("fallback names = %s", got)
+	}
+}

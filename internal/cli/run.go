@@ -66,7 +66,7 @@ Without GPU flags the job takes one whole GPU.`,
 	f.StringVar(&o.memoryLimit, "gpu-memory-limit", "", "memory cap per GPU, at least --gpu-memory (default = --gpu-memory)")
 	f.StringVar(&o.model, "model", "", "allowed GPU models, e.g. H200 or A100-80GB|H100 (default: any)")
 	f.String("mig", "", "a MIG instance of this profile per GPU instead of a share, e.g. 1g.18gb (on MIG-capable models; see docs/host.md)")
-	f.StringVar(&o.queue, "queue", hostd.DefaultQueue, "queue name: a-z, 0-9, '.', '_', '-'")
+	f.StringVar(&o.queue, "queue", hostd.DefaultQueue, "queue name: a-z, 0-9, '.', '-', starting and ending with a letter or digit (with tessera up --config: a configured queue)")
 	f.IntVar(&o.priority, "priority", 0, fmt.Sprintf("priority within the queue, in [%d, %d]; higher starts first", hostd.MinPriority, hostd.MaxPriority))
 	f.BoolVarP(&o.detach, "detach", "d", false, "print the job ID and return instead of streaming its output")
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload instead of the daemon's")
