@@ -3,14 +3,16 @@ package queues
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tessera-gpu/tessera/kube/crd"
-	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
@@ -37,72 +39,41 @@ func InstallCRD(ctx context.Context, dyn dynamic.Interface) error {
 	return crd.Install(ctx, dyn, manifest)
 }
 
-// FromObject converts a Queue object; errors name the queue and the field.
+// FromObject converts a Queue object with the same rules as the host
+// daemon's queue file (queueing.Spec); errors name the queue and the field.
 func FromObject(u *unstructured.Unstructured) (queueing.Queue, error) {
-	q := queueing.Queue{Name: u.GetName()}
-	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	fail := func(field, allowed string, v any) (queueing.Queue, error) {
-		return queueing.Queue{}, fmt.Errorf("queue %s: spec.%s: must be %s, got %v", q.Name, field, allowed, v)
-	}
-	if v, ok := spec["parent"]; ok {
-		s, isStr := v.(string)
-		if !isStr {
-			return fail("parent", "a queue name", v)
+	name := u.GetName()
+	raw, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec")
+	spec := queueing.Spec{Name: name}
+	if raw != nil {
+		b, err := json.Marshal(raw)
+		if err != nil {
+			return queueing.Queue{}, fmt.Errorf("queue %s: spec: %w", name, err)
 		}
-		q.Parent = s
-	}
-	for _, f := range []struct {
-		name string
-		dst  *int32
-	}{{"priority", &q.Priority}, {"weight", &q.Weight}} {
-		if v, ok := spec[f.name]; ok {
-			n, isInt := v.(int64)
-			if !isInt || n < -1<<31 || n > 1<<31-1 {
-				return fail(f.name, "a 32-bit whole number", v)
-			}
-			*f.dst = int32(n)
+		if err := json.Unmarshal(b, &spec); err != nil {
+			return queueing.Queue{}, fmt.Errorf("queue %s: %s", name, describe(err))
 		}
+		spec.Name = name // spec.name is not a field of the resource
 	}
-	var err error
-	if q.Guaranteed, err = amounts(spec, "guaranteed"); err != nil {
-		return queueing.Queue{}, fmt.Errorf("queue %s: %w", q.Name, err)
-	}
-	if q.Limit, err = amounts(spec, "limit"); err != nil {
-		return queueing.Queue{}, fmt.Errorf("queue %s: %w", q.Name, err)
+	q, err := spec.Queue("spec")
+	if err != nil {
+		return queueing.Queue{}, fmt.Errorf("queue %s: %w", name, err)
 	}
 	return q, nil
 }
 
-// amounts reads spec.<field>.{gpu,gpuMemory,cpu,memory}.
-func amounts(spec map[string]any, field string) (queueing.Resources, error) {
-	var r queueing.Resources
-	m, ok := spec[field].(map[string]any)
-	if !ok {
-		if spec[field] != nil {
-			return r, fmt.Errorf("spec.%s: must be an object", field)
-		}
-		return r, nil
+// describe turns a JSON decoding error into "spec.FIELD: must be ...".
+func describe(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return "spec: " + err.Error()
 	}
-	str := func(v any) string { return fmt.Sprint(v) }
-	for _, a := range []struct {
-		key, allowed string
-		parse        func(string) (int64, error)
-		dst          *int64
-	}{
-		{"gpu", "a number of GPUs such as 4 or 0.5", quantity.ParseShare, &r.GPUMilli},
-		{"gpuMemory", "a size such as 320Gi", quantity.ParseMiB, &r.GPUMemoryMiB},
-		{"cpu", "a number of cores such as 64 or 0.5", quantity.ParseShare, &r.CPUMilli},
-		{"memory", "a size such as 512Gi", quantity.ParseMiB, &r.MemoryMiB},
-	} {
-		v, ok := m[a.key]
-		if !ok {
-			continue
-		}
-		n, err := a.parse(str(v))
-		if err != nil {
-			return r, fmt.Errorf("spec.%s.%s: must be %s, got %q", field, a.key, a.allowed, str(v))
-		}
-		*a.dst = n
+	want := "a " + te.Type.Kind().String()
+	switch te.Type.Kind() {
+	case reflect.Struct, reflect.Map:
+		want = "an object"
+	case reflect.Int64, reflect.Int32, reflect.Int:
+		want = "a whole number"
 	}
-	return r, nil
+	return fmt.Sprintf("spec.%s: must be %s, got a %s", te.Field, want, te.Value)
 }

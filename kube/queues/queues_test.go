@@ -29,14 +29,14 @@ func TestFromObject(t *testing.T) {
 	q, err := FromObject(obj(map[string]any{
 		"parent": "org", "priority": int64(5), "weight": int64(2),
 		"guaranteed": map[string]any{"gpu": "4", "gpuMemory": "320Gi", "cpu": int64(64), "memory": "512Gi"},
-		"limit":      map[string]any{"gpu": "0.5"},
+		"limit":      map[string]any{"gpu": "8"},
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := queueing.Queue{Name: "team", Parent: "org", Priority: 5, Weight: 2,
 		Guaranteed: queueing.Resources{GPUMilli: 4000, GPUMemoryMiB: 320 * 1024, CPUMilli: 64000, MemoryMiB: 512 * 1024},
-		Limit:      queueing.Resources{GPUMilli: 500}}
+		Limit:      queueing.Resources{GPUMilli: 8000}}
 	if q != want {
 		t.Fatalf("FromObject = %+v\nwant %+v", q, want)
 	}
@@ -44,11 +44,14 @@ func TestFromObject(t *testing.T) {
 		spec map[string]any
 		want string
 	}{
-		{map[string]any{"parent": int64(3)}, "queue team: spec.parent: must be a queue name, got 3"},
-		{map[string]any{"weight": "heavy"}, "queue team: spec.weight: must be a 32-bit whole number, got heavy"},
+		{map[string]any{"parent": int64(3)}, "queue team: spec.parent: must be a string, got a number"},
+		{map[string]any{"weight": "heavy"}, "queue team: spec.weight: must be a whole number, got a string"},
+		{map[string]any{"weight": int64(-1)}, "queue team: spec.weight: must be in [0, 2147483647] (0 means 1), got -1"},
+		{map[string]any{"priority": int64(1) << 40}, "queue team: spec.priority: must be in [-2147483648, 2147483647], got 1099511627776"},
+		{map[string]any{"guaranteed": map[string]any{"gpu": "4"}, "limit": map[string]any{"gpu": "2"}}, "queue team: spec.guaranteed: must be within spec.limit"},
 		{map[string]any{"guaranteed": map[string]any{"gpu": "lots"}}, `queue team: spec.guaranteed.gpu: must be a number of GPUs such as 4 or 0.5, got "lots"`},
 		{map[string]any{"limit": map[string]any{"memory": "1TB"}}, `queue team: spec.limit.memory: must be a size such as 512Gi, got "1TB"`},
-		{map[string]any{"limit": "none"}, "queue team: spec.limit: must be an object"},
+		{map[string]any{"limit": "none"}, "queue team: spec.limit: must be an object, got a string"},
 	} {
 		if _, err := FromObject(obj(tc.spec)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("FromObject(%v) = %v, want %q", tc.spec, err, tc.want)
