@@ -1,11 +1,13 @@
 package hostd
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
 
+	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/queue"
@@ -51,6 +53,12 @@ type Config struct {
 	// Arbiter is the node arbiter seam (nil: none; compute is then not
 	// gated and jobs run with TESSERA_COMPUTE_FAIL=open).
 	Arbiter Arbiter
+	// Sharing is how jobs share a GPU, the node arbiter's mode:
+	// arbiter.ModeTokens (the default: launch tokens) or arbiter.ModeMPS
+	// (NVIDIA MPS caps each job, which needs Arbiter, built in that mode).
+	// In ModeMPS a job takes one GPU (an MPS client reaches one GPU's
+	// control daemon): a request for more is refused at submission.
+	Sharing arbiter.Mode
 	// StopGrace is how long a stopped job has between SIGTERM and SIGKILL
 	// (default 10s).
 	StopGrace time.Duration
@@ -63,16 +71,22 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Arbiter is the seam for the node arbiter, which will gate compute. The
+// Arbiter is the seam for the node arbiter, which gates compute. The
 // daemon calls Admit before a job starts (and again for jobs it re-adopts
-// after a restart) and Release after it ends. An adapter over package
-// arbiter maps Admit to Register(Client{Key: job.ID, Dir: shmDir, GPUs:
-// job.Shares}) and returns shmDir/grant.
+// after a restart), then ClientEnv for a job it starts, and Release after
+// it ends. ArbiterSeat, the adapter over package arbiter, maps Admit to
+// Register(Client{Key: job.ID, Dir: shmDir, GPUs: job.Shares}) and returns
+// shmDir/grant, and ClientEnv to Arbiter.ClientEnv.
 type Arbiter interface {
 	// Admit returns the grant region file the job's interception library
 	// reads (TESSERA_ARBITER_REGION), or "" to leave compute ungated.
 	// shmDir is the job's TESSERA_SHM_DIR.
 	Admit(job api.Job, shmDir string) (region string, err error)
+	// ClientEnv returns the variables an admitted job must be started
+	// with besides the daemon's own (in MPS mode CUDA_MPS_PIPE_DIRECTORY,
+	// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT;
+	// none with launch tokens).
+	ClientEnv(ctx context.Context, jobID string) (map[string]string, error)
 	// Release forgets the job.
 	Release(jobID string)
 }
@@ -109,6 +123,15 @@ func (c *Config) defaults() error {
 		if q.Guaranteed.GPUMilli > gpus*1000 {
 			return fmt.Errorf("queues[%d].guaranteed.gpu: must be at most this host's %d GPUs, got %s", i, gpus, quantity.FormatShare(q.Guaranteed.GPUMilli))
 		}
+	}
+	switch c.Sharing {
+	case arbiter.ModeTokens:
+	case arbiter.ModeMPS:
+		if c.Arbiter == nil {
+			return fmt.Errorf("arbiter: must be set when sharing is %s (the node arbiter runs the MPS daemons and gives jobs their MPS settings)", c.Sharing)
+		}
+	default:
+		return fmt.Errorf("sharing: must be %s or %s, got %s", arbiter.ModeTokens, arbiter.ModeMPS, c.Sharing)
 	}
 	if c.PreemptionMinRuntime < 0 {
 		return fmt.Errorf("preemption min runtime: must be >= 0, got %s", c.PreemptionMinRuntime)

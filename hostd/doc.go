@@ -8,7 +8,9 @@
 // hostd/supervisor runs one job and records its exit status, hostd/jobenv
 // builds a job's environment, hostd/server and hostd/client speak the local
 // HTTP+JSON API over a unix socket, and this package ties them together.
-// The node arbiter plugs in through Config.Arbiter (ArbiterSeat adapts package arbiter).
+// The node arbiter plugs in through Config.Arbiter (ArbiterSeat adapts package arbiter);
+// with Config.Sharing arbiter.ModeMPS it runs NVIDIA MPS, each job gets its
+// MPS client variables (Arbiter.ClientEnv) and takes one GPU.
 //
 // Queues, fair share and preemption follow the cluster's rules through the
 // same pure packages: queueing (queues from the --config file, see

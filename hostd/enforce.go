@@ -19,8 +19,9 @@ import (
 
 // ArbiterSeat adapts the node arbiter to the daemon's Arbiter seam: a job
 // is registered under its ID with its run folder and shares (in device
-// index order, the job's CUDA ordinals), and its grant region is returned
-// for TESSERA_ARBITER_REGION.
+// index order, the job's CUDA ordinals), its grant region is returned for
+// TESSERA_ARBITER_REGION, and its client variables (MPS mode) come from
+// Arbiter.ClientEnv.
 type ArbiterSeat struct {
 	Enforcer arbiter.Enforcer
 	Log      *slog.Logger
@@ -34,6 +35,12 @@ func (s ArbiterSeat) Admit(job api.Job, shmDir string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(shmDir, arbiter.RegionFile), nil
+}
+
+// ClientEnv implements Arbiter: in MPS mode, the job's MPS pipe folder,
+// active thread percentage and pinned memory limit; none with tokens.
+func (s ArbiterSeat) ClientEnv(ctx context.Context, jobID string) (map[string]string, error) {
+	return s.Enforcer.Arbiter.ClientEnv(ctx, jobID)
 }
 
 // Release implements Arbiter.

@@ -174,7 +174,7 @@ func (d *Daemon) Status() (api.Status, error) {
 	if err != nil {
 		return api.Status{}, err
 	}
-	st := api.Status{Source: d.cfg.Source, Simulated: d.cfg.Simulated, StateDir: d.cfg.StateDir}
+	st := api.Status{Source: d.cfg.Source, Simulated: d.cfg.Simulated, StateDir: d.cfg.StateDir, Sharing: d.cfg.Sharing.String()}
 	onGPU := map[[2]int][]string{}
 	for _, j := range jobs {
 		switch j.State {

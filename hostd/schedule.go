@@ -1,6 +1,7 @@
 package hostd
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,7 +118,11 @@ func (d *Daemon) sharesOf(j api.Job, dec placement.Decision) ([]binding.Share, e
 // startLocked starts j's supervisor on its booked decision. A job that
 // cannot start is marked Failed and its booking released.
 func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
+	admitted := false
 	fail := func(err error) {
+		if admitted {
+			d.cfg.Arbiter.Release(j.ID)
+		}
 		pod := podOf(j)
 		if rerr := d.cluster.Release(&pod, dec); rerr != nil {
 			d.cfg.Log.Error("release placement", "job", j.ID, "err", rerr)
@@ -149,13 +154,20 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 	}
 	j.Node, j.GPUs, j.Shares = dec.Node, dec.GPUs, shares
 	region := ""
+	var clientEnv map[string]string
 	if d.cfg.Arbiter != nil && !isMIG(j) {
 		if region, err = d.cfg.Arbiter.Admit(j, shm); err != nil {
 			fail(fmt.Errorf("arbiter: %w", err))
 			return
 		}
+		admitted = true
+		// In MPS mode: the job's MPS pipe folder and caps.
+		if clientEnv, err = d.cfg.Arbiter.ClientEnv(context.Background(), j.ID); err != nil {
+			fail(fmt.Errorf("arbiter: %w", err))
+			return
+		}
 	}
-	env := jobenv.Build(j.Env, shares, jobenv.Options{JobID: j.ID, Queue: j.Queue, ShmDir: shm, InterceptLib: j.InterceptLib, ArbiterRegion: region, GPUUUIDs: d.gpuUUIDs(dec.Node)})
+	env := jobenv.Build(j.Env, shares, jobenv.Options{JobID: j.ID, Queue: j.Queue, ShmDir: shm, InterceptLib: j.InterceptLib, ArbiterRegion: region, GPUUUIDs: d.gpuUUIDs(dec.Node), ClientEnv: clientEnv})
 	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace})
 	if err != nil {
 		if cmd != nil {

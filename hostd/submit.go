@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -65,6 +66,9 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 			return api.Job{}, &InputError{Field: fe.Field, Msg: err.Error()}
 		}
 		return api.Job{}, &InputError{Field: "gpu", Msg: err.Error()}
+	}
+	if d.cfg.Sharing == arbiter.ModeMPS && gpu.MIGProfile == "" && gpu.Count > 1 {
+		return api.Job{}, &InputError{Field: request.FieldCount, Msg: fmt.Sprintf("must be 1 on this host, got %d: it shares GPUs with NVIDIA MPS (tessera up --sharing mps), and an MPS client runs on one GPU (its CUDA_MPS_PIPE_DIRECTORY names one GPU's control daemon); submit one job per GPU", gpu.Count)}
 	}
 	var engine *request.GPU
 	if gpu.MIGProfile != "" {

@@ -157,12 +157,15 @@ type GPUStatus struct {
 
 // Status is the daemon's summary.
 type Status struct {
-	Source    string      `json:"source"`
-	Simulated bool        `json:"simulated"`
-	StateDir  string      `json:"stateDir"`
-	GPUs      []GPUStatus `json:"gpus"`
-	Queued    int         `json:"queued"`
-	Running   int         `json:"running"`
+	Source    string `json:"source"`
+	Simulated bool   `json:"simulated"`
+	// Sharing is how jobs share a GPU: "tokens" (launch tokens) or "mps"
+	// (NVIDIA MPS; one GPU per job).
+	Sharing  string      `json:"sharing,omitempty"`
+	StateDir string      `json:"stateDir"`
+	GPUs     []GPUStatus `json:"gpus"`
+	Queued   int         `json:"queued"`
+	Running  int         `json:"running"`
 }
 
 // LogCompleteTrailer is the HTTP trailer a log stream ends with when it

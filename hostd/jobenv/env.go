@@ -28,6 +28,12 @@ type Options struct {
 	// GPUUUIDs maps GPU index to the physical GPU's UUID, for the parents
 	// of MIG instances (TESSERA_MIG_PARENT_UUIDS).
 	GPUUUIDs map[int]string
+	// ClientEnv are the variables the node arbiter gives the job (in MPS
+	// mode CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and
+	// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), set over the base environment.
+	// They never replace the daemon's own (LD_PRELOAD, CUDA_VISIBLE_DEVICES,
+	// NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, TESSERA_*).
+	ClientEnv map[string]string
 }
 
 // Build returns base with the job's variables set (replacing any of the
@@ -73,6 +79,11 @@ func Build(base []string, shares []binding.Share, o Options) []string {
 	}
 	if o.ArbiterRegion != "" {
 		set["TESSERA_ARBITER_REGION"] = o.ArbiterRegion
+	}
+	for k, v := range o.ClientEnv {
+		if _, own := set[k]; !own && k != "LD_PRELOAD" && !strings.HasPrefix(k, "TESSERA_") {
+			set[k] = v
+		}
 	}
 	if mig {
 		set["TESSERA_MIG_PROFILES"] = strings.Join(migProfiles, ",")

@@ -70,6 +70,24 @@ func TestBuild(t *testing.T) {
 			absent: []string{"DUPLICATE"},
 		},
 		{
+			name:   "arbiter's client variables over the base, never over the daemon's own",
+			base:   []string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "LD_PRELOAD=/lib/other.so"},
+			shares: shares[1:],
+			o: Options{JobID: "job-4", ClientEnv: map[string]string{
+				"CUDA_MPS_PIPE_DIRECTORY": "/mps/GPU-a/pipe", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "45", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=1024M",
+				"CUDA_VISIBLE_DEVICES": "GPU-x", "TESSERA_JOB_ID": "job-x", "LD_PRELOAD": "/x.so",
+			}},
+			want: map[string]string{
+				"CUDA_MPS_PIPE_DIRECTORY":           "/mps/GPU-a/pipe",
+				"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "45",
+				"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT":  "0=1024M",
+				"CUDA_VISIBLE_DEVICES":              "GPU-a",
+				"TESSERA_JOB_ID":                    "job-4",
+				"LD_PRELOAD":                        "/lib/other.so",
+			},
+			absent: []string{"DUPLICATE"},
+		},
+		{
 			name: "no GPUs",
 			o:    Options{JobID: "job-3"},
 			want: map[string]string{"CUDA_VISIBLE_DEVICES": "void", "TESSERA_GPU_UUIDS": ""},

@@ -59,7 +59,7 @@ Without GPU flags the job takes one whole GPU.`,
 	cmd.Flags().SetInterspersed(false)
 	o.host.register(cmd)
 	f := cmd.Flags()
-	f.IntVar(&o.gpus, "gpus", 1, fmt.Sprintf("number of GPUs, in [1, %d]", request.MaxCount))
+	f.IntVar(&o.gpus, "gpus", 1, fmt.Sprintf("number of GPUs, in [1, %d] (1 on a host started with --sharing mps)", request.MaxCount))
 	f.StringVar(&o.fraction, "gpu-fraction", "", "guaranteed share of each GPU, in (0, 1]: 0.25, 25% or 250m (default 1, a whole GPU)")
 	f.StringVar(&o.limit, "gpu-limit", "", "burst limit of each GPU, in [--gpu-fraction, 1] (default = --gpu-fraction)")
 	f.StringVar(&o.memory, "gpu-memory", "", "guaranteed memory per GPU, e.g. 20Gi (default: --gpu-fraction of the GPU's memory)")

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-gpu/tessera/arbiter"
+	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/server"
@@ -86,6 +88,9 @@ type upOptions struct {
 	minRuntime    time.Duration
 	minRuntimeSet bool
 	noPreempt     bool
+	// sharing is --sharing (tokens or mps); mpsRoot and mpsControl are
+	// --mps-root and --mps-control ("" for their defaults).
+	sharing, mpsRoot, mpsControl string
 }
 
 func newUpCommand(a *app) *cobra.Command {
@@ -102,7 +107,8 @@ Prometheus metrics at /metrics and a status page at / (on the socket, and on
 		Example: `  tessera up
   tessera up --simulate 2xH200 --state-dir /tmp/t1
   tessera up --config /etc/tessera/host.yaml --preemption-min-runtime 5m
-  tessera up --http 127.0.0.1:9400`,
+  tessera up --http 127.0.0.1:9400
+  tessera up --sharing mps`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.minRuntimeSet = cmd.Flags().Changed("preemption-min-runtime")
@@ -120,6 +126,9 @@ Prometheus metrics at /metrics and a status page at / (on the socket, and on
 	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
 	f.DurationVar(&o.minRuntime, "preemption-min-runtime", time.Minute, "jobs that have run less than this are never preempted (wins over the config file)")
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
+	f.StringVar(&o.sharing, "sharing", arbiter.ModeTokens.String(), "how jobs share a GPU: tokens (the node arbiter gates kernel launches) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
+	f.StringVar(&o.mpsRoot, "mps-root", "", "with --sharing mps: folder of the MPS control daemons' pipe and log folders, keep it short (default STATE_DIR/mps)")
+	f.StringVar(&o.mpsControl, "mps-control", "", "with --sharing mps: the MPS control program (default "+mps.DefaultBinary+" on PATH; required on simulated GPUs)")
 	return cmd
 }
 
@@ -160,6 +169,10 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	sharing, err := sharingMode(o)
+	if err != nil {
+		return err
+	}
 	lib, err := findInterceptLib(o.interceptLib)
 	if err != nil {
 		return err
@@ -179,25 +192,40 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 			capacity[g.UUID] = uint64(g.MemoryMiB) << 20
 		}
 	}
+	arbCfg := arbiter.Config{Mode: sharing, Capacity: capacity, Logger: a.log}
+	if sharing == arbiter.ModeMPS {
+		if arbCfg.MPS, err = mpsConfig(o, stateDir, srcName, simulated, nodes); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "tessera: sharing GPUs with NVIDIA MPS: one control daemon per GPU under %s (%s); jobs take one GPU each\n", arbCfg.MPS.Root, arbCfg.MPS.Binary)
+	}
 	// On real GPUs, NVML's per-process utilisation turns launch tokens
-	// into GPU time (docs/enforcement.md, "Meter").
+	// into GPU time (docs/enforcement.md, "Meter"); MPS needs none.
 	jobs := &hostd.JobTree{}
-	var meter arbiter.Meter
-	if !simulated {
+	if !simulated && sharing == arbiter.ModeTokens {
 		m, err := hostd.NVMLMeter(jobs, a.log)
 		if err != nil {
 			a.log.Warn("no GPU utilisation meter: compute limits cap launch rate, not GPU time", "err", err)
 		} else {
 			defer m.Close()
-			meter = m
+			arbCfg.Meter = m
 		}
 	}
-	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Meter: meter, Logger: a.log})
+	arb, err := arbiter.New(arbCfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("node arbiter: %w", err)
 	}
+	// The arbiter stops after the daemon; in MPS mode its Run returns once
+	// the control daemons have been told to quit.
+	arbCtx, stopArbiter := context.WithCancel(ctx)
+	arbDone := make(chan struct{})
+	defer func() {
+		stopArbiter()
+		<-arbDone
+	}()
 	go func() {
-		if err := arb.Run(ctx); err != nil {
+		defer close(arbDone)
+		if err := arb.Run(arbCtx); err != nil {
 			a.log.Error("node arbiter stopped", "err", err)
 		}
 	}()
@@ -205,6 +233,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 		StateDir: stateDir, Source: srcName, Simulated: simulated, Nodes: nodes, Catalog: a.catalog,
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
 		Arbiter:   hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
+		Sharing:   sharing,
 		StopGrace: o.stopGrace, Log: a.log,
 		Queues: settings.Queues, DisablePreemption: settings.DisablePreemption, PreemptionMinRuntime: *settings.MinRuntime,
 	})
@@ -214,6 +243,89 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	jobs.Set(d)
 	defer d.Close()
 	return a.serve(ctx, d, socket, os.FileMode(mode), o.httpAddr, lib)
+}
+
+// sharingMode reads --sharing, and refuses the MPS flags without mps.
+func sharingMode(o upOptions) (arbiter.Mode, error) {
+	var mode arbiter.Mode
+	switch o.sharing {
+	case arbiter.ModeTokens.String():
+		mode = arbiter.ModeTokens
+	case arbiter.ModeMPS.String():
+		mode = arbiter.ModeMPS
+	default:
+		return 0, fmt.Errorf("--sharing: must be %s or %s, got %q", arbiter.ModeTokens, arbiter.ModeMPS, o.sharing)
+	}
+	if mode != arbiter.ModeMPS {
+		for _, f := range [][2]string{{"--mps-root", o.mpsRoot}, {"--mps-control", o.mpsControl}} {
+			if f[1] != "" {
+				return 0, fmt.Errorf("%s: only with --sharing %s, got --sharing %s", f[0], arbiter.ModeMPS, o.sharing)
+			}
+		}
+	}
+	return mode, nil
+}
+
+// mpsConfig sets up the MPS control daemons of --sharing mps, one per GPU:
+// their root folder (created owner-only when missing) and control program.
+// Simulated GPUs have no MPS, so there the program must be given (a
+// stand-in, for tests).
+func mpsConfig(o upOptions, stateDir, source string, simulated bool, nodes []inventory.Node) (mps.Config, error) {
+	bin := o.mpsControl
+	switch {
+	case bin != "":
+		abs, err := filepath.Abs(bin)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(abs); err == nil && (fi.IsDir() || fi.Mode()&0o111 == 0) {
+				err = errors.New("not an executable file")
+			}
+		}
+		if err != nil {
+			return mps.Config{}, fmt.Errorf("--mps-control: must be an executable file, got %q (%v)", bin, err)
+		}
+		bin = abs
+	case simulated:
+		return mps.Config{}, fmt.Errorf("--sharing %s: needs NVIDIA GPUs and their driver's MPS; this host's GPUs are simulated (%s). Use --sharing %s, or give --mps-control PATH to run a stand-in control program (tests)",
+			arbiter.ModeMPS, source, arbiter.ModeTokens)
+	default:
+		found, err := exec.LookPath(mps.DefaultBinary)
+		if err != nil {
+			return mps.Config{}, fmt.Errorf("--mps-control: %s not found on PATH (it comes with the NVIDIA driver); give its path: %w", mps.DefaultBinary, err)
+		}
+		if bin, err = filepath.Abs(found); err != nil {
+			return mps.Config{}, fmt.Errorf("--mps-control: %w", err)
+		}
+	}
+	root := o.mpsRoot
+	if root == "" {
+		root = filepath.Join(stateDir, "mps")
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return mps.Config{}, fmt.Errorf("--mps-root: %w", err)
+	}
+	cfg := mps.Config{Binary: bin, Root: root}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			cfg.GPUs = append(cfg.GPUs, g.UUID)
+		}
+	}
+	// The GPUs come from discovery, the root from the user (its length
+	// bounds the daemons' socket paths).
+	if err := (mps.Config{Root: "/", GPUs: cfg.GPUs}).WithDefaults().Validate(); err != nil {
+		return mps.Config{}, fmt.Errorf("--sharing %s: this host's GPUs: %w", arbiter.ModeMPS, err)
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return mps.Config{}, fmt.Errorf("--mps-root: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return mps.Config{}, fmt.Errorf("--state-dir: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return mps.Config{}, fmt.Errorf("--mps-root: %w", err)
+	}
+	return cfg, nil
 }
 
 // hostSettings reads --config and applies the preemption flags over it.

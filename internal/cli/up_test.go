@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-gpu/tessera/arbiter/mps/mpstest"
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
 
@@ -196,6 +197,7 @@ func TestDetachQueueStopLogs(t *testing.T) {
 
 func TestUpRejectsBadFlags(t *testing.T) {
 	dir := t.TempDir()
+	fake := mpstest.Write(t)
 	tests := []struct {
 		args []string
 		want string
@@ -204,6 +206,12 @@ func TestUpRejectsBadFlags(t *testing.T) {
 		{[]string{"--http", "0.0.0.0:1"}, "--http: must be a loopback address"},
 		{[]string{"--simulate", "3xNoSuchGPU"}, "--simulate"},
 		{[]string{"--intercept-lib", filepath.Join(dir, "missing.so")}, "--intercept-lib"},
+		{[]string{"--sharing", "fair"}, `--sharing: must be tokens or mps, got "fair"`},
+		{[]string{"--mps-root", "/tmp/mps"}, "--mps-root: only with --sharing mps, got --sharing tokens"},
+		{[]string{"--sharing", "tokens", "--mps-control", fake}, "--mps-control: only with --sharing mps"},
+		{[]string{"--sharing", "mps", "--simulate", "1xH200"}, "--sharing mps: needs NVIDIA GPUs and their driver's MPS; this host's GPUs are simulated (sim:1xH200). Use --sharing tokens, or give --mps-control PATH"},
+		{[]string{"--sharing", "mps", "--simulate", "1xH200", "--mps-control", filepath.Join(dir, "missing")}, "--mps-control: must be an executable file"},
+		{[]string{"--sharing", "mps", "--simulate", "1xH200", "--mps-control", fake, "--mps-root", "/" + strings.Repeat("r", 80)}, "--mps-root: mps: root: pipe folder"},
 	}
 	for _, tt := range tests {
 		code, _, errs := tessera(append([]string{"up", "--state-dir", dir}, tt.args...)...)
@@ -296,5 +304,33 @@ func TestRunInterruptStopsJob(t *testing.T) {
 	jobs := psJobs(t, d.host)
 	if len(jobs) != 1 || jobs[0].State != api.Stopped {
 		t.Errorf("jobs after the interrupt: %+v", jobs)
+	}
+}
+
+// `tessera up --sharing mps` runs an MPS control daemon per GPU (here the
+// fake of package mpstest) and starts each job with its MPS settings; a
+// job of two GPUs is refused under --gpus and nothing is queued.
+func TestUpSharingMPS(t *testing.T) {
+	root := mpstest.ShortDir(t)
+	host := startUp(t, "2xH200", "--sharing", "mps", "--mps-control", mpstest.Write(t), "--mps-root", root).host
+	run := append([]string{"run"}, host...)
+	code, out, errs := tessera(append(run, "--gpu-fraction", "0.25", "--gpu-limit", "0.45", "--gpu-memory-limit", "20Gi", "--",
+		"sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"`)...)
+	if code != 0 {
+		t.Fatalf("run: exit %d, stderr %q", code, errs)
+	}
+	f := strings.Fields(out)
+	if len(f) != 4 || f[1] != filepath.Join(root, f[0], "pipe") || f[2] != "45" || f[3] != "0=20480M" {
+		t.Errorf("job printed %q, want its GPU, %s/<GPU>/pipe, 45 and 0=20480M", out, root)
+	}
+	if len(f) == 4 && !mpstest.Running(f[1]) {
+		t.Errorf("no MPS control daemon answers on %s", f[1])
+	}
+	code, _, errs = tessera(append(run, "--gpus", "2", "--", "true")...)
+	if want := "--gpus: must be 1 on this host, got 2: it shares GPUs with NVIDIA MPS"; code != 2 || !strings.Contains(errs, want) {
+		t.Errorf("run --gpus 2: exit %d, stderr %q; want 2 and %q", code, errs, want)
+	}
+	if jobs := psJobs(t, host); len(jobs) != 1 {
+		t.Errorf("%d jobs, want only the first", len(jobs))
 	}
 }
