@@ -55,6 +55,10 @@ type Config struct {
 	Health    HealthWatcher
 	// Enforcer, optional, enforces allocations (the node arbiter).
 	Enforcer Enforcer
+	// MPS, set on an MPS node (--sharing mps), gives each container its
+	// MPS client variables; it needs Enforcer (the same arbiter), which
+	// registers the container first. See docs/handoff.md, "MPS mode".
+	MPS MPS
 	// ReconcileInterval is how often finished pods' allocations are
 	// released (default 30s); PluginCheckInterval how often a kubelet
 	// restart is looked for (default 1s).
@@ -120,7 +124,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	alloc, err := NewAllocator(AllocatorConfig{
 		Node: cfg.NodeName, Paths: cfg.Paths, Pods: cfg.Pods, Kubelet: cfg.Kubelet,
-		Store: store, Devices: devices, Enforcer: cfg.Enforcer, Log: cfg.Log,
+		Store: store, Devices: devices, Enforcer: cfg.Enforcer, MPS: cfg.MPS, Log: cfg.Log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

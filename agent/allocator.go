@@ -28,7 +28,10 @@ type AllocatorConfig struct {
 	Devices *Devices
 	// Enforcer, when set, is told of every allocation and release.
 	Enforcer Enforcer
-	Log      *slog.Logger
+	// MPS, set on an MPS node, gives each container its MPS client
+	// variables once Enforcer has registered it; it needs Enforcer.
+	MPS MPS
+	Log *slog.Logger
 	// PreferTimeout bounds the API call of GetPreferredAllocation, which
 	// kubelet makes while holding its device lock (default 2s).
 	PreferTimeout time.Duration
@@ -48,6 +51,8 @@ func NewAllocator(cfg AllocatorConfig) (*Allocator, error) {
 		return nil, errors.New("allocator: node name must be set")
 	case cfg.Pods == nil || cfg.Store == nil || cfg.Devices == nil:
 		return nil, errors.New("allocator: pods, store and devices must be set")
+	case cfg.MPS != nil && cfg.Enforcer == nil:
+		return nil, errors.New("allocator: MPS mode needs an enforcer (the node arbiter registers each container before it gets its MPS variables)")
 	}
 	if err := cfg.Paths.Validate(); err != nil {
 		return nil, fmt.Errorf("allocator: %w", err)
@@ -98,6 +103,9 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	if units, _ := handoff.UnitsOf(deviceIDs); !sameSet(units, choice.GPUs) {
 		a.cfg.Log.Info("kubelet chose slots on other GPUs than assigned; the assignment wins", "pod", choice.Pod.Ref(), "container", choice.Container, "devices", deviceIDs)
 	}
+	if err := a.checkMPS(choice); err != nil {
+		return nil, err
+	}
 	key := handoff.Key(deviceIDs, choice.Pod.UID, choice.Container)
 	if err := os.MkdirAll(a.cfg.Paths.HostStateDir(key), 0o755); err != nil {
 		return nil, fmt.Errorf("create container state folder: %w", err)
@@ -110,14 +118,61 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	if err := a.cfg.Store.Put(entry); err != nil {
 		return nil, fmt.Errorf("record allocation: %w", err)
 	}
-	if err := a.enforce(ctx, entry); err != nil {
+	refuse := func(err error) (*pluginapi.ContainerAllocateResponse, error) {
 		if rerr := a.cfg.Store.Remove(key); rerr != nil {
 			a.cfg.Log.Warn("cannot drop the allocation record of a refused container", "key", key, "error", rerr)
 		}
 		return nil, fmt.Errorf("pod %s container %s: %w", choice.Pod.Ref(), choice.Container, err)
 	}
+	if err := a.enforce(ctx, entry); err != nil {
+		return refuse(err)
+	}
+	h := handoff.Build(a.cfg.Paths, key, choice.GPUs)
+	if a.cfg.MPS != nil {
+		if err := a.addMPS(ctx, &h, key); err != nil {
+			if uerr := a.cfg.Enforcer.Unregister(ctx, key); uerr != nil {
+				a.cfg.Log.Warn("cannot release a refused container's shares", "key", key, "error", uerr)
+			}
+			return refuse(err)
+		}
+	}
 	a.cfg.Log.Info("allocated", "pod", choice.Pod.Ref(), "container", choice.Container, "key", key, "devices", deviceIDs, "ambiguous", choice.Ambiguous)
-	return deviceplugin.Response(handoff.Build(a.cfg.Paths, key, choice.GPUs)), nil
+	return deviceplugin.Response(h), nil
+}
+
+// checkMPS applies an MPS node's rules to the container Allocate chose,
+// before anything is recorded: its assignment names one GPU (the container
+// reaches one GPU's MPS control daemon through CUDA_MPS_PIPE_DIRECTORY),
+// and its pod sets hostIPC (MPS clients share memory with the MPS server,
+// which runs in the host's IPC namespace). The pod spec always comes from
+// the API server here, so the agent knows hostIPC and refuses rather than
+// hand out a container whose CUDA calls cannot reach MPS.
+func (a *Allocator) checkMPS(c handoff.Choice) error {
+	if a.cfg.MPS == nil {
+		return nil
+	}
+	if len(c.GPUs) != 1 {
+		return fmt.Errorf("pod %s container %s: annotation %s assigns %d GPUs; on MPS node %s (--sharing mps) a container must use exactly one GPU, since CUDA_MPS_PIPE_DIRECTORY names one GPU's MPS daemon",
+			c.Pod.Ref(), c.Container, binding.AnnotationKey, len(c.GPUs), a.cfg.Node)
+	}
+	if !c.Pod.HostIPC {
+		return fmt.Errorf("pod %s container %s: spec.hostIPC must be true on MPS node %s (--sharing mps): MPS clients share memory with the node's MPS server through the host IPC namespace",
+			c.Pod.Ref(), c.Container, a.cfg.Node)
+	}
+	return nil
+}
+
+// addMPS adds the MPS client variables of a registered allocation and the
+// mount of its GPU's pipe folder.
+func (a *Allocator) addMPS(ctx context.Context, h *handoff.Handoff, key string) error {
+	env, err := a.cfg.MPS.ClientEnv(ctx, key)
+	if err != nil {
+		return fmt.Errorf("MPS client settings: %w", err)
+	}
+	if err := h.AddMPS(env); err != nil {
+		return fmt.Errorf("MPS client settings: %w", err)
+	}
+	return nil
 }
 
 // Preferred steers kubelet towards slots on the GPUs of the pod it most

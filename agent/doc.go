@@ -8,8 +8,11 @@
 // PreStartContainer calls using agent/handoff and keeps every allocation in
 // a checkpoint (agent/checkpoint) so a restart loses nothing; agent/kube
 // publishes the inventory; agent/metrics serves /metrics; with a CDI spec
-// folder configured, agent/cdi writes the node's CDI spec at start. docs/handoff.md
-// and docs/metrics.md describe the design and the contract.
+// folder configured, agent/cdi writes the node's CDI spec at start. On an
+// MPS node (Config.MPS, `--sharing mps`) Allocate admits only one-GPU
+// containers of hostIPC pods and adds the arbiter's MPS client variables
+// and pipe folder mount. docs/handoff.md and docs/metrics.md describe the
+// design and the contract.
 //
 // It must not choose placements (the scheduler does) or enforce shares
 // inside containers (the interception library and the arbiter do).

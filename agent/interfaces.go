@@ -23,6 +23,13 @@ type Enforcer interface {
 	Unregister(ctx context.Context, key string) error
 }
 
+// MPS is the node arbiter in MPS mode (arbiter.Arbiter, Config.Mode
+// ModeMPS): NVIDIA MPS caps each container, which must be started with the
+// variables ClientEnv returns for its registered allocation key.
+type MPS interface {
+	ClientEnv(ctx context.Context, key string) (map[string]string, error)
+}
+
 // KubeletPods is kubelet's PodResources API: the active pods and the
 // devices their containers hold.
 type KubeletPods interface {

@@ -93,3 +93,49 @@ func readManifest(path string) ([]*unstructured.Unstructured, error) {
 		}
 	}
 }
+
+// TestAgentDaemonSetHostAccess: the agent runs in the host PID namespace
+// (NVML reports host PIDs) and IPC namespace (MPS daemons and their
+// clients share it), and sees the MPS root (--mps-root's default) at its
+// host path, since containers mount pipe folders by the path the agent
+// reports.
+func TestAgentDaemonSetHostAccess(t *testing.T) {
+	objs, err := readManifest("tessera.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() != "DaemonSet" || obj.GetName() != "tessera-agent" {
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+		for _, f := range []string{"hostPID", "hostIPC"} {
+			if v, _, _ := unstructured.NestedBool(spec, f); !v {
+				t.Errorf("agent DaemonSet: %s must be true", f)
+			}
+		}
+		const mpsRoot = "/run/tessera/mps"
+		volume := ""
+		vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+		for _, v := range vols {
+			if p, _, _ := unstructured.NestedString(v.(map[string]any), "hostPath", "path"); p == mpsRoot {
+				volume, _, _ = unstructured.NestedString(v.(map[string]any), "name")
+			}
+		}
+		containers, _, _ := unstructured.NestedSlice(spec, "containers")
+		mounted := false
+		for _, c := range containers {
+			mounts, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+			for _, m := range mounts {
+				name, _, _ := unstructured.NestedString(m.(map[string]any), "name")
+				path, _, _ := unstructured.NestedString(m.(map[string]any), "mountPath")
+				mounted = mounted || (volume != "" && name == volume && path == mpsRoot)
+			}
+		}
+		if !mounted {
+			t.Errorf("agent DaemonSet: host folder %s must be mounted at the same path", mpsRoot)
+		}
+		return
+	}
+	t.Fatal("no tessera-agent DaemonSet in tessera.yaml")
+}

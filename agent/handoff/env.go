@@ -162,3 +162,33 @@ func Build(p Paths, key string, gpus []binding.Share) Handoff {
 	}
 	return h
 }
+
+// MPS client variables the agent passes on (arbiter/mps.ClientEnv).
+const (
+	EnvMPSPipeDir          = "CUDA_MPS_PIPE_DIRECTORY"
+	EnvMPSThreadPercentage = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	EnvMPSPinnedMemLimit   = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+)
+
+// AddMPS makes h an MPS client's handoff: it adds env, the variables the
+// node arbiter gives the container in MPS mode (Arbiter.ClientEnv), and
+// mounts the GPU's MPS pipe folder, CUDA_MPS_PIPE_DIRECTORY, read-write at
+// the same path, where the CUDA driver in the container reaches the
+// control daemon. The pipe folder must be an absolute path; env may set
+// only the three CUDA_MPS_* variables above.
+func (h *Handoff) AddMPS(env map[string]string) error {
+	pipe := env[EnvMPSPipeDir]
+	if !filepath.IsAbs(pipe) {
+		return fmt.Errorf("MPS client env: %s: must be an absolute path, got %q", EnvMPSPipeDir, pipe)
+	}
+	for k := range env {
+		if k != EnvMPSPipeDir && k != EnvMPSThreadPercentage && k != EnvMPSPinnedMemLimit {
+			return fmt.Errorf("MPS client env: %s: not an MPS client variable (want %s, %s or %s)", k, EnvMPSPipeDir, EnvMPSThreadPercentage, EnvMPSPinnedMemLimit)
+		}
+	}
+	for k, v := range env {
+		h.Env[k] = v
+	}
+	h.Mounts = append(h.Mounts, Mount{HostPath: pipe, ContainerPath: pipe})
+	return nil
+}

@@ -125,3 +125,42 @@ func TestKeyIsStableAndValid(t *testing.T) {
 		t.Errorf("key %q breaks the container ID rule", k1)
 	}
 }
+
+func TestAddMPSMountsThePipeFolderAtItsHostPath(t *testing.T) {
+	h := Build(Paths{HostStateRoot: "/run/t"}, "tsr-1", []binding.Share{share("GPU-a", 450)})
+	before := len(h.Mounts)
+	env := map[string]string{EnvMPSPipeDir: "/run/tessera/mps/GPU-a/pipe", EnvMPSThreadPercentage: "45", EnvMPSPinnedMemLimit: "0=200M"}
+	if err := h.AddMPS(env); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range env {
+		if h.Env[k] != v {
+			t.Errorf("%s = %q, want %q", k, h.Env[k], v)
+		}
+	}
+	if h.Env["TESSERA_CONTAINER_ID"] != "tsr-1" {
+		t.Errorf("the usual variables were lost: %v", h.Env)
+	}
+	if len(h.Mounts) != before+1 || h.Mounts[before] != (Mount{HostPath: env[EnvMPSPipeDir], ContainerPath: env[EnvMPSPipeDir]}) {
+		t.Errorf("mounts = %+v, want the pipe folder read-write at its host path", h.Mounts)
+	}
+
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{EnvMPSThreadPercentage: "45"}, `CUDA_MPS_PIPE_DIRECTORY: must be an absolute path, got ""`},
+		{map[string]string{EnvMPSPipeDir: "pipe"}, `CUDA_MPS_PIPE_DIRECTORY: must be an absolute path, got "pipe"`},
+		{map[string]string{EnvMPSPipeDir: "/p", "LD_PRELOAD": "/x.so"}, "LD_PRELOAD: not an MPS client variable"},
+	} {
+		h := Build(Paths{HostStateRoot: "/run/t"}, "tsr-1", []binding.Share{share("GPU-a", 450)})
+		n := len(h.Mounts)
+		err := h.AddMPS(tc.env)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("AddMPS(%v): %v, want %q", tc.env, err, tc.want)
+		}
+		if len(h.Mounts) != n || h.Env[EnvMPSPipeDir] != "" {
+			t.Errorf("AddMPS(%v) failed but changed the handoff: %+v", tc.env, h)
+		}
+	}
+}

@@ -21,6 +21,9 @@ type Pod struct {
 	// Terminal is true for pods that will not start again (Succeeded,
 	// Failed) or are being deleted.
 	Terminal bool
+	// HostIPC is the pod's spec.hostIPC: its containers share the host's
+	// IPC namespace, which MPS clients need (docs/handoff.md, "MPS mode").
+	HostIPC bool
 }
 
 // ContainerRequest is one container's request of Tessera devices.

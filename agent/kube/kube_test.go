@@ -27,7 +27,11 @@ func TestFromAPIListsTesseraContainersInKubeletOrder(t *testing.T) {
 	if len(p.Containers) != 2 || p.Containers[0] != (handoff.ContainerRequest{Name: "init", Devices: 1}) || p.Containers[1] != (handoff.ContainerRequest{Name: "b", Devices: 2}) {
 		t.Errorf("containers = %+v", p.Containers)
 	}
-	if !p.HasAssignment || p.Assignment != "{}" || !p.Terminal || p.UID != "u1" {
+	if !p.HasAssignment || p.Assignment != "{}" || !p.Terminal || p.UID != "u1" || p.HostIPC {
 		t.Errorf("pod = %+v", p)
+	}
+	pod.Spec.HostIPC = true
+	if !FromAPI(pod).HostIPC {
+		t.Error("spec.hostIPC true: HostIPC false")
 	}
 }

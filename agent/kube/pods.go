@@ -52,7 +52,7 @@ func (p Pods) OnNode(ctx context.Context) ([]handoff.Pod, error) {
 func FromAPI(pod *corev1.Pod) handoff.Pod {
 	p := handoff.Pod{
 		Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-		Created:  pod.CreationTimestamp.Time,
+		Created: pod.CreationTimestamp.Time, HostIPC: pod.Spec.HostIPC,
 		Terminal: pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 	}
 	p.Assignment, p.HasAssignment = pod.Annotations[binding.AnnotationKey]

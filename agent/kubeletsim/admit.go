@@ -63,9 +63,12 @@ func (k *Kubelet) allocate(ctx context.Context, pod Pod, c Container, opt AdmitO
 		return nil, fmt.Errorf("kubeletsim: plugin answered %d container responses, want 1", len(resp.ContainerResponses))
 	}
 	cr := resp.ContainerResponses[0]
-	a := &Allocation{DeviceIDs: ids, Envs: cr.Envs, Mounts: map[string]string{}}
+	a := &Allocation{DeviceIDs: ids, Envs: cr.Envs, Mounts: map[string]string{}, ReadOnly: map[string]bool{}}
 	for _, m := range cr.Mounts {
 		a.Mounts[m.ContainerPath] = m.HostPath
+		if m.ReadOnly {
+			a.ReadOnly[m.ContainerPath] = true
+		}
 	}
 	for _, d := range cr.CdiDevices {
 		a.CDI = append(a.CDI, d.Name)

@@ -21,6 +21,7 @@ type Allocation struct {
 	DeviceIDs []string
 	Envs      map[string]string
 	Mounts    map[string]string // container path -> host path
+	ReadOnly  map[string]bool   // container paths of the read-only mounts
 	CDI       []string
 }
 

@@ -20,10 +20,12 @@ import (
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/metrics"
 	"github.com/tessera-gpu/tessera/arbiter"
+	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/discovery/nvmlgpu"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
 // Options are the agent's settings, already validated by the caller.
@@ -35,12 +37,16 @@ type Options struct {
 	StateDir           string
 	Paths              handoff.Paths
 	SlotsPerGPU        int
-	Sharing            string
-	MetricsAddr        string // "" disables the metrics server
-	Kubeconfig         string // "" = in-cluster configuration
-	InstallCRD         bool
-	Catalog            *catalog.Catalog
-	Log                *slog.Logger
+	Sharing            string // a gpunode sharing mode; gpunode.SharingMPS runs the arbiter in MPS mode
+	// MPSRoot (absolute) holds each GPU's MPS pipe and log folders, and
+	// MPSControl is nvidia-cuda-mps-control ("" = looked up on PATH);
+	// both are used only when Sharing is gpunode.SharingMPS.
+	MPSRoot, MPSControl string
+	MetricsAddr         string // "" disables the metrics server
+	Kubeconfig          string // "" = in-cluster configuration
+	InstallCRD          bool
+	Catalog             *catalog.Catalog
+	Log                 *slog.Logger
 }
 
 // Run discovers the node's GPUs and runs the agent until ctx ends.
@@ -102,7 +108,8 @@ func Run(ctx context.Context, o Options) error {
 	// checkpoint, which exists once the agent does.
 	var a *agent.Agent
 	var meter arbiter.Meter
-	if measured {
+	mpsMode := o.Sharing == gpunode.SharingMPS
+	if measured && !mpsMode { // in MPS mode MPS caps compute; the arbiter measures nothing
 		m, err := nvmlMeter(func() []checkpoint.Entry {
 			if a == nil {
 				return nil
@@ -116,11 +123,20 @@ func Run(ctx context.Context, o Options) error {
 			meter = m
 		}
 	}
-	arb, err := arbiter.New(arbiter.Config{Capacity: capacity, Meter: meter, Logger: o.Log})
+	arbCfg := arbiter.Config{Capacity: capacity, Meter: meter, Logger: o.Log}
+	if mpsMode {
+		arbCfg.Mode = arbiter.ModeMPS
+		arbCfg.MPS = mps.Config{Root: o.MPSRoot, Binary: o.MPSControl, GPUs: mpsUnits(node)}
+	}
+	arb, err := arbiter.New(arbCfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("node arbiter: %w", err)
 	}
 	acfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
+	if mpsMode {
+		acfg.MPS = arb
+		o.Log.Info("MPS mode: one MPS control daemon per GPU; containers need hostIPC", "root", o.MPSRoot, "control", arbCfg.MPS.Binary, "units", len(arbCfg.MPS.GPUs))
+	}
 	a, err = agent.New(acfg)
 	if err != nil {
 		return err
@@ -160,6 +176,25 @@ func Run(ctx context.Context, o Options) error {
 		<-runErr
 		return err
 	}
+}
+
+// mpsUnits lists the units an MPS node runs a control daemon for: the
+// units its device plugin hands out, i.e. each GPU, or each MIG instance
+// of a GPU in MIG mode (MPS runs on top of MIG).
+func mpsUnits(node inventory.Node) []string {
+	var out []string
+	for _, g := range node.GPUs {
+		if g.MIGMode == inventory.MIGEnabled && len(g.MIGInstances) > 0 {
+			for _, m := range g.MIGInstances {
+				if m.UUID != "" {
+					out = append(out, m.UUID)
+				}
+			}
+			continue
+		}
+		out = append(out, g.UUID)
+	}
+	return out
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/setup"
+	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
@@ -19,9 +21,10 @@ import (
 type agentFlags struct {
 	nodeName, source, pluginDir, podResources, stateDir, runDir string
 	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig  string
-	computeFail, cdiSpecDir, cdiBaseSpec                        string
+	computeFail, cdiSpecDir, cdiBaseSpec, mpsRoot, mpsControl   string
 	slotsPerGPU                                                 int
 	cdi, cdiSpec, oversubscribe, installCRD, standalone         bool
+	mpsRootSet                                                  bool // --mps-root given explicitly
 }
 
 func newAgentCommand(a *app) *cobra.Command {
@@ -36,7 +39,8 @@ shares the scheduler recorded in its tessera.io/assignment annotation, and
 serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 		Example: `  tessera agent --node-name "$NODE_NAME"
   tessera agent --standalone --source local
-  tessera agent --node-name gpu-0 --source sim:8xH200 --kubeconfig ~/.kube/config --state-dir /tmp/tessera`,
+  tessera agent --node-name gpu-0 --source sim:8xH200 --kubeconfig ~/.kube/config --state-dir /tmp/tessera
+  tessera agent --node-name "$NODE_NAME" --sharing mps --mps-root /run/tessera/mps`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.standalone {
@@ -45,6 +49,7 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 				}
 				return setup.Standalone(cmd.Context(), setup.Options{Source: f.source, Catalog: a.catalog, Log: a.log}, a.stdout)
 			}
+			f.mpsRootSet = cmd.Flags().Changed("mps-root")
 			opts, err := f.options(a)
 			if err != nil {
 				return err
@@ -68,7 +73,9 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 	fl.StringVar(&f.cdiSpecDir, "cdi-spec-dir", cdi.DefaultDir, "folder the runtime reads CDI specs from (with --cdi-spec)")
 	fl.StringVar(&f.cdiBaseSpec, "cdi-base-spec", "", "CDI spec from nvidia-ctk cdi generate whose driver libraries and hooks --cdi-spec copies (e.g. /var/run/cdi/nvidia.yaml)")
 	fl.IntVar(&f.slotsPerGPU, "slots-per-gpu", 16, "containers that may share one GPU (tessera.io/gpu devices per GPU), 1 to 1000")
-	fl.StringVar(&f.sharing, "sharing", gpunode.SharingShared, "sharing mode of non-MIG GPUs: shared or exclusive")
+	fl.StringVar(&f.sharing, "sharing", gpunode.SharingShared, "sharing mode of non-MIG GPUs: shared, exclusive, or mps (NVIDIA MPS caps each container's compute; one GPU per container, pods need hostIPC; see docs/handoff.md)")
+	fl.StringVar(&f.mpsRoot, "mps-root", defaultMPSRoot, "host folder of each GPU's MPS pipe and log folders (with --sharing mps); containers mount the pipe folder at the same path, so the agent must see it at its host path")
+	fl.StringVar(&f.mpsControl, "mps-control", "", "nvidia-cuda-mps-control program (with --sharing mps); empty: looked up on PATH")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
 	fl.BoolVar(&f.standalone, "standalone", false, "without Kubernetes: print the discovered inventory as JSON and stream health events (real GPUs) until interrupted")
@@ -96,8 +103,12 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	if f.slotsPerGPU < 1 || f.slotsPerGPU > handoff.MaxSlotsPerUnit {
 		return setup.Options{}, fmt.Errorf("--slots-per-gpu: must be in [1, %d], got %d", handoff.MaxSlotsPerUnit, f.slotsPerGPU)
 	}
-	if f.sharing != gpunode.SharingShared && f.sharing != gpunode.SharingExclusive {
-		return setup.Options{}, fmt.Errorf("--sharing: must be shared or exclusive (MIG GPUs are reported as mig), got %q", f.sharing)
+	if f.sharing != gpunode.SharingShared && f.sharing != gpunode.SharingExclusive && f.sharing != gpunode.SharingMPS {
+		return setup.Options{}, fmt.Errorf("--sharing: must be shared, exclusive or mps (MIG GPUs are reported as mig), got %q", f.sharing)
+	}
+	mpsControl, err := f.mpsOptions()
+	if err != nil {
+		return setup.Options{}, err
 	}
 	if f.computeFail != "" && f.computeFail != "open" && f.computeFail != "closed" {
 		return setup.Options{}, fmt.Errorf("--compute-fail: must be open or closed, got %q", f.computeFail)
@@ -116,11 +127,41 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	}
 	return setup.Options{
 		NodeName: f.nodeName, Source: f.source, PluginDir: f.pluginDir, PodResourcesSocket: f.podResources,
-		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MetricsAddr: f.metricsAddr,
+		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MPSRoot: f.mpsRoot, MPSControl: mpsControl, MetricsAddr: f.metricsAddr,
 		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, Catalog: a.catalog, Log: a.log,
 		Paths: handoff.Paths{
 			HostStateRoot: f.runDir, HostArbiterDir: f.arbiterDir, HostInterceptLibrary: f.interceptLib,
 			CDI: f.cdi, CDISpecDir: specDir, CDIBaseSpec: baseSpec, ComputeFail: f.computeFail, Oversubscribe: f.oversubscribe,
 		},
 	}, nil
+}
+
+// defaultMPSRoot is --mps-root's default: short, since MPS's socket paths
+// under <root>/<GPU UUID>/pipe must fit a Unix socket path.
+const defaultMPSRoot = "/run/tessera/mps"
+
+// mpsOptions checks --mps-root and --mps-control against --sharing and
+// returns the control program's path ("" unless --sharing mps).
+func (f agentFlags) mpsOptions() (string, error) {
+	if f.sharing != gpunode.SharingMPS {
+		switch {
+		case f.mpsRootSet:
+			return "", fmt.Errorf("--mps-root: only applies with --sharing mps, got --sharing %s", f.sharing)
+		case f.mpsControl != "":
+			return "", fmt.Errorf("--mps-control: only applies with --sharing mps, got --sharing %s", f.sharing)
+		}
+		return "", nil
+	}
+	if !filepath.IsAbs(f.mpsRoot) {
+		return "", fmt.Errorf("--mps-root: must be an absolute path, got %q", f.mpsRoot)
+	}
+	name := f.mpsControl
+	if name == "" {
+		name = mps.DefaultBinary
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("--mps-control: %s is not an executable program (it ships with the NVIDIA driver; the NVIDIA container toolkit mounts it into containers with the compute capability): %w", name, err)
+	}
+	return path, nil
 }

@@ -22,7 +22,9 @@ import (
 
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/kubeletsim"
+	"github.com/tessera-gpu/tessera/arbiter/mps/mpstest"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
@@ -35,7 +37,11 @@ func TestAgentFlagValidation(t *testing.T) {
 	}{
 		{[]string{"agent", "--node-name", ""}, "--node-name: must be set"},
 		{append(base, "--slots-per-gpu", "0"), "--slots-per-gpu: must be in [1, 1000], got 0"},
-		{append(base, "--sharing", "mps"), `--sharing: must be shared or exclusive (MIG GPUs are reported as mig), got "mps"`},
+		{append(base, "--sharing", "timeslice"), `--sharing: must be shared, exclusive or mps (MIG GPUs are reported as mig), got "timeslice"`},
+		{append(base, "--mps-root", "/run/mps"), "--mps-root: only applies with --sharing mps, got --sharing shared"},
+		{append(base, "--sharing", "exclusive", "--mps-control", "/usr/bin/nvidia-cuda-mps-control"), "--mps-control: only applies with --sharing mps, got --sharing exclusive"},
+		{append(base, "--sharing", "mps", "--mps-root", "mps"), `--mps-root: must be an absolute path, got "mps"`},
+		{append(base, "--sharing", "mps", "--mps-control", "/nonexistent/nvidia-cuda-mps-control"), "--mps-control: /nonexistent/nvidia-cuda-mps-control is not an executable program"},
 		{append(base, "--state-dir", "rel/dir"), `--state-dir: must be an absolute path, got "rel/dir"`},
 		{append(base, "--compute-fail", "maybe"), `--compute-fail: must be open or closed, got "maybe"`},
 		{append(base, "--source", "cloud"), `--source: source "cloud": must be one of auto, local, sim:SPEC, sim:FILE.yaml`},
@@ -44,6 +50,34 @@ func TestAgentFlagValidation(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want non-zero and %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestAgentMPSOptions: --sharing mps finds nvidia-cuda-mps-control on PATH
+// unless --mps-control names it, and fails naming the flag when it is
+// nowhere.
+func TestAgentMPSOptions(t *testing.T) {
+	fakeControl := mpstest.Write(t)
+	a := &app{catalog: catalog.Default()}
+	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/dp", stateDir: "/st", runDir: "/run/c",
+		slotsPerGPU: 4, sharing: gpunode.SharingMPS, mpsRoot: defaultMPSRoot}
+
+	t.Setenv("PATH", filepath.Dir(fakeControl))
+	o, err := f.options(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Sharing != gpunode.SharingMPS || o.MPSRoot != defaultMPSRoot || o.MPSControl != fakeControl {
+		t.Errorf("options: sharing %q root %q control %q; want mps, %s, %s", o.Sharing, o.MPSRoot, o.MPSControl, defaultMPSRoot, fakeControl)
+	}
+
+	t.Setenv("PATH", t.TempDir())
+	if _, err := f.options(a); err == nil || !strings.Contains(err.Error(), "--mps-control: nvidia-cuda-mps-control is not an executable program") {
+		t.Errorf("no control program on PATH: %v", err)
+	}
+	f.mpsControl = fakeControl
+	if o, err := f.options(a); err != nil || o.MPSControl != fakeControl {
+		t.Errorf("--mps-control %s: %v, %q", fakeControl, err, o.MPSControl)
 	}
 }
 
@@ -156,6 +190,88 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
+	checkMPSAgent(ctx, t, c.Kubeconfig, core, dyn)
+}
+
+// checkMPSAgent runs `tessera agent --sharing mps` (with a fake
+// nvidia-cuda-mps-control) for a second node of the cluster: the API
+// server stores its GPUNode with sharing mps, and a hostIPC pod's container
+// gets its GPU's MPS pipe folder and caps.
+func checkMPSAgent(ctx context.Context, t *testing.T, kubeconfig string, core kubernetes.Interface, dyn dynamic.Interface) {
+	t.Helper()
+	const node = "gpu-node-1"
+	if _, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "tm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	kubelet, err := kubeletsim.Start(filepath.Join(dir, "dp"), filepath.Join(dir, "pr.sock"), kube.ResourceGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Stop()
+	mpsRoot := filepath.Join(dir, "mps")
+	actx, stop := context.WithCancel(ctx)
+	var stderr syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- Execute(actx, []string{"agent", "--node-name", node, "--source", "sim:1xH100-SXM",
+			"--kubeconfig", kubeconfig, "--kubelet-socket-dir", filepath.Join(dir, "dp"),
+			"--pod-resources-socket", filepath.Join(dir, "pr.sock"), "--state-dir", filepath.Join(dir, "state"),
+			"--run-dir", filepath.Join(dir, "run"), "--metrics-addr", "", "--slots-per-gpu", "4",
+			"--sharing", "mps", "--mps-root", mpsRoot, "--mps-control", mpstest.Write(t)}, io.Discard, &stderr)
+	}()
+	defer func() {
+		stop()
+		if code := <-exited; code != 0 {
+			t.Errorf("MPS agent exited %d:\n%s", code, stderr.String())
+		}
+	}()
+	if err := kubelet.WaitDevices(ctx, func(d map[string]string) bool { return len(d) == 4 }); err != nil {
+		t.Fatalf("MPS agent's device plugin: %v\n%s", err, stderr.String())
+	}
+	var gpu string
+	for id := range kubelet.Devices() {
+		gpu = strings.Split(id, "::")[0]
+	}
+	eventually(ctx, t, "GPUNode with sharing mps", func() error {
+		obj, err := dyn.Resource(gpunode.Resource()).Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		modes, err := gpunode.Sharing(obj)
+		if err != nil {
+			return err
+		}
+		if modes[gpu] != gpunode.SharingMPS {
+			return fmt.Errorf("sharing = %v, want %s: mps", modes, gpu)
+		}
+		return nil
+	})
+	a, _ := binding.Encode(binding.Assignment{Node: node, Containers: []binding.Container{{Name: "main", GPUs: []binding.Share{
+		{UUID: gpu, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 4096, MemoryLimitMiB: 4096}}}}})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "mps", Namespace: "default", Annotations: map[string]string{binding.AnnotationKey: a}},
+		Spec: corev1.PodSpec{NodeName: node, HostIPC: true, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")}}}}},
+	}
+	if _, err := core.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := kubelet.Admit(ctx, kubeletsim.Pod{Namespace: "default", Name: "mps", Containers: []kubeletsim.Container{{Name: "main", Devices: 1}}}, kubeletsim.AdmitOptions{})
+	if err != nil {
+		t.Fatalf("admit on the MPS node: %v\n%s", err, stderr.String())
+	}
+	pipe := filepath.Join(mpsRoot, gpu, "pipe")
+	if env := got["main"].Envs; env["CUDA_MPS_PIPE_DIRECTORY"] != pipe || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "25" || env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] != "0=4096M" {
+		t.Errorf("MPS env = %v", env)
+	}
+	if m := got["main"]; m.Mounts[pipe] != pipe || m.ReadOnly[pipe] {
+		t.Errorf("mounts = %v (read-only %v), want %s read-write", m.Mounts, m.ReadOnly, pipe)
+	}
 }
 
 func eventually(ctx context.Context, t *testing.T, what string, f func() error) {

@@ -3,6 +3,7 @@ package gpunode
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -52,19 +53,13 @@ type peer struct {
 // FromObject reads a GPUNode object back into the inventory it describes:
 // the node's GPUs (with health and MIG instances) and their NVLink links.
 // The node's CPU and memory are not part of a GPUNode and stay zero. The
-// result is validated; a malformed object is an error naming the field.
+// result is validated, and so is each GPU's sharing mode (one of
+// SharingModes; empty is read as unset); a malformed object is an error
+// naming the field. Sharing gives the modes.
 func FromObject(u *unstructured.Unstructured) (inventory.Node, error) {
-	raw, ok := u.Object["status"]
-	if !ok {
-		return inventory.Node{}, fmt.Errorf("GPUNode %s: status is missing", u.GetName())
-	}
-	data, err := json.Marshal(raw)
+	st, err := decodeStatus(u)
 	if err != nil {
-		return inventory.Node{}, fmt.Errorf("GPUNode %s: status: %w", u.GetName(), err)
-	}
-	var st status
-	if err := json.Unmarshal(data, &st); err != nil {
-		return inventory.Node{}, fmt.Errorf("GPUNode %s: status: %w", u.GetName(), err)
+		return inventory.Node{}, err
 	}
 	n := inventory.Node{Name: u.GetName(), Source: st.Source, DriverVersion: st.DriverVersion, CUDAVersion: st.CUDAVersion, GPUs: []inventory.GPU{}}
 	seen := map[[2]int]bool{}
@@ -91,4 +86,42 @@ func FromObject(u *unstructured.Unstructured) (inventory.Node, error) {
 		return inventory.Node{}, fmt.Errorf("GPUNode %s: %w", u.GetName(), err)
 	}
 	return n, nil
+}
+
+// decodeStatus decodes a GPUNode's status and checks every GPU's sharing.
+func decodeStatus(u *unstructured.Unstructured) (status, error) {
+	raw, ok := u.Object["status"]
+	if !ok {
+		return status{}, fmt.Errorf("GPUNode %s: status is missing", u.GetName())
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return status{}, fmt.Errorf("GPUNode %s: status: %w", u.GetName(), err)
+	}
+	var st status
+	if err := json.Unmarshal(data, &st); err != nil {
+		return status{}, fmt.Errorf("GPUNode %s: status: %w", u.GetName(), err)
+	}
+	for i, g := range st.GPUs {
+		if g.Sharing != "" && !ValidSharing(g.Sharing) {
+			return status{}, fmt.Errorf("GPUNode %s: status.gpus[%d].sharing: must be one of %s, got %q",
+				u.GetName(), i, strings.Join(SharingModes(), ", "), g.Sharing)
+		}
+	}
+	return st, nil
+}
+
+// Sharing returns the sharing mode of each GPU of a GPUNode object, by
+// UUID ("" where the object sets none). A mode outside SharingModes is an
+// error naming the field.
+func Sharing(u *unstructured.Unstructured) (map[string]string, error) {
+	st, err := decodeStatus(u)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(st.GPUs))
+	for _, g := range st.GPUs {
+		out[g.UUID] = g.Sharing
+	}
+	return out, nil
 }

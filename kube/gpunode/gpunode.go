@@ -1,6 +1,8 @@
 package gpunode
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/inventory"
@@ -11,11 +13,20 @@ const (
 	SharingShared    = "shared"    // fractions with guarantees and limits
 	SharingExclusive = "exclusive" // whole GPUs only
 	SharingMIG       = "mig"       // MIG instances
+	// SharingMPS is fractions whose compute NVIDIA MPS caps: one MPS
+	// control daemon per GPU, every container on one GPU
+	// (docs/handoff.md, "MPS mode").
+	SharingMPS = "mps"
 )
+
+// SharingModes lists the sharing modes a GPU may be published with.
+func SharingModes() []string {
+	return []string{SharingShared, SharingExclusive, SharingMIG, SharingMPS}
+}
 
 // ValidSharing checks a configured sharing mode.
 func ValidSharing(s string) bool {
-	return s == SharingShared || s == SharingExclusive || s == SharingMIG
+	return slices.Contains(SharingModes(), s)
 }
 
 // Object returns the GPUNode object describing node.

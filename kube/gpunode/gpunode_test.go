@@ -77,6 +77,9 @@ func TestFromObjectErrors(t *testing.T) {
 		{map[string]any{"metadata": map[string]any{"name": "n"}, "status": map[string]any{"gpus": []any{
 			map[string]any{"uuid": "a", "index": 0, "memoryMiB": 10}, map[string]any{"uuid": "a", "index": 1, "memoryMiB": 10}}}},
 			`GPUNode n: node n: gpus[1].uuid "a" is used twice`},
+		{map[string]any{"metadata": map[string]any{"name": "n"}, "status": map[string]any{"gpus": []any{
+			map[string]any{"uuid": "a", "index": 0, "memoryMiB": 10, "sharing": "timeslice"}}}},
+			`GPUNode n: status.gpus[0].sharing: must be one of shared, exclusive, mig, mps, got "timeslice"`},
 	}
 	for _, tc := range tests {
 		_, err := FromObject(&unstructured.Unstructured{Object: tc.obj})
@@ -84,4 +87,54 @@ func TestFromObjectErrors(t *testing.T) {
 			t.Errorf("FromObject: %v, want %q", err, tc.want)
 		}
 	}
+}
+
+// TestSharingMPS: an MPS node publishes mps for its GPUs and mig for its
+// MIG GPUs; the modes read back, and the inventory reads as any other.
+func TestSharingMPS(t *testing.T) {
+	src, err := simulated.FromSpec("2xH100-SXM", catalogtest.Small())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := src.Discover(context.Background())
+	in := nodes[0]
+	in.GPUs[1].MIGMode = inventory.MIGEnabled
+	in.GPUs[1].MIGInstances = []inventory.MIGInstance{{UUID: "MIG-1", Profile: "1g.10gb", MemoryMiB: 9728, SMCount: 16}}
+	if !ValidSharing(SharingMPS) || ValidSharing("") || ValidSharing("MPS") {
+		t.Errorf("ValidSharing: mps must be valid, empty and MPS not")
+	}
+	data, err := json.Marshal(Object(in, 8, SharingMPS).Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back unstructured.Unstructured
+	if err := json.Unmarshal(data, &back.Object); err != nil {
+		t.Fatal(err)
+	}
+	modes, err := Sharing(&back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{in.GPUs[0].UUID: SharingMPS, in.GPUs[1].UUID: SharingMIG}
+	if len(modes) != len(want) || modes[in.GPUs[0].UUID] != want[in.GPUs[0].UUID] || modes[in.GPUs[1].UUID] != want[in.GPUs[1].UUID] {
+		t.Errorf("Sharing = %v, want %v", modes, want)
+	}
+	if out, err := FromObject(&back); err != nil || len(out.GPUs) != 2 {
+		t.Errorf("FromObject: %v, %+v", err, out)
+	}
+}
+
+// TestCRDAllowsEverySharingMode: the CRD's enum is SharingModes, so the API
+// server stores what the agent may publish.
+func TestCRDAllowsEverySharingMode(t *testing.T) {
+	for _, line := range strings.Split(string(Manifest()), "\n") {
+		if !strings.Contains(line, "sharing: {") {
+			continue
+		}
+		if want := "enum: [" + strings.Join(SharingModes(), ", ") + "]"; !strings.Contains(line, want) {
+			t.Errorf("CRD sharing line %q lacks %q", strings.TrimSpace(line), want)
+		}
+		return
+	}
+	t.Fatal("no sharing field in the CRD")
 }
