@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
@@ -174,7 +175,7 @@ func (d *Daemon) Status() (api.Status, error) {
 	if err != nil {
 		return api.Status{}, err
 	}
-	st := api.Status{Source: d.cfg.Source, Simulated: d.cfg.Simulated, StateDir: d.cfg.StateDir, Sharing: d.cfg.Sharing.String()}
+	st := api.Status{Source: d.cfg.Source, Simulated: d.cfg.Simulated, StateDir: d.cfg.StateDir, Sharing: sharingName(d.cfg.Sharing)}
 	onGPU := map[[2]int][]string{}
 	for _, j := range jobs {
 		switch j.State {
@@ -201,4 +202,13 @@ func (d *Daemon) Status() (api.Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// sharingName is how status names the arbiter's mode: the node agent's
+// --sharing value ("shared" for launch tokens, "mps").
+func sharingName(m arbiter.Mode) string {
+	if m == arbiter.ModeMPS {
+		return "mps"
+	}
+	return "shared"
 }

@@ -159,7 +159,7 @@ type GPUStatus struct {
 type Status struct {
 	Source    string `json:"source"`
 	Simulated bool   `json:"simulated"`
-	// Sharing is how jobs share a GPU: "tokens" (launch tokens) or "mps"
+	// Sharing is how jobs share a GPU: "shared" (launch tokens) or "mps"
 	// (NVIDIA MPS; one GPU per job).
 	Sharing  string      `json:"sharing,omitempty"`
 	StateDir string      `json:"stateDir"`

@@ -88,7 +88,7 @@ type upOptions struct {
 	minRuntime    time.Duration
 	minRuntimeSet bool
 	noPreempt     bool
-	// sharing is --sharing (tokens or mps); mpsRoot and mpsControl are
+	// sharing is --sharing (shared or mps, as on the node agent); mpsRoot and mpsControl are
 	// --mps-root and --mps-control ("" for their defaults).
 	sharing, mpsRoot, mpsControl string
 }
@@ -126,7 +126,7 @@ Prometheus metrics at /metrics and a status page at / (on the socket, and on
 	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
 	f.DurationVar(&o.minRuntime, "preemption-min-runtime", time.Minute, "jobs that have run less than this are never preempted (wins over the config file)")
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
-	f.StringVar(&o.sharing, "sharing", arbiter.ModeTokens.String(), "how jobs share a GPU: tokens (the node arbiter gates kernel launches) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
+	f.StringVar(&o.sharing, "sharing", sharingShared, "how jobs share a GPU: shared (the node arbiter gates kernel launches with tokens) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
 	f.StringVar(&o.mpsRoot, "mps-root", "", "with --sharing mps: folder of the MPS control daemons' pipe and log folders, keep it short (default STATE_DIR/mps)")
 	f.StringVar(&o.mpsControl, "mps-control", "", "with --sharing mps: the MPS control program (default "+mps.DefaultBinary+" on PATH; required on simulated GPUs)")
 	return cmd
@@ -245,21 +245,27 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	return a.serve(ctx, d, socket, os.FileMode(mode), o.httpAddr, lib)
 }
 
+// The --sharing values, the node agent's names for the two modes.
+const (
+	sharingShared = "shared"
+	sharingMPS    = "mps"
+)
+
 // sharingMode reads --sharing, and refuses the MPS flags without mps.
 func sharingMode(o upOptions) (arbiter.Mode, error) {
 	var mode arbiter.Mode
 	switch o.sharing {
-	case arbiter.ModeTokens.String():
+	case sharingShared:
 		mode = arbiter.ModeTokens
-	case arbiter.ModeMPS.String():
+	case sharingMPS:
 		mode = arbiter.ModeMPS
 	default:
-		return 0, fmt.Errorf("--sharing: must be %s or %s, got %q", arbiter.ModeTokens, arbiter.ModeMPS, o.sharing)
+		return 0, fmt.Errorf("--sharing: must be %s or %s, got %q", sharingShared, sharingMPS, o.sharing)
 	}
 	if mode != arbiter.ModeMPS {
 		for _, f := range [][2]string{{"--mps-root", o.mpsRoot}, {"--mps-control", o.mpsControl}} {
 			if f[1] != "" {
-				return 0, fmt.Errorf("%s: only with --sharing %s, got --sharing %s", f[0], arbiter.ModeMPS, o.sharing)
+				return 0, fmt.Errorf("%s: only with --sharing %s, got --sharing %s", f[0], sharingMPS, o.sharing)
 			}
 		}
 	}
@@ -287,7 +293,7 @@ func mpsConfig(o upOptions, stateDir, source string, simulated bool, nodes []inv
 		bin = abs
 	case simulated:
 		return mps.Config{}, fmt.Errorf("--sharing %s: needs NVIDIA GPUs and their driver's MPS; this host's GPUs are simulated (%s). Use --sharing %s, or give --mps-control PATH to run a stand-in control program (tests)",
-			arbiter.ModeMPS, source, arbiter.ModeTokens)
+			sharingMPS, source, sharingShared)
 	default:
 		found, err := exec.LookPath(mps.DefaultBinary)
 		if err != nil {
