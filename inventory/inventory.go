@@ -61,6 +61,9 @@ type GPU struct {
 	Health   Health `json:"health"`
 	// HealthReason explains an Unhealthy or Unknown health ("XID 79: fallen off the bus").
 	HealthReason string `json:"healthReason,omitempty"`
+	// Sharing is how the node agent lets workloads share the GPU (one of
+	// the Sharing* constants); "" means not configured, read as shared.
+	Sharing string `json:"sharing,omitempty"`
 	// AllocatedMilli is the compute share (thousandths) Tessera has granted
 	// on this GPU; discovery reports 0, a daemon fills it from its bookings.
 	AllocatedMilli int64 `json:"allocatedMilli"`
@@ -180,3 +183,17 @@ func (n *Node) Validate() error {
 	}
 	return nil
 }
+
+// Sharing modes a GPU may be configured with (GPU.Sharing).
+const (
+	SharingShared    = "shared"    // fractions with guarantees and limits
+	SharingExclusive = "exclusive" // whole GPUs only
+	SharingMIG       = "mig"       // MIG instances
+	// SharingMPS is fractions whose compute NVIDIA MPS caps; each
+	// container uses one GPU.
+	SharingMPS = "mps"
+)
+
+// AllowsFractions reports whether a GPU with sharing mode s may be shared
+// by fractional requests.
+func AllowsFractions(s string) bool { return s == "" || s == SharingShared || s == SharingMPS }

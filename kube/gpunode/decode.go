@@ -68,7 +68,7 @@ func FromObject(u *unstructured.Unstructured) (inventory.Node, error) {
 			UUID: g.UUID, Index: g.Index, Model: g.Model, Product: g.Product, Vendor: g.Vendor,
 			MemoryMiB: g.MemoryMiB, SMCount: g.SMCount, ComputeCapability: g.ComputeCapability,
 			NUMANode: g.NUMANode, PCIBusID: g.PCIBusID, MIGMode: inventory.MIGMode(g.MIGMode),
-			Health: inventory.Health(g.Health), HealthReason: g.HealthReason,
+			Health: inventory.Health(g.Health), HealthReason: g.HealthReason, Sharing: g.Sharing,
 		}
 		for _, m := range g.MIGInstances {
 			ig.MIGInstances = append(ig.MIGInstances, inventory.MIGInstance{UUID: m.UUID, Profile: m.Profile, MemoryMiB: m.MemoryMiB, SMCount: m.SMCount})

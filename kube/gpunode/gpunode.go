@@ -8,15 +8,15 @@ import (
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
-// Sharing modes a GPU may be configured with.
+// Sharing modes a GPU may be configured with (the inventory's names).
 const (
-	SharingShared    = "shared"    // fractions with guarantees and limits
-	SharingExclusive = "exclusive" // whole GPUs only
-	SharingMIG       = "mig"       // MIG instances
+	SharingShared    = inventory.SharingShared    // fractions with guarantees and limits
+	SharingExclusive = inventory.SharingExclusive // whole GPUs only
+	SharingMIG       = inventory.SharingMIG       // MIG instances
 	// SharingMPS is fractions whose compute NVIDIA MPS caps: one MPS
 	// control daemon per GPU, every container on one GPU
 	// (docs/handoff.md, "MPS mode").
-	SharingMPS = "mps"
+	SharingMPS = inventory.SharingMPS
 )
 
 // SharingModes lists the sharing modes a GPU may be published with.

@@ -5,6 +5,10 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // eligible applies the standard pod constraints that do not depend on
@@ -37,4 +41,34 @@ func ready(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// sharingRule checks a pod's GPU requests against how the node's agent
+// shares its GPUs (GPUNode sharing): exclusive GPUs take whole-GPU requests
+// only, and GPUs shared through MPS take containers of one GPU. Modes are
+// set per node by the agent (MIG GPUs aside), so the node's non-MIG GPUs
+// decide. It returns "" or the reason the node is ruled out.
+func sharingRule(reqs []workload.ContainerRequest, n *inventory.Node) string {
+	fractions, mps := false, false
+	for _, g := range n.GPUs {
+		if g.MIGMode == inventory.MIGEnabled {
+			continue
+		}
+		fractions = fractions || inventory.AllowsFractions(g.Sharing)
+		mps = mps || g.Sharing == inventory.SharingMPS
+	}
+	for _, r := range reqs {
+		g := r.GPU
+		if g.Count == 0 || g.MIGProfile != "" {
+			continue
+		}
+		whole := g.Exclusive || g.ComputeMilli >= request.Whole
+		if !whole && !fractions {
+			return "GPUs are exclusive (sharing: exclusive): whole GPUs only"
+		}
+		if mps && g.Count > 1 {
+			return "GPUs are shared through MPS (sharing: mps): one GPU per container"
+		}
+	}
+	return ""
 }

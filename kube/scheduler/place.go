@@ -64,7 +64,7 @@ func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[strin
 	if err != nil {
 		return plan{}, outcomeInvalid, err.Error()
 	}
-	view, viewNodes, why := s.eligibleView(snap, pod, except, what)
+	view, viewNodes, why := s.eligibleView(snap, pod, reqs, except, what)
 	cpu, mem := podHostRequests(pod)
 	a, decisions, err := s.decide(pol, view, viewNodes, snap, pod, reqs, cpu, mem)
 	if err != nil {
@@ -145,9 +145,9 @@ type placed struct {
 }
 
 // eligibleView returns the snapshot restricted to the nodes the pod's
-// constraints allow (the full snapshot when all are allowed), the view's
+// constraints and the nodes' sharing modes allow (the full snapshot when all are allowed), the view's
 // node indexes in snap, and why nodes were ruled out.
-func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, except map[string]bool, what string) (*placement.Cluster, []int, map[string]int) {
+func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, reqs []workload.ContainerRequest, except map[string]bool, what string) (*placement.Cluster, []int, map[string]int) {
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
 	why := map[string]int{}
 	var keep []int
@@ -157,6 +157,10 @@ func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, except map[str
 			continue
 		}
 		if r := eligible(pod, aff, n); r != "" {
+			why[r]++
+			continue
+		}
+		if r := sharingRule(reqs, &snap.inv[i]); r != "" {
 			why[r]++
 			continue
 		}
