@@ -13,6 +13,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -151,18 +152,79 @@ func TestWebhookOnRealAPIServer(t *testing.T) {
 		t.Errorf("bad KAI pod: error %v, want %q", err, want)
 	}
 
+	// nvidia.com/gpu and HAMi's resources come back as tessera.io/gpu, in
+	// limits and requests, with HAMi's values as annotations of the container.
+	resPod := func(name string, train, infer corev1.ResourceRequirements) *corev1.Pod {
+		p := testPod(nil,
+			corev1.Container{Name: "train", Image: "cuda", Resources: train},
+			corev1.Container{Name: "infer", Image: "cuda", Resources: infer},
+			corev1.Container{Name: "log", Image: "busybox"})
+		p.Name, p.Namespace = name, ns
+		return p
+	}
+	got, err = pods.Create(ctx, resPod("migrated",
+		withRequests(limits("nvidia.com/gpu", "2", "cpu", "1"), "nvidia.com/gpu", "2", "cpu", "500m"),
+		limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "3000", "nvidia.com/gpucores", "30")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create nvidia.com/gpu and HAMi pod: %v", err)
+	}
+	for i, n := range []int64{2, 1} {
+		c := got.Spec.Containers[i]
+		lim, req := c.Resources.Limits[workload.ResourceGPU], c.Resources.Requests[workload.ResourceGPU]
+		if lim.Value() != n || req.Value() != n {
+			t.Errorf("container %s: %s limit %s, request %s; want %d", c.Name, workload.ResourceGPU, lim.String(), req.String(), n)
+		}
+		for _, k := range []corev1.ResourceName{"nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"} {
+			_, inLim := c.Resources.Limits[k]
+			_, inReq := c.Resources.Requests[k]
+			if inLim || inReq {
+				t.Errorf("container %s still has %s: %+v", c.Name, k, c.Resources)
+			}
+		}
+	}
+	if q := got.Spec.Containers[0].Resources.Requests["cpu"]; q.String() != "500m" {
+		t.Errorf("container train: cpu request %s, want 500m kept", q.String())
+	}
+	wantAnn := map[string]string{
+		workload.AnnotationCompute + ".infer": "30%", workload.AnnotationMemory + ".infer": "3000Mi",
+		AnnotationMigratedFrom: "infer:nvidia.com/gpu=1,infer:nvidia.com/gpucores=30,infer:nvidia.com/gpumem=3000,train:nvidia.com/gpu=2",
+	}
+	for k, v := range wantAnn {
+		if got.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q (all: %v)", k, got.Annotations[k], v, got.Annotations)
+		}
+	}
+	reqs, err = workload.FromPod(got, newHandler(t).cfg.Catalog)
+	if err != nil || len(reqs) != 2 || reqs[0].Convention != workload.Tessera || reqs[0].GPU.Count != 2 || reqs[1].GPU.MemoryMiB != 3000 || reqs[1].GPU.ComputeMilli != 300 {
+		t.Errorf("the stored pod reads as %+v, %v; want 2 whole GPUs for train, 30%% and 3000 MiB for infer", reqs, err)
+	}
+
+	initPod := resPod("init-gpu", limits("nvidia.com/gpu", "1"), corev1.ResourceRequirements{})
+	initPod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "cuda", Resources: limits("nvidia.com/gpu", "1")}}
+	_, err = pods.Create(ctx, initPod, metav1.CreateOptions{})
+	want = `admission webhook "gpu.tessera.io" denied the request: resource nvidia.com/gpu of container setup: GPUs for init containers are not supported`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("init container with nvidia.com/gpu: error %v, want %q", err, want)
+	}
+
 	// Pods outside the match conditions never reach the webhook.
 	before := counter.calls.Load()
 	other := kaiPod("other-scheduler", map[string]string{"gpu-fraction": "0.5"})
 	other.Spec.SchedulerName = "default-scheduler"
+	otherNVIDIA := resPod("other-scheduler-nvidia", limits("nvidia.com/gpu", "1"), limits("nvidia.com/gpu", "1", "nvidia.com/gpucores", "30"))
+	otherNVIDIA.Spec.SchedulerName = "default-scheduler"
 	plain := kaiPod("plain", nil)
-	for _, p := range []*corev1.Pod{other, plain} {
+	native := resPod("native", limits(workload.ResourceGPU, "1"), limits("cpu", "1"))
+	for _, p := range []*corev1.Pod{other, otherNVIDIA, plain, native} {
 		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create %s: %v", p.Name, err)
 		}
-		if _, ok := created.Spec.Containers[0].Resources.Limits[workload.ResourceGPU]; ok {
-			t.Errorf("pod %s was mutated", p.Name)
+		// (The API server itself defaults requests to limits.)
+		for i, c := range created.Spec.Containers {
+			if !equality.Semantic.DeepEqual(c.Resources.Limits, p.Spec.Containers[i].Resources.Limits) || created.Annotations[AnnotationMigratedFrom] != "" {
+				t.Errorf("pod %s was mutated: container %s has limits %v, annotations %v", p.Name, c.Name, c.Resources.Limits, created.Annotations)
+			}
 		}
 	}
 	if n := counter.calls.Load() - before; n != 0 {

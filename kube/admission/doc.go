@@ -1,16 +1,27 @@
-// Package admission is Tessera's mutating admission webhook. It makes pods
-// that ask for GPUs only through annotations (KAI-Scheduler's gpu-fraction,
-// gpu-memory and gpu-fraction-num-devices) request the tessera.io/gpu
-// extended resource, so that kubelet calls the node agent's device plugin
-// for them and they get their handoff (visible devices, limits).
+// Package admission is Tessera's mutating admission webhook. It rewrites
+// pods of the Tessera scheduler that ask for GPUs in another system's terms
+// into Tessera's own, so that kubelet calls the node agent's device plugin
+// for them and they get their handoff (visible devices, limits):
 //
-// For a pod of the Tessera scheduler whose request uses those annotations,
-// the webhook adds tessera.io/gpu (one unit per GPU, as the agent counts) to
-// the container the annotations apply to and rewrites the annotations into
-// Tessera's own keys, which kube/workload reads as exactly the same request.
-// Pods that ask for nothing, that already carry a GPU resource, or that
-// belong to another scheduler are allowed untouched. A pod whose request is
-// invalid is denied with kube/workload's message (the pod's key, the
+//   - KAI-Scheduler's gpu-fraction, gpu-memory and gpu-fraction-num-devices
+//     annotations (no extended resource at all, so kubelet would never call
+//     any plugin): the pod's first container gets tessera.io/gpu and the
+//     annotations become Tessera's keys;
+//   - the nvidia.com/gpu resource and HAMi's nvidia.com/gpumem,
+//     gpumem-percentage and gpucores resources (which kubelet would hand to
+//     NVIDIA's or HAMi's device plugin, not to Tessera's agent): each such
+//     container gets tessera.io/gpu instead, in its limits and requests,
+//     and HAMi's values become Tessera annotations for that container
+//     (KEY.<container>).
+//
+// tessera.io/gpu counts one unit per GPU, as the agent does. What was
+// replaced is recorded in the tessera.io/migrated-from annotation, and
+// before answering the webhook checks that kube/workload reads the patched
+// pod as exactly the same request per container; it denies the pod
+// otherwise. Pods that ask for nothing, that ask through tessera.io/gpu
+// already, or that belong to another scheduler are allowed untouched. A pod
+// whose request is invalid, or that mixes conventions in a way kube/workload
+// rejects, is denied with kube/workload's message (the pod's key, the
 // container and the allowed range).
 //
 // It only translates requests through kube/workload: it must not schedule,

@@ -10,14 +10,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
-// AnnotationMigratedFrom records, on a pod the webhook translated, the
-// annotations it replaced ("gpu-fraction=0.5,gpu-fraction-num-devices=2").
-// It is informational: nothing reads it.
+// AnnotationMigratedFrom records, on a pod the webhook translated, the keys
+// it replaced: KAI annotations as KEY=VALUE ("gpu-fraction=0.5"), container
+// resources as CONTAINER:RESOURCE=VALUE ("train:nvidia.com/gpu=2"), joined
+// by commas. It is informational: nothing reads it.
 const AnnotationMigratedFrom = "tessera.io/migrated-from"
 
 // Config configures a Handler.
@@ -69,6 +71,13 @@ func kaiKeys() []struct{ kai, tessera string } {
 	}
 }
 
+// foreignResources are the container resources of other device plugins
+// (NVIDIA's, HAMi's) that the webhook replaces by tessera.io/gpu, in the
+// order they are recorded in AnnotationMigratedFrom.
+func foreignResources() []string {
+	return []string{workload.ResourceNVIDIAGPU, workload.HAMiResourceMemory, workload.HAMiResourceMemoryPercent, workload.HAMiResourceCores}
+}
+
 // tesseraAnnotationKeys are the annotations that carry a Tessera request;
 // each may also be written KEY.<container>.
 func tesseraAnnotationKeys() []string {
@@ -79,106 +88,267 @@ func tesseraAnnotationKeys() []string {
 	}
 }
 
+// translation is what the webhook changes in a pod.
+type translation struct {
+	removeAnn []string          // annotations removed (KAI's)
+	addAnn    map[string]string // annotations added or replaced
+	resources map[int]corev1.ResourceRequirements
+	replaced  []string // entries of AnnotationMigratedFrom
+}
+
 // Mutate returns the JSON Patch that makes pod request tessera.io/gpu, or
 // nil when the pod needs no change: it belongs to another scheduler, asks
-// for no GPU, or asks through a resource already. An invalid request
-// returns a *workload.Error naming the pod's key and the allowed range.
+// for no GPU, or asks through tessera.io/gpu already. A pod that asks
+// through KAI's annotations, nvidia.com/gpu or HAMi's resources is
+// translated into Tessera's keys. An invalid request returns a
+// *workload.Error naming the pod's key and the allowed range.
 //
-// The patched pod asks for exactly the same request.GPU as the original
-// (kube/workload reads both), and its container requests one tessera.io/gpu
-// unit per GPU, which is what the node agent matches Allocate calls by.
+// The patched pod asks for exactly the same request.GPU per container as
+// the original (kube/workload reads both), and each such container
+// requests one tessera.io/gpu unit per GPU, which is what the node agent
+// matches Allocate calls by.
 func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 	if pod.Spec.SchedulerName != h.cfg.SchedulerName {
 		return nil, nil
 	}
-	reqs, err := workload.FromPod(pod, h.cfg.Catalog)
+	before, err := workload.FromPod(pod, h.cfg.Catalog)
 	if err != nil {
 		return nil, err
 	}
-	var kai *workload.ContainerRequest
-	for i := range reqs {
-		if reqs[i].Convention == workload.KAI {
-			kai = &reqs[i]
+	t := translation{addAnn: map[string]string{}, resources: map[int]corev1.ResourceRequirements{}}
+	for _, r := range before {
+		idx := containerIndex(pod, r.Container)
+		if idx < 0 {
+			return nil, fmt.Errorf("admission: kube/workload named container %q, which the pod does not have", r.Container)
+		}
+		switch r.Convention {
+		case workload.KAI:
+			err = t.fromKAI(pod, idx, r)
+		case workload.NVIDIA, workload.HAMi:
+			err = t.fromResources(pod, idx, r, len(before) == 1)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	if kai == nil {
+	if len(t.resources) == 0 {
 		return nil, nil
 	}
+	patched := t.apply(pod)
+	// The scheduler and the agent must read the patched pod as the same
+	// request; refuse rather than admit a pod they would disagree on.
+	after, err := workload.FromPod(patched, h.cfg.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("admission: the translated pod is invalid: %w", err)
+	}
+	if len(after) != len(before) {
+		return nil, fmt.Errorf("admission: translating the pod changed its requests from %+v to %+v", before, after)
+	}
+	for i := range after {
+		if after[i].Container != before[i].Container || after[i].Convention != workload.Tessera || !reflect.DeepEqual(after[i].GPU, before[i].GPU) {
+			return nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", before[i].Container, before[i], after[i])
+		}
+	}
+	return t.operations(len(pod.Annotations) > 0), nil
+}
+
+// fromKAI moves KAI's pod annotations onto container idx (the pod's first).
+func (t *translation) fromKAI(pod *corev1.Pod, idx int, r workload.ContainerRequest) error {
 	for _, key := range tesseraAnnotationKeys() {
 		for k := range pod.Annotations {
 			if k == key || strings.HasPrefix(k, key+".") {
-				return nil, &workload.Error{Key: k, Message: "conflicts with KAI's gpu-fraction/gpu-memory annotations: use either those or Tessera's annotations with resource " + workload.ResourceGPU + ", not both"}
+				return &workload.Error{Key: k, Message: "conflicts with KAI's gpu-fraction/gpu-memory annotations: use either those or Tessera's annotations with resource " + workload.ResourceGPU + ", not both"}
 			}
 		}
 	}
-	idx := -1
-	for i, c := range pod.Spec.Containers {
-		if c.Name == kai.Container {
-			idx = i
-			break
-		}
+	c := pod.Spec.Containers[idx]
+	if err := checkRequests(c, nil); err != nil {
+		return err
 	}
-	if idx < 0 {
-		return nil, fmt.Errorf("admission: kube/workload named container %q, which the pod does not have", kai.Container)
-	}
-
-	var ops []Operation
-	var replaced []string
-	added := map[string]string{}
 	for _, k := range kaiKeys() {
 		v, ok := pod.Annotations[k.kai]
 		if !ok {
 			continue
 		}
-		ops = append(ops, Operation{Op: "remove", Path: "/metadata/annotations/" + escape(k.kai)})
-		replaced = append(replaced, k.kai+"="+v)
+		t.removeAnn = append(t.removeAnn, k.kai)
+		t.replaced = append(t.replaced, k.kai+"="+v)
 		switch k.tessera {
 		case "":
 		case workload.AnnotationMemory:
 			// KAI writes plain MiB; Tessera's key takes a quantity.
-			added[k.tessera] = fmt.Sprintf("%dMi", kai.GPU.MemoryMiB)
+			t.addAnn[k.tessera] = fmt.Sprintf("%dMi", r.GPU.MemoryMiB)
 		default:
-			added[k.tessera] = v
+			t.addAnn[k.tessera] = v
 		}
 	}
+	t.resources[idx] = withGPUs(c.Resources, nil, r.GPU.Count)
+	return nil
+}
+
+// fromResources replaces container idx's nvidia.com/gpu and HAMi resources
+// by tessera.io/gpu and Tessera's annotations for that container
+// (KEY.<container>; the plain KEY when the name makes the key too long and
+// the container is the pod's only one with GPUs).
+func (t *translation) fromResources(pod *corev1.Pod, idx int, r workload.ContainerRequest, only bool) error {
+	c := pod.Spec.Containers[idx]
+	if err := checkRequests(c, foreignResources()); err != nil {
+		return err
+	}
+	lim := func(key string) (int64, bool) {
+		q, ok := c.Resources.Limits[corev1.ResourceName(key)]
+		if !ok {
+			return 0, false
+		}
+		v, _ := q.AsInt64() // kube/workload checked the values
+		return v, true
+	}
+	// The same fields kube/workload's HAMi reading produces, under
+	// Tessera's keys; Mutate checks that both read alike.
+	ann := map[string]string{}
+	cores, hasCores := lim(workload.HAMiResourceCores)
+	if hasCores {
+		ann[workload.AnnotationCompute] = fmt.Sprintf("%d%%", cores)
+	}
+	if mib, ok := lim(workload.HAMiResourceMemory); ok {
+		ann[workload.AnnotationMemory] = fmt.Sprintf("%dMi", mib)
+		if !hasCores {
+			ann[workload.AnnotationComputeLimit] = "1"
+		}
+	}
+	if pct, ok := lim(workload.HAMiResourceMemoryPercent); ok {
+		ann[workload.AnnotationCompute] = fmt.Sprintf("%d%%", pct)
+		if !hasCores {
+			ann[workload.AnnotationComputeLimit] = "1"
+		}
+	}
+	for _, k := range sortedKeys(ann) {
+		v, key := ann[k], k+"."+c.Name
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			if !only {
+				return &workload.Error{Key: foreignResources()[0], Container: c.Name,
+					Message: fmt.Sprintf("cannot be translated: the container's Tessera annotation %s would be invalid (%s); shorten the container name", key, strings.Join(errs, "; "))}
+			}
+			key = k
+		}
+		t.addAnn[key] = v
+	}
+	for _, k := range foreignResources() {
+		if v, ok := lim(k); ok { // whole numbers, as kube/workload checked
+			t.replaced = append(t.replaced, fmt.Sprintf("%s:%s=%d", c.Name, k, v))
+		}
+	}
+	t.resources[idx] = withGPUs(c.Resources, foreignResources(), r.GPU.Count)
+	return nil
+}
+
+// checkRequests refuses a container whose requests name a GPU resource
+// that its limits do not (kube/workload reads limits only) or with another
+// value: the API server would refuse such a pod (extended resources cannot
+// be overcommitted), and the webhook must not make it valid by rewriting
+// it. replaced are the resources that the translation replaces;
+// tessera.io/gpu, which it sets, must not be requested at all.
+func checkRequests(c corev1.Container, replaced []string) error {
+	if _, ok := c.Resources.Requests[corev1.ResourceName(workload.ResourceGPU)]; ok {
+		return &workload.Error{Key: workload.ResourceGPU, Container: c.Name, Message: "requested without a limit, while the container asks for GPUs another way: request GPUs one way"}
+	}
+	for _, k := range replaced {
+		req, ok := c.Resources.Requests[corev1.ResourceName(k)]
+		if !ok {
+			continue
+		}
+		lim, ok := c.Resources.Limits[corev1.ResourceName(k)]
+		if !ok {
+			return &workload.Error{Key: k, Container: c.Name, Message: fmt.Sprintf("request %s has no limit; set the limit to the same value (extended resources cannot be overcommitted)", req.String())}
+		}
+		if req.Cmp(lim) != 0 {
+			return &workload.Error{Key: k, Container: c.Name, Message: fmt.Sprintf("request %s must equal the limit %s (extended resources cannot be overcommitted)", req.String(), lim.String())}
+		}
+	}
+	return nil
+}
+
+// apply returns a copy of pod with t applied, as the API server applies
+// t's operations.
+func (t *translation) apply(pod *corev1.Pod) *corev1.Pod {
+	patched := pod.DeepCopy()
+	if patched.Annotations == nil {
+		patched.Annotations = map[string]string{}
+	}
+	for _, k := range t.removeAnn {
+		delete(patched.Annotations, k)
+	}
+	for k, v := range t.addAnnotations() {
+		patched.Annotations[k] = v
+	}
+	for i, r := range t.resources {
+		patched.Spec.Containers[i].Resources = r
+	}
+	return patched
+}
+
+// addAnnotations are the annotations t adds, with AnnotationMigratedFrom.
+func (t *translation) addAnnotations() map[string]string {
+	out := make(map[string]string, len(t.addAnn)+1)
+	for k, v := range t.addAnn {
+		out[k] = v
+	}
+	replaced := append([]string(nil), t.replaced...)
 	sort.Strings(replaced)
-	added[AnnotationMigratedFrom] = strings.Join(replaced, ",")
-	keys := make([]string, 0, len(added))
-	for k := range added {
+	out[AnnotationMigratedFrom] = strings.Join(replaced, ",")
+	return out
+}
+
+// operations writes t as a JSON Patch, in a stable order; hasAnnotations
+// tells whether the pod has a metadata.annotations object to add to.
+func (t *translation) operations(hasAnnotations bool) []Operation {
+	var ops []Operation
+	for _, k := range t.removeAnn {
+		ops = append(ops, Operation{Op: "remove", Path: "/metadata/annotations/" + escape(k)})
+	}
+	add := t.addAnnotations()
+	if hasAnnotations {
+		for _, k := range sortedKeys(add) {
+			ops = append(ops, Operation{Op: "add", Path: "/metadata/annotations/" + escape(k), Value: add[k]})
+		}
+	} else {
+		ops = append(ops, Operation{Op: "add", Path: "/metadata/annotations", Value: add})
+	}
+	idxs := make([]int, 0, len(t.resources))
+	for i := range t.resources {
+		idxs = append(idxs, i)
+	}
+	sort.Ints(idxs)
+	for _, i := range idxs {
+		// The whole resources object is replaced, so the patch applies
+		// whether or not the submitted pod spelled out resources, limits or
+		// requests.
+		ops = append(ops, Operation{Op: "add", Path: fmt.Sprintf("/spec/containers/%d/resources", i), Value: t.resources[i]})
+	}
+	return ops
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		ops = append(ops, Operation{Op: "add", Path: "/metadata/annotations/" + escape(k), Value: added[k]})
-	}
-	res := withGPUs(pod.Spec.Containers[idx].Resources, kai.GPU.Count)
-	// The whole resources object is replaced, so the patch applies whether
-	// or not the submitted pod spelled out resources, limits or requests.
-	ops = append(ops, Operation{Op: "add", Path: fmt.Sprintf("/spec/containers/%d/resources", idx), Value: res})
-
-	// The scheduler and the agent must read the patched pod as the same
-	// request; refuse rather than admit a pod they would disagree on.
-	patched := pod.DeepCopy()
-	for _, k := range kaiKeys() {
-		delete(patched.Annotations, k.kai)
-	}
-	for k, v := range added {
-		patched.Annotations[k] = v
-	}
-	patched.Spec.Containers[idx].Resources = res
-	after, err := workload.FromPod(patched, h.cfg.Catalog)
-	if err != nil {
-		return nil, fmt.Errorf("admission: the translated pod is invalid: %w", err)
-	}
-	if len(after) != 1 || after[0].Container != kai.Container || after[0].Convention != workload.Tessera || !reflect.DeepEqual(after[0].GPU, kai.GPU) {
-		return nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", kai.Container, kai.GPU, after)
-	}
-	return ops, nil
+	return keys
 }
 
-// withGPUs returns a copy of r that requests n tessera.io/gpu (limit and
-// request, as kubelet requires equal values for extended resources).
-func withGPUs(r corev1.ResourceRequirements, n int) corev1.ResourceRequirements {
+func containerIndex(pod *corev1.Pod, name string) int {
+	for i, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// withGPUs returns a copy of r without the resources drop that requests n
+// tessera.io/gpu (limit and request, as kubelet requires equal values for
+// extended resources).
+func withGPUs(r corev1.ResourceRequirements, drop []string, n int) corev1.ResourceRequirements {
 	out := *r.DeepCopy()
 	q := *resource.NewQuantity(int64(n), resource.DecimalSI)
 	if out.Limits == nil {
@@ -186,6 +356,10 @@ func withGPUs(r corev1.ResourceRequirements, n int) corev1.ResourceRequirements 
 	}
 	if out.Requests == nil {
 		out.Requests = corev1.ResourceList{}
+	}
+	for _, k := range drop {
+		delete(out.Limits, corev1.ResourceName(k))
+		delete(out.Requests, corev1.ResourceName(k))
 	}
 	out.Limits[workload.ResourceGPU] = q
 	out.Requests[workload.ResourceGPU] = q

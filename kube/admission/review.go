@@ -47,7 +47,7 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	}
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
-	h.cfg.Log.Info("translated pod GPU annotations into "+workload.ResourceGPU, "namespace", req.Namespace, "pod", name, "patch", string(patch))
+	h.cfg.Log.Info("translated pod GPU request into "+workload.ResourceGPU, "namespace", req.Namespace, "pod", name, "patch", string(patch))
 	return resp
 }
 
