@@ -47,7 +47,8 @@ fuzz:
 	$(GO) test ./discovery/simulated -run '^$$' -fuzz FuzzSpec -fuzztime $(FUZZTIME)
 	$(GO) test ./binding -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./arbiter/nvmlmeter -run '^$$' -fuzz FuzzParseCgroup -fuzztime $(FUZZTIME)
-	$(GO) test ./kube/admission -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
+	$(GO) test ./kube/admission -run '^$$' -fuzz 'FuzzMutate$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./kube/admission -run '^$$' -fuzz FuzzMutateResources -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
 bench:
