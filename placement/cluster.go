@@ -53,18 +53,32 @@ type Cluster struct {
 	Nodes []Node
 }
 
-// Clone returns a deep copy of the snapshot.
+// Clone returns a deep copy of the snapshot. The copy's GPUs lie in one
+// array in node order (each node's slice capped at its length), which
+// keeps a scan over the nodes close in memory.
 func (c *Cluster) Clone() *Cluster {
 	out := &Cluster{Nodes: make([]Node, len(c.Nodes))}
+	total := 0
 	for i := range c.Nodes {
-		out.Nodes[i] = c.Nodes[i].clone()
+		total += len(c.Nodes[i].GPUs)
+	}
+	gpus := make([]GPU, 0, total)
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		at := len(gpus)
+		gpus = append(gpus, n.GPUs...)
+		out.Nodes[i] = n.clone(gpus[at:len(gpus):len(gpus)])
 	}
 	return out
 }
 
-func (n *Node) clone() Node {
+// clone copies n, taking gpus (a copy of n.GPUs) as the copy's GPUs.
+func (n *Node) clone(gpus []GPU) Node {
 	o := *n
-	o.GPUs = append([]GPU(nil), n.GPUs...)
+	o.GPUs = gpus
+	if len(gpus) == 0 {
+		o.GPUs = nil
+	}
 	if n.Shapes != nil {
 		o.Shapes = make(map[GPUShape]int, len(n.Shapes))
 		for k, v := range n.Shapes {
@@ -122,6 +136,9 @@ func (c *Cluster) AllocatedGPUMilli() int64 {
 // gpuMemMiB may be 0 (GPU memory not tracked).
 func NewNode(name string, cpuMilli, memMiB int64, count int, model string, gpuMemMiB int64) Node {
 	n := Node{Name: name, CPUMilli: cpuMilli, MemoryMiB: memMiB, FreeCPUMilli: cpuMilli, FreeMemoryMiB: memMiB}
+	if count > 0 {
+		n.GPUs = make([]GPU, 0, count)
+	}
 	for i := 0; i < count; i++ {
 		n.GPUs = append(n.GPUs, GPU{Index: i, Model: model, MemoryMiB: gpuMemMiB, FreeMilli: Whole, FreeMemoryMiB: gpuMemMiB, NUMANode: -1})
 	}

@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,5 +58,43 @@ func TestPickWholePrefersNVLinkAndNUMA(t *testing.T) {
 	plain := NewNode("c", 0, 0, 4, "H100", 0)
 	if got := pickWhole(&plain, []int{1, 2, 3}, 2); got[0] != 1 || got[1] != 2 {
 		t.Fatalf("no topology: got %v, want the lowest positions [1 2]", got)
+	}
+}
+
+// TestPodFitMatchesUnits checks the chooser's one-pass check against the
+// feasibility units and usableGPUs on random nodes and pods.
+func TestPodFitMatchesUnits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for trial := 0; trial < 50; trial++ {
+		c := mixedCluster(rng, 40)
+		pods := randomPods(rng, 40)
+		for i := range pods {
+			p := &pods[i]
+			switch rng.IntN(6) {
+			case 0: // memory-only share
+				p.GPU.ComputeMilli, p.GPU.ComputeLimitMilli, p.GPU.MemoryMiB, p.GPU.Count = 0, 0, int64(1+rng.IntN(20000)), 1
+			case 1:
+				p.GPU.Exclusive = p.GPU.Count > 0
+			case 2:
+				p.GPU.MIGProfile = "1g.10gb"
+			case 3:
+				p.GPU.MemoryMiB = int64(rng.IntN(20000))
+			}
+			pf := newPodFit(p)
+			for ni := range c.Nodes {
+				n := &c.Nodes[ni]
+				got, ok := pf.fit([]int{-1}, n)
+				if ok != feasible(n, p) {
+					t.Fatalf("pod %+v on node %+v: fit %v, feasible %v", p, n, ok, !ok)
+				}
+				want := []int{-1}
+				if ok {
+					want = usableGPUs(want, n, p)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("pod %+v on node %+v: fit lists %v, usableGPUs %v", p, n, got, want)
+				}
+			}
+		}
 	}
 }

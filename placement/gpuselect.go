@@ -10,7 +10,9 @@ func pickWhole(n *Node, usable []int, count int) []int {
 		return nil
 	}
 	if count == 1 || !hasTopology(n) {
-		return append([]int(nil), usable[:count]...)
+		out := make([]int, count)
+		copy(out, usable)
+		return out
 	}
 	var best []int
 	bestScore := -1

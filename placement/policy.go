@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 )
 
 // Policy chooses a node and GPU(s) for a pod on a snapshot. Place must not
@@ -24,6 +25,14 @@ type Observer interface {
 // nodeScore scores one feasible node for p (higher is better) and names
 // the GPUs the pod would take there. usable lists the GPUs that can take
 // one GPU's worth of the pod.
+//
+// A chooser made by newChooser calls its nodeScore from several goroutines
+// at once on large clusters (see parallel.go): a scoring function must
+// only read the snapshot and its policy's settings, and keep its caches in
+// something safe for concurrent use (the fragMeter is). The result must
+// depend only on the node and the pod, never on which nodes were scored
+// before. A policy whose scoring draws random numbers uses
+// newUniformChooser, which always scores in order on one goroutine.
 type nodeScore func(c *Cluster, ni int, p *Pod, usable []int) (score float64, gpus []int)
 
 // chooser runs feasibility over all nodes, scores the feasible ones and
@@ -38,6 +47,13 @@ type chooser struct {
 	// rank, when set, breaks ties deterministically: the node with the
 	// lowest rank wins (a fixed, seeded order of nodes).
 	rank []int
+	// workers caps the goroutines that score one decision: 0 means
+	// GOMAXPROCS when that is measured to pay (see pace), 1 always scores
+	// on the calling goroutine, more always scores on that many.
+	workers int
+	tuning  parallelTuning
+	pace    pace
+	par     parallelScratch
 }
 
 func newChooser(seed uint64) chooser {
@@ -49,20 +65,42 @@ func newUniformChooser(seed uint64) chooser {
 }
 
 func (ch *chooser) choose(c *Cluster, p *Pod, score nodeScore) (Decision, error) {
+	pf := newPodFit(p)
+	var best Decision
+	w := ch.parallelWorkers(len(c.Nodes))
+	switch {
+	case w <= 1:
+		best = ch.chooseSequential(c, &pf, score)
+	case ch.workers > 1 || ch.tuning.fixed:
+		best = ch.chooseParallel(c, &pf, score, w)
+	default: // measure which way pays
+		par := ch.pace.parallel()
+		start := time.Now()
+		if par {
+			best = ch.chooseParallel(c, &pf, score, w)
+		} else {
+			best = ch.chooseSequential(c, &pf, score)
+		}
+		ch.pace.record(par, float64(time.Since(start))/float64(len(c.Nodes)))
+	}
+	if best.Node < 0 {
+		return Decision{Node: -1}, noFit(c, p)
+	}
+	return best, nil
+}
+
+// chooseSequential scores the nodes in order on the calling goroutine; it
+// is the reference the parallel path must match.
+func (ch *chooser) chooseSequential(c *Cluster, pf *podFit, score nodeScore) Decision {
+	p := pf.p
 	best := Decision{Node: -1}
 	var bestScore float64
 	ties := 0
-	firstReason := ""
 	for ni := range c.Nodes {
-		n := &c.Nodes[ni]
-		if !feasible(n, p) {
-			if firstReason == "" {
-				_, reason := Feasible(n, p)
-				firstReason = n.Name + ": " + reason
-			}
+		var ok bool
+		if ch.usable, ok = pf.fit(ch.usable[:0], &c.Nodes[ni]); !ok {
 			continue
 		}
-		ch.usable = usableGPUs(ch.usable[:0], n, p)
 		s, gpus := score(c, ni, p, ch.usable)
 		switch {
 		case best.Node < 0 || s > bestScore:
@@ -78,13 +116,18 @@ func (ch *chooser) choose(c *Cluster, p *Pod, score nodeScore) (Decision, error)
 			}
 		}
 	}
-	if best.Node < 0 {
-		if firstReason == "" {
-			firstReason = "cluster has no nodes"
-		}
-		return Decision{Node: -1}, fmt.Errorf("pod %s: %w (first rejection: %s)", p.Name, ErrNoFit, firstReason)
+	return best
+}
+
+// noFit is the error for a pod no node can take, naming the first node's
+// reason (every node rejected the pod, the first one included).
+func noFit(c *Cluster, p *Pod) error {
+	reason := "cluster has no nodes"
+	if len(c.Nodes) > 0 {
+		_, why := Feasible(&c.Nodes[0], p)
+		reason = c.Nodes[0].Name + ": " + why
 	}
-	return best, nil
+	return fmt.Errorf("pod %s: %w (first rejection: %s)", p.Name, ErrNoFit, reason)
 }
 
 func (ch *chooser) ranked(c *Cluster, ni int) int {

@@ -17,6 +17,13 @@ type Options struct {
 	// Popularity is the share of pods the typical shapes of online variants
 	// cover (default 0.95).
 	Popularity float64
+	// Workers is how many goroutines one decision may use to score a
+	// large cluster (thousands of nodes): 0 means up to GOMAXPROCS, and
+	// only while that is measured to be faster than one (it is not when
+	// other processes keep every core busy); 1 scores on the calling
+	// goroutine; more always uses that many. Decisions are the same
+	// whatever the value.
+	Workers int
 }
 
 // Names lists the policies New knows, baselines first.
@@ -29,6 +36,43 @@ const DefaultPolicy = "tessera"
 
 // New builds the named policy.
 func New(name string, o Options) (Policy, error) {
+	p, err := newPolicy(name, o)
+	if err == nil && o.Workers != 0 {
+		if ch := chooserOf(p); ch != nil {
+			ch.workers = o.Workers
+		}
+	}
+	return p, err
+}
+
+// chooserOf returns the chooser inside a policy New builds, or nil.
+func chooserOf(p Policy) *chooser {
+	switch x := p.(type) {
+	case *Random:
+		return &x.ch
+	case *DotProduct:
+		return &x.ch
+	case *GpuClustering:
+		return &x.ch
+	case *GpuPacking:
+		return &x.ch
+	case *BestFit:
+		return &x.ch
+	case *Spread:
+		return &x.ch
+	case *FGD:
+		return &x.ch
+	case *Tessera:
+		return &x.ch
+	case *online:
+		return chooserOf(x.Policy)
+	case selfLearning:
+		return chooserOf(x.o.Policy)
+	}
+	return nil
+}
+
+func newPolicy(name string, o Options) (Policy, error) {
 	if o.Popularity <= 0 {
 		o.Popularity = 0.95
 	}
