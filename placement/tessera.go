@@ -4,66 +4,66 @@ import "math"
 
 // Tessera is Tessera's default policy. It uses no more information than
 // FGD (the typical-pod distribution, never arrival order or future pods)
-// and changes FGD in two ways:
+// but scores a placement by what it is expected to waste for good, where
+// FGD scores the growth of fragmentation against the next typical pod:
 //
-//   - Stranding: free GPU compute that the node's free CPU (or free host
-//     memory) cannot feed, at the CPU (memory) the typical GPU pods ask
-//     per unit of GPU, is counted as lost too. FGD only asks whether one
-//     more typical pod fits now, so it lets CPU-only and CPU-heavy pods
-//     drain the CPU of nodes whose GPUs will later need it: at the end of
-//     an FGD replay of the default openb trace 1.8% of GPU capacity sits
-//     free on nodes with under 4 CPUs left, 0.8% under Tessera.
-//   - GPU choice by exact cost: a sharing pod tries each distinct GPU state
-//     that fits and keeps the cheapest by exact cost (the fullest GPU on
-//     equal cost), where FGD keeps the first GPU with the best integer
-//     score.
+//   - Wasted holes (tessera_holes.go): the compute a GPU keeps free after
+//     the placement is a hole that later pods fill, in turn leaving a
+//     smaller hole, until none of the remaining sizes fits. Each hole size
+//     has an expected eventual waste, computed once from the distribution;
+//     the policy minimises its growth. A 230m pod then goes where it
+//     leaves a hole a popular size fills exactly rather than a sliver
+//     nothing fills, and a 160m pod goes into the 190m left by an 810m
+//     pod.
+//   - Stranding (tessera_strand.go): free GPU compute that the node's free
+//     CPU (or free host memory) cannot feed, at the CPU (memory) the
+//     typical GPU pods ask per unit of GPU, is counted as lost too, so
+//     CPU-only and CPU-heavy pods do not drain the CPU of nodes whose
+//     GPUs will later need it.
 //
-// The node's score is the cost on FGD's 0..100 integer scale, ties going
-// to the fixed seeded node order (see integerScore).
+// A sharing pod tries each distinct GPU state that fits and keeps the
+// cheapest by exact cost (the fullest GPU on equal cost). The node's score
+// is the cost on FGD's 0..100 integer scale, ties going to the fixed
+// seeded node order (see integerScore).
+//
+// Scoring only reads the snapshot and the policy's settings (the hole
+// table is built once per distribution and never changed), so nodes may
+// be scored from several goroutines at once.
 type Tessera struct {
-	ch   chooser
-	frag *fragMeter
+	ch    chooser
+	holes *holeWaste
 	// cpuRatio and memRatio are the CPU milli and memory MiB the typical
 	// GPU pods ask per GPU milli.
 	cpuRatio, memRatio float64
-	// CPUWeight and MemoryWeight weigh stranded GPU compute (by CPU, by
-	// memory) against fragmentation; both 0 gives FGD with the exact-cost
-	// GPU choice.
-	CPUWeight, MemoryWeight float64
+	// HoleWeight weighs the growth of expected hole waste; CPUWeight and
+	// MemoryWeight weigh stranded GPU compute (by CPU, by memory). All are
+	// in GPU milli.
+	HoleWeight, CPUWeight, MemoryWeight float64
 }
 
-// Default stranding weights, chosen on the openb traces (seeds 42-45 of
-// default, gpushare40, gpushare100, multigpu20, multigpu40, cpu200): CPU
-// and memory weights from 0.5 to 2 land within 0.05 point of each other;
-// taking the ratios from GPU pods only (not CPU-only pods) gained 0.1-0.2
-// point on the multi-GPU and CPU-heavy traces.
+// Default weights, chosen on the openb traces (seeds 42-45; see
+// docs/simulator.md): the hole weight sets the cost's scale on the integer
+// score (2 gains 0.02 point on default and loses 0.4 on gpushare100);
+// stranding weights from 0.5 to 2 land within 0.03 point of each other.
 const (
+	DefaultHoleWeight   = 1
 	DefaultCPUWeight    = 1
 	DefaultMemoryWeight = 1
 )
 
 // NewTessera returns the default policy against distribution d.
 func NewTessera(d Distribution, seed uint64) *Tessera {
-	t := &Tessera{ch: newChooser(seed), CPUWeight: DefaultCPUWeight, MemoryWeight: DefaultMemoryWeight}
+	t := &Tessera{ch: newChooser(seed), HoleWeight: DefaultHoleWeight, CPUWeight: DefaultCPUWeight, MemoryWeight: DefaultMemoryWeight}
 	t.setDistribution(d)
 	return t
 }
 
+// setDistribution rebuilds what the policy derives from the typical pods.
+// It must not run while Place does (the online wrappers call it between
+// arrivals).
 func (t *Tessera) setDistribution(d Distribution) {
-	t.frag = newFragMeter(d)
-	var cpu, mem, gpu float64
-	for _, x := range d {
-		if x.Shape.GPUCount == 0 {
-			continue // CPU-only pods can use CPU that no GPU needs
-		}
-		cpu += x.Weight * float64(x.Shape.CPUMilli)
-		mem += x.Weight * x.MemoryMiB
-		gpu += x.Weight * float64(x.Shape.GPUMilli) * float64(x.Shape.GPUCount)
-	}
-	t.cpuRatio, t.memRatio = 0, 0
-	if gpu > 0 {
-		t.cpuRatio, t.memRatio = cpu/gpu, mem/gpu
-	}
+	t.holes = newHoleWaste(d, fillableShare)
+	t.cpuRatio, t.memRatio = hostRatios(d)
 }
 
 // Name implements Policy.
@@ -74,19 +74,18 @@ func (t *Tessera) Place(c *Cluster, p *Pod) (Decision, error) {
 	return t.ch.choose(c, p, t.score)
 }
 
-// stranded is the free GPU compute (milli) that free host resource
-// (CPU milli or memory MiB) cannot feed at ratio per GPU milli.
-func stranded(freeGPU, free int64, ratio float64) float64 {
-	if ratio <= 0 {
-		return 0
+// cost is the growth of expected hole waste plus weighted stranding if p
+// takes gpus on n, in GPU milli.
+func (t *Tessera) cost(n *Node, p *Pod, gpus []int) float64 {
+	var c float64
+	if t.HoleWeight != 0 {
+		var h float64
+		for _, i := range gpus {
+			g := &n.GPUs[i]
+			h += t.holes.at(g.FreeMilli-p.milliOn(g)) - t.holes.at(g.FreeMilli)
+		}
+		c += t.HoleWeight * h
 	}
-	return math.Max(0, float64(freeGPU)-float64(free)/ratio)
-}
-
-// cost is the growth of fragmentation plus weighted stranding if p takes
-// gpus on n; before is n's present fragmentation.
-func (t *Tessera) cost(n *Node, p *Pod, gpus []int, before float64) float64 {
-	c := t.frag.after(n, p, gpus) - before
 	free0 := n.FreeGPUMilli()
 	free1 := free0 - int64(len(gpus))*p.MilliPerGPU()
 	if n.CPUMilli > 0 {
@@ -101,26 +100,27 @@ func (t *Tessera) cost(n *Node, p *Pod, gpus []int, before float64) float64 {
 // integerScore maps a cost onto the study's 0..100 integer scale (as FGD
 // does). The coarse scale is deliberate: near-equal nodes tie and ties go
 // to the fixed node order, which packs; comparing exact costs instead
-// spreads pods over near-equal nodes and loses about 2 points of
-// allocation on the default trace.
+// spreads pods over near-equal nodes (under FGD's measure it loses about 2
+// points of allocation on the default trace).
 func integerScore(cost float64) float64 {
 	return math.Trunc(100 / (1 + math.Exp(cost/1000)))
 }
 
 func (t *Tessera) score(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 	n := &c.Nodes[ni]
-	before := t.frag.current(n)
 	if !p.Sharing() {
 		gpus := defaultGPUs(n, p, usable)
-		return integerScore(t.cost(n, p, gpus, before)), gpus
+		return integerScore(t.cost(n, p, gpus)), gpus
 	}
 	best, bestCost := -1, 0.0
 	var seen distinctFree
+	var one [1]int
 	for _, i := range usable {
 		if !seen.first(n.GPUs[i].FreeMilli) {
 			continue // same free compute, same cost: keep the first
 		}
-		c := t.cost(n, p, []int{i}, before)
+		one[0] = i
+		c := t.cost(n, p, one[:])
 		if best < 0 || c < bestCost || (c == bestCost && n.GPUs[i].FreeMilli < n.GPUs[best].FreeMilli) {
 			best, bestCost = i, c
 		}
@@ -128,9 +128,13 @@ func (t *Tessera) score(c *Cluster, ni int, p *Pod, usable []int) (float64, []in
 	return integerScore(bestCost), []int{best}
 }
 
+// distinctGPUs is how many distinct free values distinctFree remembers;
+// past that every value counts as new (tried again, same result).
+const distinctGPUs = 8
+
 // distinctFree remembers the free-compute values already tried on a node.
 type distinctFree struct {
-	v [memoGPUs]int64
+	v [distinctGPUs]int64
 	n int
 }
 
@@ -141,7 +145,7 @@ func (d *distinctFree) first(free int64) bool {
 			return false
 		}
 	}
-	if d.n < memoGPUs {
+	if d.n < distinctGPUs {
 		d.v[d.n] = free
 		d.n++
 	}
