@@ -21,7 +21,10 @@ intercept:
 
 ## run: the main job on the embedded default: the host daemon (real GPUs,
 ## else simulated 8xH200) running a sample job on a GPU fraction.
+## The interception library is built when a C compiler is there; without
+## one the demo runs its job without it (and says so).
 run: build
+	@$(MAKE) -s -C intercept >/dev/null 2>&1 || echo "note: could not build the interception library (needs gcc); the job runs without it"
 	bash scripts/demo.sh ./$(BIN)
 
 ## test: every check CI runs: formatting, vet, staticcheck and all tests.
