@@ -15,6 +15,7 @@ import (
 
 func newShowGPUsCommand(a *app) *cobra.Command {
 	var (
+		host   hostFlags
 		all    bool
 		source string
 		output string
@@ -27,8 +28,10 @@ func newShowGPUsCommand(a *app) *cobra.Command {
 "H100") narrows the list. With an inventory source the table also counts the
 GPUs there: total, free (healthy and unallocated) and free fractional capacity.
 
-Without --source, the local host is read through NVML when an NVIDIA driver is
-present; otherwise only the catalog is shown.`,
+Without --source, the inventory of a running host daemon (tessera up, found
+by --socket / --state-dir) is read, else the local host through NVML when an
+NVIDIA driver is present, else only the catalog is shown. Where a host
+daemon runs, free capacity is what its jobs leave (live bookings).`,
 		Example: `  tessera show-gpus
   tessera show-gpus -a
   tessera show-gpus h100 -o json
@@ -43,9 +46,21 @@ present; otherwise only the catalog is shown.`,
 			if len(args) == 1 {
 				filter = args[0]
 			}
+			// A running host daemon knows what its jobs hold: without
+			// --source, read its inventory; with one, overlay its bookings.
+			st, socket, live := a.daemonStatus(cmd.Context(), &host)
+			if source == "" && live {
+				source = "local"
+				if st.Simulated {
+					source = st.Source // the daemon's simulated spec: same UUIDs
+				}
+			}
 			srcName, nodes, err := a.readInventory(cmd, source)
 			if err != nil {
 				return err
+			}
+			if live && overlayBookings(st, nodes) > 0 {
+				fmt.Fprintf(a.stderr, "note: free capacity as booked by the host daemon at %s\n", socket)
 			}
 			rep, err := gpusummary.Build(a.catalog, srcName, nodes, gpusummary.Options{All: all, Filter: filter})
 			if err != nil {
@@ -57,6 +72,7 @@ present; otherwise only the catalog is shown.`,
 			return writeGPUTable(a.stdout, rep)
 		},
 	}
+	host.register(cmd)
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "list every model in the catalog, not only the common ones")
 	cmd.Flags().StringVar(&source, "source", "", discovery.SourceHelp+"; default: local when an NVIDIA driver is present, else the catalog only")
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")

@@ -334,3 +334,42 @@ func TestUpSharingMPS(t *testing.T) {
 		t.Errorf("%d jobs, want only the first", len(jobs))
 	}
 }
+
+// TestShowGPUsLiveBookings: with a host daemon running, show-gpus reads its
+// (simulated) inventory and reports the free capacity its jobs leave.
+func TestShowGPUsLiveBookings(t *testing.T) {
+	host := startUp(t, "2xH200").host
+	gate := filepath.Join(t.TempDir(), "gate")
+	wait := fmt.Sprintf(`while [ ! -e %[1]s ]; do [ -d "$(dirname %[1]s)" ] || exit 99; sleep 0.02; done`, gate)
+	code, _, errs := tessera(append(append([]string{"run", "--detach", "--gpu-fraction", "0.25"}, host...), "--", "sh", "-c", wait)...)
+	if code != 0 {
+		t.Fatalf("run --detach: %d %s", code, errs)
+	}
+	defer func() { _ = os.WriteFile(gate, nil, 0o600) }()
+	code, out, errs := tessera(append([]string{"show-gpus", "H200", "-o", "json"}, host...)...)
+	if code != 0 {
+		t.Fatalf("show-gpus: %d %s", code, errs)
+	}
+	if !strings.Contains(errs, "free capacity as booked by the host daemon") {
+		t.Errorf("show-gpus stderr %q lacks the daemon note", errs)
+	}
+	var rep struct {
+		Rows []struct {
+			Model        string   `json:"model"`
+			Total        *int     `json:"total"`
+			FreeCapacity *float64 `json:"freeCapacity"`
+		} `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("show-gpus output %q: %v", out, err)
+	}
+	for _, r := range rep.Rows {
+		if r.Model == "H200" {
+			if r.Total == nil || *r.Total != 2 || r.FreeCapacity == nil || *r.FreeCapacity != 1.75 {
+				t.Fatalf("H200 row: total %v, free capacity %v; want 2 and 1.75", r.Total, r.FreeCapacity)
+			}
+			return
+		}
+	}
+	t.Fatalf("no H200 row in %s", out)
+}

@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"context"
+	"math"
+	"os"
+	"time"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/client"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// daemonStatus asks the host daemon that h locates for its status, briefly:
+// ok is false when no daemon answers (show-gpus works without one).
+func (a *app) daemonStatus(ctx context.Context, h *hostFlags) (api.Status, string, bool) {
+	_, socket, err := h.resolve()
+	if err != nil {
+		return api.Status{}, "", false
+	}
+	if _, err := os.Stat(socket); err != nil {
+		return api.Status{}, "", false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := client.New(socket).Status(ctx)
+	if err != nil {
+		a.log.Debug("no host daemon answered; free capacity is the devices' own", "socket", socket, "err", err)
+		return api.Status{}, "", false
+	}
+	return st, socket, true
+}
+
+// overlayBookings sets, on every GPU the daemon manages (matched by UUID),
+// the compute share its jobs hold, and returns how many GPUs matched.
+func overlayBookings(st api.Status, nodes []inventory.Node) int {
+	free := make(map[string]float64, len(st.GPUs))
+	for _, g := range st.GPUs {
+		free[g.UUID] = g.FreeFraction
+	}
+	matched := 0
+	for i := range nodes {
+		for j := range nodes[i].GPUs {
+			g := &nodes[i].GPUs[j]
+			if f, ok := free[g.UUID]; ok {
+				g.AllocatedMilli = int64(math.Round((1 - f) * 1000))
+				matched++
+			}
+		}
+	}
+	return matched
+}
