@@ -62,7 +62,7 @@ func NewTessera(d Distribution, seed uint64) *Tessera {
 // It must not run while Place does (the online wrappers call it between
 // arrivals).
 func (t *Tessera) setDistribution(d Distribution) {
-	t.holes = newHoleWaste(d, fillableShare)
+	t.holes = newHoleWaste(d, fillable(d))
 	t.cpuRatio, t.memRatio = hostRatios(d)
 }
 

@@ -13,8 +13,11 @@ package placement
 // where p(s | fits) is the share of shape s among the GPU pods that fit in
 // h (a whole-GPU or multi-GPU shape fits only a whole free GPU) and q(h) is
 // the chance the hole is filled at all. Holes wait while many pods arrive,
-// so a hole that at least fillableShare of the GPU pods fit is taken as
+// so a hole that at least the fillable share of the GPU pods fit is taken as
 // filled (q = 1); below that, q falls in proportion to the share that fits.
+// fillableShare is 3%, raised in proportion to the share of GPU pods that
+// share a GPU past 45% of them (fillable): the more pods make holes, the
+// fewer fillers each hole gets.
 // With the openb traces' pods this makes the 190m left by an 810m pod
 // (only the rare 160m pods fit) worth about 147m of waste, a 230m hole
 // (a popular size fills it exactly) about 19m, and a 60m sliver all of it.
@@ -23,12 +26,41 @@ package placement
 // covers the CPU side); it is built once per distribution and only read
 // afterwards.
 
-// fillableShare is the share of GPU pods that must fit in a hole for it
-// to count as surely filled. Chosen on the openb traces (seeds 42-45):
-// 0.03 and 0.035 land within 0.03 point of each other on default,
+// fillableShare is the least share of GPU pods that must fit in a hole
+// for it to count as surely filled; fillable raises it in proportion to
+// how many of the GPU pods make holes. Chosen on the openb traces (seeds
+// 42-45): 0.03 and 0.035 land within 0.03 point of each other on default,
 // gpushare60, gpushare100 and multigpu40; 0.025 loses up to 0.16 point
 // and 0.05 loses 0.1 on default (it counts 230-310m holes as partly lost).
 const fillableShare = 0.03
+
+// fillablePerSharing is the fillable share per unit of the share of GPU
+// pods that are sharing pods (0.03 / 0.45: default-like traces, where 44%
+// of the GPU pods share a GPU, keep fillableShare). The more of the GPU
+// pods leave holes, the more holes each filler is shared among, so a
+// filler shape must be more popular to fill a hole surely: on the openb
+// gpushare traces (57-100% sharing pods) this gains up to 0.39 point.
+const fillablePerSharing = 0.0667
+
+// fillable is the fillable share for distribution d: fillableShare, or
+// fillablePerSharing times the share of GPU pods that share a GPU when
+// that is more.
+func fillable(d Distribution) float64 {
+	var gpu, sharing float64
+	for _, t := range d {
+		if t.Shape.GPUCount == 0 || t.Weight <= 0 {
+			continue
+		}
+		gpu += t.Weight
+		if t.Shape.GPUCount == 1 && t.Shape.GPUMilli < Whole {
+			sharing += t.Weight
+		}
+	}
+	if gpu == 0 {
+		return fillableShare
+	}
+	return max(fillableShare, fillablePerSharing*sharing/gpu)
+}
 
 // holeWaste is W(h) for h in 0..Whole milli.
 type holeWaste [Whole + 1]float64

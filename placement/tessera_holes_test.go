@@ -118,3 +118,38 @@ func TestTesseraWholeGPUPodsPack(t *testing.T) {
 		}
 	}
 }
+
+func TestFillableFollowsSharingShare(t *testing.T) {
+	cpuOnly := Typical{Shape: Shape{CPUMilli: 4000}, Weight: 0.5}
+	for _, tt := range []struct {
+		name string
+		d    Distribution
+		want float64
+	}{
+		{"no GPU pods", dist(cpuOnly), fillableShare},
+		{"40% sharing keeps the floor", dist(share(470, 0.4), share(Whole, 0.6)), fillableShare},
+		{"half sharing", dist(share(810, 0.5), share(Whole, 0.5)), fillablePerSharing * 0.5},
+		{"CPU-only pods do not count", dist(share(810, 0.25), share(Whole, 0.25), cpuOnly), fillablePerSharing * 0.5},
+		{"all sharing", dist(share(810, 0.7), share(470, 0.3)), fillablePerSharing},
+	} {
+		if got := fillable(tt.d); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("%s: fillable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestHoleWasteSharingHeavyDistribution(t *testing.T) {
+	// Every GPU pod shares a GPU: 160m pods are 4% of them, above the 3%
+	// floor but under the raised fillable share, so the 190m an 810m pod
+	// leaves is filled only 0.04 / fillablePerSharing of the time.
+	d := dist(share(810, 0.96), share(160, 0.04))
+	q := 0.04 / fillablePerSharing
+	want := q*30 + (1-q)*190
+	if got := newHoleWaste(d, fillable(d)).at(190); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("W(190) = %v, want %v", got, want)
+	}
+	// At the 3% floor the same hole would count as surely filled.
+	if got := newHoleWaste(d, fillableShare).at(190); math.Abs(got-30) > 1e-9 {
+		t.Fatalf("W(190) at the floor = %v, want 30", got)
+	}
+}
