@@ -39,7 +39,8 @@ const fillableShare = 0.03
 // of the GPU pods share a GPU, keep fillableShare). The more of the GPU
 // pods leave holes, the more holes each filler is shared among, so a
 // filler shape must be more popular to fill a hole surely: on the openb
-// gpushare traces (57-100% sharing pods) this gains up to 0.39 point.
+// gpushare traces (57-100% sharing pods) it gains up to 0.27 point
+// (gpushare100, seeds 42-51) and leaves the other traces as they were.
 const fillablePerSharing = 0.0667
 
 // fillable is the fillable share for distribution d: fillableShare, or
