@@ -32,6 +32,9 @@ import "math"
 type Tessera struct {
 	ch    chooser
 	holes *holeWaste
+	// supply, when set, caps the hole table per decision by the holes
+	// already in the cluster (see supplyHoles).
+	supply *holeSupply
 	// cpuRatio and memRatio are the CPU milli and memory MiB the typical
 	// GPU pods ask per GPU milli.
 	cpuRatio, memRatio float64
@@ -62,7 +65,9 @@ func NewTessera(d Distribution, seed uint64) *Tessera {
 // It must not run while Place does (the online wrappers call it between
 // arrivals).
 func (t *Tessera) setDistribution(d Distribution) {
-	t.holes = newHoleWaste(d, fillable(d))
+	f := fillable(d)
+	t.holes = newHoleWaste(d, f)
+	t.supply = newHoleSupply(d, f)
 	t.cpuRatio, t.memRatio = hostRatios(d)
 }
 
@@ -71,18 +76,24 @@ func (*Tessera) Name() string { return "tessera" }
 
 // Place implements Policy.
 func (t *Tessera) Place(c *Cluster, p *Pod) (Decision, error) {
-	return t.ch.choose(c, p, t.score)
+	if t.supply == nil || !p.Sharing() || t.HoleWeight == 0 {
+		return t.ch.choose(c, p, t.score)
+	}
+	w := t.supply.table(c)
+	return t.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
+		return t.scoreWith(w, c, ni, p, usable)
+	})
 }
 
 // cost is the growth of expected hole waste plus weighted stranding if p
 // takes gpus on n, in GPU milli.
-func (t *Tessera) cost(n *Node, p *Pod, gpus []int) float64 {
+func (t *Tessera) cost(holes *holeWaste, n *Node, p *Pod, gpus []int) float64 {
 	var c float64
 	if t.HoleWeight != 0 {
 		var h float64
 		for _, i := range gpus {
 			g := &n.GPUs[i]
-			h += t.holes.at(g.FreeMilli-p.milliOn(g)) - t.holes.at(g.FreeMilli)
+			h += holes.at(g.FreeMilli-p.milliOn(g)) - holes.at(g.FreeMilli)
 		}
 		c += t.HoleWeight * h
 	}
@@ -107,10 +118,15 @@ func integerScore(cost float64) float64 {
 }
 
 func (t *Tessera) score(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
+	return t.scoreWith(t.holes, c, ni, p, usable)
+}
+
+// scoreWith scores node ni against hole table holes (read only).
+func (t *Tessera) scoreWith(holes *holeWaste, c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 	n := &c.Nodes[ni]
 	if !p.Sharing() {
 		gpus := defaultGPUs(n, p, usable)
-		return integerScore(t.cost(n, p, gpus)), gpus
+		return integerScore(t.cost(holes, n, p, gpus)), gpus
 	}
 	best, bestCost := -1, 0.0
 	var seen distinctFree
@@ -120,7 +136,7 @@ func (t *Tessera) score(c *Cluster, ni int, p *Pod, usable []int) (float64, []in
 			continue // same free compute, same cost: keep the first
 		}
 		one[0] = i
-		c := t.cost(n, p, one[:])
+		c := t.cost(holes, n, p, one[:])
 		if best < 0 || c < bestCost || (c == bestCost && n.GPUs[i].FreeMilli < n.GPUs[best].FreeMilli) {
 			best, bestCost = i, c
 		}

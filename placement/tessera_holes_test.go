@@ -153,3 +153,52 @@ func TestHoleWasteSharingHeavyDistribution(t *testing.T) {
 		t.Fatalf("W(190) at the floor = %v, want 30", got)
 	}
 }
+
+func TestHoleSupplyOnlyWhenSharingDominates(t *testing.T) {
+	d := dist(share(470, 0.4), share(Whole, 0.6))
+	if s := newHoleSupply(d, fillable(d)); s != nil {
+		t.Fatalf("40%% sharing pods: supply model %+v, want none", s)
+	}
+	d = dist(share(810, 0.5), share(470, 0.45), share(160, 0.05))
+	if newHoleSupply(d, fillable(d)) == nil {
+		t.Fatal("all GPU pods share a GPU: no supply model")
+	}
+}
+
+func TestHoleSupplyPlentifulHoleIsLost(t *testing.T) {
+	// Every GPU pod shares a GPU; 160m pods (5%) are all that fit the 190m
+	// an 810m pod leaves.
+	d := dist(share(810, 0.5), share(470, 0.45), share(160, 0.05))
+	f := fillable(d)
+	static := newHoleWaste(d, f)
+	s := newHoleSupply(d, f)
+
+	// A free cluster: no hole competes, the static table holds.
+	c := &Cluster{Nodes: []Node{NewNode("a", 64000, 0, 8, "T4", 0), NewNode("b", 64000, 0, 8, "T4", 0)}}
+	if got := s.table(c); *got != *static {
+		t.Fatal("free cluster: supply table differs from the static one")
+	}
+
+	// Ten 190m holes and nothing else free: the few 160m pods expected
+	// before the cluster is full go to those, and one more 190m hole is
+	// lost whole, where the static table expects it filled most of the time.
+	for i := range c.Nodes {
+		for j := range c.Nodes[i].GPUs {
+			c.Nodes[i].GPUs[j].FreeMilli = 0
+		}
+	}
+	for k := 0; k < 10; k++ {
+		c.Nodes[k/8].GPUs[k%8].FreeMilli = 190
+	}
+	w := s.table(c)
+	if got := w.at(190); math.Abs(got-190) > 1e-9 {
+		t.Fatalf("W(190) with ten 190m holes = %v, want 190 (static %v)", got, static.at(190))
+	}
+	if static.at(190) >= 190 {
+		t.Fatalf("static W(190) = %v, want it partly filled", static.at(190))
+	}
+	// A 530m hole still gets a 470m pod (none of those is taken).
+	if got, want := w.at(530), static.at(530); got > want+60 {
+		t.Fatalf("W(530) = %v, static %v", got, want)
+	}
+}
