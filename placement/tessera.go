@@ -26,9 +26,11 @@ import "math"
 // is the cost on FGD's 0..100 integer scale, ties going to the fixed
 // seeded node order (see integerScore).
 //
-// Scoring only reads the snapshot and the policy's settings (the hole
-// table is built once per distribution and never changed), so nodes may
-// be scored from several goroutines at once.
+// Scoring only reads the snapshot, the policy's settings and a hole table
+// that is either built once per distribution or, where most GPU pods
+// share a GPU, built by Place from the snapshot before any node is scored
+// (holeSupply); nothing is written while nodes are scored, so they may be
+// scored from several goroutines at once.
 type Tessera struct {
 	ch    chooser
 	holes *holeWaste
