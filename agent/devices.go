@@ -34,17 +34,9 @@ func NewDevices(node inventory.Node, slotsPerUnit int) (*Devices, error) {
 		return nil, err
 	}
 	d := &Devices{slotsPerUnit: slotsPerUnit, node: node}
-	for _, g := range node.GPUs {
-		healthy := g.Health != inventory.Unhealthy
-		if g.MIGMode == inventory.MIGEnabled && len(g.MIGInstances) > 0 {
-			for _, m := range g.MIGInstances {
-				if m.UUID != "" {
-					d.units = append(d.units, unit{uuid: m.UUID, gpu: g.UUID, numa: g.NUMANode, healthy: healthy})
-				}
-			}
-			continue
-		}
-		d.units = append(d.units, unit{uuid: g.UUID, gpu: g.UUID, numa: g.NUMANode, healthy: healthy})
+	for _, u := range node.Units() {
+		g := &node.GPUs[u.GPU]
+		d.units = append(d.units, unit{uuid: u.UUID, gpu: g.UUID, numa: g.NUMANode, healthy: g.Health != inventory.Unhealthy})
 	}
 	return d, nil
 }

@@ -29,22 +29,8 @@ func controlNodes() []string {
 }
 
 // UnitUUIDs lists the units the agent hands out on node, as agent.NewDevices
-// does: each MIG instance of a GPU in MIG mode, every other GPU whole.
-func UnitUUIDs(node inventory.Node) []string {
-	var out []string
-	for _, g := range node.GPUs {
-		if g.MIGMode == inventory.MIGEnabled && len(g.MIGInstances) > 0 {
-			for _, m := range g.MIGInstances {
-				if m.UUID != "" {
-					out = append(out, m.UUID)
-				}
-			}
-			continue
-		}
-		out = append(out, g.UUID)
-	}
-	return out
-}
+// does (inventory.Node.Units).
+func UnitUUIDs(node inventory.Node) []string { return node.UnitUUIDs() }
 
 // Generate locates node's units through lib and writes the spec; it
 // returns the spec's path.

@@ -126,7 +126,7 @@ func Run(ctx context.Context, o Options) error {
 	arbCfg := arbiter.Config{Capacity: capacity, Meter: meter, Logger: o.Log}
 	if mpsMode {
 		arbCfg.Mode = arbiter.ModeMPS
-		arbCfg.MPS = mps.Config{Root: o.MPSRoot, Binary: o.MPSControl, GPUs: mpsUnits(node)}
+		arbCfg.MPS = mps.Config{Root: o.MPSRoot, Binary: o.MPSControl, GPUs: node.UnitUUIDs()} // a daemon per unit the device plugin hands out (MPS runs on top of MIG)
 	}
 	arb, err := arbiter.New(arbCfg)
 	if err != nil {
@@ -176,25 +176,6 @@ func Run(ctx context.Context, o Options) error {
 		<-runErr
 		return err
 	}
-}
-
-// mpsUnits lists the units an MPS node runs a control daemon for: the
-// units its device plugin hands out, i.e. each GPU, or each MIG instance
-// of a GPU in MIG mode (MPS runs on top of MIG).
-func mpsUnits(node inventory.Node) []string {
-	var out []string
-	for _, g := range node.GPUs {
-		if g.MIGMode == inventory.MIGEnabled && len(g.MIGInstances) > 0 {
-			for _, m := range g.MIGInstances {
-				if m.UUID != "" {
-					out = append(out, m.UUID)
-				}
-			}
-			continue
-		}
-		out = append(out, g.UUID)
-	}
-	return out
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
