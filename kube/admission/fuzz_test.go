@@ -39,17 +39,9 @@ func FuzzMutate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("patched a pod kube/workload rejects: %v", err)
 		}
-		raw, _ := json.Marshal(pod)
 		patch, _ := json.Marshal(ops)
-		out, err := applyPatch(raw, patch)
-		if err != nil {
-			t.Fatalf("patch %s does not apply: %v", patch, err)
-		}
-		var got corev1.Pod
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatal(err)
-		}
-		after, err := workload.FromPod(&got, h.cfg.Catalog)
+		got := patched(t, pod, patch)
+		after, err := workload.FromPod(got, h.cfg.Catalog)
 		if err != nil || len(after) != 1 || !reflect.DeepEqual(after[0].GPU, before[0].GPU) {
 			t.Fatalf("patched pod reads as %+v, %v; want %+v", after, err, before)
 		}
@@ -95,17 +87,9 @@ func FuzzMutateResources(f *testing.F) {
 		if err != nil || len(ops) == 0 {
 			t.Fatalf("allowed a pod kube/workload reads as %+v, %v with patch %+v", before, err, ops)
 		}
-		raw, _ := json.Marshal(pod)
 		patch, _ := json.Marshal(ops)
-		out, err := applyPatch(raw, patch)
-		if err != nil {
-			t.Fatalf("patch %s does not apply: %v", patch, err)
-		}
-		var got corev1.Pod
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatal(err)
-		}
-		after, err := workload.FromPod(&got, h.cfg.Catalog)
+		got := patched(t, pod, patch)
+		after, err := workload.FromPod(got, h.cfg.Catalog)
 		if err != nil || len(after) != len(before) {
 			t.Fatalf("patched pod reads as %+v, %v; want %+v", after, err, before)
 		}

@@ -123,18 +123,7 @@ func TestReviewTranslatesKAIAnnotations(t *testing.T) {
 				t.Fatalf("original request: %v %v", before, err)
 			}
 			resp := review(t, h, admissionv1.Create, podKind, tc.pod)
-			if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch || len(resp.Patch) == 0 {
-				t.Fatalf("response %+v: want allowed with a JSON patch", resp)
-			}
-			raw, _ := json.Marshal(tc.pod)
-			out, err := applyPatch(raw, resp.Patch)
-			if err != nil {
-				t.Fatalf("apply %s: %v", resp.Patch, err)
-			}
-			var got corev1.Pod
-			if err := json.Unmarshal(out, &got); err != nil {
-				t.Fatal(err)
-			}
+			got := patchPod(t, tc.pod, resp)
 			if !reflect.DeepEqual(got.Annotations, tc.ann) {
 				t.Errorf("annotations %v, want %v", got.Annotations, tc.ann)
 			}
@@ -156,12 +145,12 @@ func TestReviewTranslatesKAIAnnotations(t *testing.T) {
 				}
 			}
 			// The scheduler reads the same request from the patched pod...
-			after, err := workload.FromPod(&got, cat)
+			after, err := workload.FromPod(got, cat)
 			if err != nil || len(after) != 1 || after[0].Convention != workload.Tessera || after[0].Container != tc.container || !reflect.DeepEqual(after[0].GPU, before[0].GPU) {
 				t.Errorf("scheduler reads %+v, %v; want the original request %+v under Tessera's keys", after, err, before[0])
 			}
 			// ...and the agent expects one device per GPU of that request.
-			if cs := agentkube.FromAPI(&got).Containers; !reflect.DeepEqual(cs, []handoff.ContainerRequest{{Name: tc.container, Devices: before[0].GPU.Count}}) {
+			if cs := agentkube.FromAPI(got).Containers; !reflect.DeepEqual(cs, []handoff.ContainerRequest{{Name: tc.container, Devices: before[0].GPU.Count}}) {
 				t.Errorf("agent sees device requests %+v, want %d for %s", cs, before[0].GPU.Count, tc.container)
 			}
 		})
@@ -284,13 +273,19 @@ func patchPod(t *testing.T, pod *corev1.Pod, resp *admissionv1.AdmissionResponse
 	if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch || len(resp.Patch) == 0 {
 		t.Fatalf("response %+v: want allowed with a JSON patch", resp)
 	}
+	return patched(t, pod, resp.Patch)
+}
+
+// patched is pod with the JSON Patch applied, as the API server would.
+func patched(t *testing.T, pod *corev1.Pod, patch []byte) *corev1.Pod {
+	t.Helper()
 	raw, err := json.Marshal(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := applyPatch(raw, resp.Patch)
+	out, err := applyPatch(raw, patch)
 	if err != nil {
-		t.Fatalf("apply %s: %v", resp.Patch, err)
+		t.Fatalf("apply %s: %v", patch, err)
 	}
 	var got corev1.Pod
 	if err := json.Unmarshal(out, &got); err != nil {
