@@ -341,12 +341,27 @@ func TestShowGPUsLiveBookings(t *testing.T) {
 	host := startUp(t, "2xH200").host
 	gate := filepath.Join(t.TempDir(), "gate")
 	wait := fmt.Sprintf(`while [ ! -e %[1]s ]; do [ -d "$(dirname %[1]s)" ] || exit 99; sleep 0.02; done`, gate)
-	code, _, errs := tessera(append(append([]string{"run", "--detach", "--gpu-fraction", "0.25"}, host...), "--", "sh", "-c", wait)...)
+	code, out, errs := tessera(append(append([]string{"run", "--detach", "--gpu-fraction", "0.25"}, host...), "--", "sh", "-c", wait)...)
 	if code != 0 {
 		t.Fatalf("run --detach: %d %s", code, errs)
 	}
-	defer func() { _ = os.WriteFile(gate, nil, 0o600) }()
-	code, out, errs := tessera(append([]string{"show-gpus", "H200", "-o", "json"}, host...)...)
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { // let the job end before its folders are removed
+		_ = os.WriteFile(gate, nil, 0o600)
+		tessera(append([]string{"logs", "-f", id}, host...)...)
+	})
+	// --detach returns once the job is queued; it is booked when it starts.
+	deadline := time.Now().Add(30 * time.Second)
+	for running := false; !running; {
+		for _, j := range psJobs(t, host) {
+			running = running || (j.ID == id && j.State == api.Running)
+		}
+		if !running && time.Now().After(deadline) {
+			t.Fatalf("job %s did not start", id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, out, errs = tessera(append([]string{"show-gpus", "H200", "-o", "json"}, host...)...)
 	if code != 0 {
 		t.Fatalf("show-gpus: %d %s", code, errs)
 	}
@@ -366,10 +381,18 @@ func TestShowGPUsLiveBookings(t *testing.T) {
 	for _, r := range rep.Rows {
 		if r.Model == "H200" {
 			if r.Total == nil || *r.Total != 2 || r.FreeCapacity == nil || *r.FreeCapacity != 1.75 {
-				t.Fatalf("H200 row: total %v, free capacity %v; want 2 and 1.75", r.Total, r.FreeCapacity)
+				t.Fatalf("H200 row: total %d, free capacity %.3f; want 2 and 1.75", deref(r.Total), deref(r.FreeCapacity))
 			}
 			return
 		}
 	}
 	t.Fatalf("no H200 row in %s", out)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
