@@ -47,8 +47,11 @@ func ready(n *corev1.Node) bool {
 // shares its GPUs (GPUNode sharing): exclusive GPUs take whole-GPU requests
 // only, and GPUs shared through MPS take containers of one GPU. Modes are
 // set per node by the agent (MIG GPUs aside), so the node's non-MIG GPUs
-// decide. It returns "" or the reason the node is ruled out.
-func sharingRule(reqs []workload.ContainerRequest, n *inventory.Node) string {
+// decide. MPS clients also share memory with the node's MPS server, so a
+// pod without spec.hostIPC is kept off MPS nodes here rather than refused
+// by the agent when kubelet allocates (the pod would then fail on the
+// node). It returns "" or the reason the node is ruled out.
+func sharingRule(reqs []workload.ContainerRequest, hostIPC bool, n *inventory.Node) string {
 	fractions, mps := false, false
 	for _, g := range n.GPUs {
 		if g.MIGMode == inventory.MIGEnabled {
@@ -68,6 +71,9 @@ func sharingRule(reqs []workload.ContainerRequest, n *inventory.Node) string {
 		}
 		if mps && g.Count > 1 {
 			return "GPUs are shared through MPS (sharing: mps): one GPU per container"
+		}
+		if mps && !hostIPC {
+			return "GPUs are shared through MPS (sharing: mps): the pod needs spec.hostIPC: true"
 		}
 	}
 	return ""

@@ -160,7 +160,7 @@ func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, reqs []workloa
 			why[r]++
 			continue
 		}
-		if r := sharingRule(reqs, &snap.inv[i]); r != "" {
+		if r := sharingRule(reqs, pod.Spec.HostIPC, &snap.inv[i]); r != "" {
 			why[r]++
 			continue
 		}

@@ -44,9 +44,9 @@ func TestSharingModes(t *testing.T) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	}
 	snap := buildSnapshot(s.cfg.Log, inv, nodes, nil)
-	pod := func(gpus, fraction string) *corev1.Pod {
+	pod := func(gpus, fraction string, hostIPC bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: map[string]string{}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+			Spec: corev1.PodSpec{HostIPC: hostIPC, Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
 				Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse(gpus)}}}}}}
 		if fraction != "" {
 			p.Annotations[workload.AnnotationCompute] = fraction
@@ -55,14 +55,17 @@ func TestSharingModes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, gpus, fraction string
+		hostIPC              bool
 		node, why            string
 	}{
-		{"fraction goes to the MPS node", "1", "0.5", "mps-0", ""},
-		{"two whole GPUs go to the exclusive node", "2", "", "exclusive-0", ""},
-		{"two fractional GPUs fit nowhere", "2", "0.5", "", "1 node(s): GPUs are exclusive (sharing: exclusive): whole GPUs only, 1 node(s): GPUs are shared through MPS (sharing: mps): one GPU per container"},
+		{"fraction goes to the MPS node", "1", "0.5", true, "mps-0", ""},
+		{"two whole GPUs go to the exclusive node", "2", "", true, "exclusive-0", ""},
+		{"two fractional GPUs fit nowhere", "2", "0.5", true, "", "1 node(s): GPUs are exclusive (sharing: exclusive): whole GPUs only, 1 node(s): GPUs are shared through MPS (sharing: mps): one GPU per container"},
+		{"a fraction without hostIPC fits nowhere", "1", "0.5", false, "", "1 node(s): GPUs are shared through MPS (sharing: mps): the pod needs spec.hostIPC: true"},
+		{"a whole GPU without hostIPC goes to the exclusive node", "1", "", false, "exclusive-0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pl, o, msg := s.plan(snap, pod(tc.gpus, tc.fraction))
+			pl, o, msg := s.plan(snap, pod(tc.gpus, tc.fraction, tc.hostIPC))
 			if tc.node != "" {
 				if o != outcomeBound || pl.assignment.Node != tc.node {
 					t.Fatalf("plan = %v on %q (%s), want %s", o, pl.assignment.Node, msg, tc.node)
