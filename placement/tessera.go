@@ -35,7 +35,7 @@ type Tessera struct {
 	ch    chooser
 	holes *holeWaste
 	// supply, when set, caps the hole table per decision by the holes
-	// already in the cluster (see supplyHoles).
+	// already in the cluster (see holeSupply.table).
 	supply *holeSupply
 	// cpuRatio and memRatio are the CPU milli and memory MiB the typical
 	// GPU pods ask per GPU milli.
@@ -70,6 +70,9 @@ func (t *Tessera) setDistribution(d Distribution) {
 	f := fillable(d)
 	t.holes = newHoleWaste(d, f)
 	t.supply = newHoleSupply(d, f)
+	if t.supply == nil {
+		t.holes.contestFreeGPU()
+	}
 	t.cpuRatio, t.memRatio = hostRatios(d)
 }
 

@@ -202,3 +202,24 @@ func TestHoleSupplyPlentifulHoleIsLost(t *testing.T) {
 		t.Fatalf("W(530) = %v, static %v", got, want)
 	}
 }
+
+func TestTesseraContestedFreeGPU(t *testing.T) {
+	// A 160m pod can take a free GPU or the 780m left on a used one. By the
+	// plain table the partial hole is cheaper; but a free GPU is contested
+	// (the large shares that fit nowhere else take the last ones), counts
+	// double, and the pod opens it, where a later 810m pod can join it.
+	d := dist(share(810, 0.2), share(470, 0.15), share(230, 0.05), share(160, 0.02), share(Whole, 0.58))
+	plain := newHoleWaste(d, fillable(d))
+	free, hole := plain.at(840)-plain.at(Whole), plain.at(620)-plain.at(780)
+	if free <= hole || plain.at(840)-freeGPUFactor*plain.at(Whole) >= hole {
+		t.Fatalf("set-up: want the free GPU dearer than the hole (%.1f vs %.1f) only by the plain table", free, hole)
+	}
+	for seed := uint64(0); seed < 10; seed++ {
+		n := NewNode("n", 64000, 0, 2, "T4", 0)
+		n.GPUs[1].FreeMilli = 780
+		c := &Cluster{Nodes: []Node{n}}
+		if got := place(t, c, NewTessera(d, seed), sharePod("p", 1000, 160)); got.GPUs[0] != 0 {
+			t.Fatalf("seed %d: 160m pod went to GPU %d, want the free GPU 0", seed, got.GPUs[0])
+		}
+	}
+}
