@@ -118,10 +118,10 @@ func newHoleWaste(d Distribution, fillable float64) *holeWaste {
 
 // freeGPUFactor is how much more a whole free GPU is expected to waste
 // than the table says, where the static table is used (see
-// contestFreeGPU). Chosen on the openb traces (seeds 42-51): 1.5, 2 and
-// 2.4 gain +0.03 to +0.07 point on each of the seven traces that use the
-// static table, 2 the most (+0.04 to +0.07 on every one of them); 3 loses
-// about 3 points (sharing pods then leave good pairings for free GPUs).
+// contestFreeGPU). Chosen on the openb traces (seeds 42-51): on each of
+// the seven traces that use the static table 1.5 and 2.4 gain +0.03 to
+// +0.05 point and 2 gains +0.04 to +0.07; 3 loses 2.7 points on default
+// (seeds 42-45: sharing pods then leave good pairings for free GPUs).
 const freeGPUFactor = 2
 
 // contestFreeGPU raises W(Whole) by freeGPUFactor. The table prices a free
