@@ -12,11 +12,8 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/internal/gputest"
 )
-
-// gpuTestsEnv enables the checks that need a real NVIDIA GPU, the MPS
-// control program and PyTorch (docs/gpu-validation.md).
-const gpuTestsEnv = "TESSERA_GPU_TESTS"
 
 // TestOnRealMPS runs the real control daemon on GPU 0 under the
 // supervisor, then a matmul loop as an MPS client capped at 30 % and one
@@ -24,9 +21,7 @@ const gpuTestsEnv = "TESSERA_GPU_TESTS"
 // daemon answers, both clients run to the end, an MPS server served them,
 // and the daemon is gone once Run has returned.
 func TestOnRealMPS(t *testing.T) {
-	if os.Getenv(gpuTestsEnv) != "1" {
-		t.Skip("set " + gpuTestsEnv + "=1 on a machine with an NVIDIA GPU, MPS and PyTorch")
-	}
+	gputest.Require(t, "MPS and PyTorch")
 	out, err := exec.Command("nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader", "-i", "0").Output()
 	if err != nil {
 		t.Fatalf("nvidia-smi: %v", err)

@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-)
 
-// gpuTestsEnv enables the checks that need a real NVIDIA GPU and PyTorch
-// (docs/gpu-validation.md).
-const gpuTestsEnv = "TESSERA_GPU_TESTS"
+	"github.com/tessera-gpu/tessera/internal/gputest"
+)
 
 // TestOnRealGPU measures a matmul loop and a tiny-kernel loop through the
 // real NVML, each resolved by its TESSERA_CONTAINER_ID and by its process
@@ -22,9 +20,7 @@ const gpuTestsEnv = "TESSERA_GPU_TESTS"
 // matmul loop is measured, busy at least half the time, and every value is
 // in [0, 1].
 func TestOnRealGPU(t *testing.T) {
-	if os.Getenv(gpuTestsEnv) != "1" {
-		t.Skip("set " + gpuTestsEnv + "=1 on a machine with an NVIDIA GPU and PyTorch")
-	}
+	gputest.Require(t, "PyTorch")
 	lib := nvml.New()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		t.Fatalf("nvmlInit: %v", ret)
