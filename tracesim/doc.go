@@ -2,8 +2,9 @@
 // the FGD study) against placement policies: it loads node and pod lists,
 // builds the arrival sequence (seeded shuffle, then random copies up to a
 // target share of cluster GPU capacity), places pods one at a time with a
-// placement.Policy, and records allocation and fragmentation curves, then
-// writes them as CSV, JSON and a plot.
+// placement.Policy, and records allocation and fragmentation curves (and,
+// when asked, a breakdown of where capacity is left unallocated), then
+// writes them as CSV, JSON, Markdown and a plot.
 //
 // It owns trace parsing and the replay method. It must not implement
 // placement logic (that is package placement) nor know about Kubernetes;

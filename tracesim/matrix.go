@@ -26,6 +26,8 @@ type Matrix struct {
 	Popularity float64
 	// Parallel is the number of replays run at once (at least 1).
 	Parallel int
+	// Breakdown asks every replay for its Result.Breakdown.
+	Breakdown bool
 	// Progress, when set, is called with arrivals placed so far over all
 	// replays and an estimate of the total.
 	Progress func(done, total int64)
@@ -73,7 +75,7 @@ func (m Matrix) Run(ctx context.Context) ([]*Result, error) {
 				known := false
 				r, err := Replay(ctx, Config{
 					Trace: j.trace.Name, Nodes: m.Nodes, Pods: j.trace.Pods, Policy: j.pol, Seed: j.seed,
-					Tune: m.Tune, Popularity: m.Popularity,
+					Tune: m.Tune, Popularity: m.Popularity, Breakdown: m.Breakdown,
 					Progress: func(d, n int) {
 						if !known {
 							total.Add(int64(n) - estimate(j.trace))

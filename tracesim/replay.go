@@ -28,6 +28,9 @@ type Config struct {
 	Popularity float64
 	// Progress, when set, is called now and then with pods placed so far.
 	Progress func(done, total int)
+	// Breakdown asks for Result.Breakdown (where capacity is left
+	// unallocated at the end).
+	Breakdown bool
 }
 
 // Point is the curve at one percent of arrived GPU demand.
@@ -58,6 +61,8 @@ type Result struct {
 	AllocatedPctEnd float64       `json:"allocated_pct_end"`
 	Curve           []Point       `json:"curve"`
 	Elapsed         time.Duration `json:"elapsed_ns"`
+	// Breakdown is set when Config.Breakdown asked for it.
+	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }
 
 // At returns the curve's allocation at arrived percentage pct (NaN when
@@ -112,6 +117,10 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 	frag := make([]float64, buckets)
 	fragSet := make([]bool, buckets)
 	res := &Result{Trace: cfg.Trace, Policy: pol.Name(), Seed: cfg.Seed, Tune: cfg.Tune, TotalGPUMilli: total, Pods: len(arrivals)}
+	var rec *recorder
+	if cfg.Breakdown {
+		rec = newRecorder(c)
+	}
 	var allocated int64
 	for i := range arrivals {
 		if i%256 == 0 {
@@ -123,6 +132,7 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 		p := &arrivals[i]
+		arrivedBefore := res.ArrivedGPUMilli
 		res.ArrivedGPUMilli += p.TotalGPUMilli()
 		if observer != nil {
 			observer.Observe(p)
@@ -140,6 +150,9 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			allocated += p.TotalGPUMilli()
 		}
+		if rec != nil {
+			rec.arrived(i, p, d, err == nil, arrivedBefore, total)
+		}
 		b := int(math.Round(100 * float64(res.ArrivedGPUMilli) / float64(total)))
 		if b >= buckets {
 			b = buckets - 1
@@ -156,6 +169,9 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.AllocatedPctEnd = 100 * float64(allocated) / float64(total)
 	res.Curve = curve(sum, cnt, frag, fragSet, buckets-1)
+	if rec != nil {
+		res.Breakdown = rec.finish(c, total)
+	}
 	res.Elapsed = time.Since(start)
 	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type simOptions struct {
 	published  string
 	plotFormat string
 	quiet      bool
+	breakdown  bool
 }
 
 func (o *simOptions) register(cmd *cobra.Command, defaultPolicies string) {
@@ -45,6 +47,7 @@ func (o *simOptions) register(cmd *cobra.Command, defaultPolicies string) {
 	f.StringVar(&o.published, "published", "", "the study's analysis_allo_discrete.csv, to print its numbers beside ours")
 	f.StringVar(&o.plotFormat, "plot-format", "png", "plot file format: png or svg")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
+	f.BoolVar(&o.breakdown, "breakdown", false, "also write breakdown.md: where capacity is left unallocated at the end (needs -o)")
 }
 
 func (o *simOptions) validate(needOut bool) ([]string, []uint64, error) {
@@ -56,6 +59,9 @@ func (o *simOptions) validate(needOut bool) ([]string, []uint64, error) {
 	}
 	if needOut && o.outDir == "" {
 		return nil, nil, fmt.Errorf("-o/--output: give a directory for the results")
+	}
+	if o.breakdown && o.outDir == "" {
+		return nil, nil, fmt.Errorf("--breakdown: give -o/--output, the directory breakdown.md is written to")
 	}
 	if !(o.tune > 0 && o.tune <= 10) {
 		return nil, nil, fmt.Errorf("--tune: must be in (0, 10], got %g", o.tune)
@@ -137,6 +143,9 @@ and the dropped pods, and writes to -o DIR:
                         failed pods, failed GPU request %)
   summary.md            the table printed on stdout, means over seeds
   allocation.png|svg    allocation vs arrived demand, and a zoom on 80-130%
+  breakdown.md          with --breakdown: where capacity is left unallocated
+                        at the end (what the GPUs with free compute hold, CPU
+                        per node type, sharing pods placed of those arrived)
 
 Policies: ` + strings.Join(placement.Names(), ", ") + `; "tessera" is the default
 policy, "*-online" variants learn the pod-shape distribution only from pods
@@ -187,7 +196,7 @@ func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 	if err != nil {
 		return err
 	}
-	m := tracesim.Matrix{Nodes: nodes, Policies: pols, Seeds: seeds, Tune: o.tune, Popularity: o.popularity, Parallel: o.parallel}
+	m := tracesim.Matrix{Nodes: nodes, Policies: pols, Seeds: seeds, Tune: o.tune, Popularity: o.popularity, Parallel: o.parallel, Breakdown: o.breakdown}
 	for _, path := range o.traces {
 		pods, err := tracesim.LoadPods(path)
 		if err != nil {
@@ -221,10 +230,10 @@ func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 	if o.outDir == "" {
 		return nil
 	}
-	return writeSimOutputs(o.outDir, o.plotFormat, results, rows)
+	return writeSimOutputs(o.outDir, o.plotFormat, results, rows, pols)
 }
 
-func writeSimOutputs(dir, plotFormat string, results []*tracesim.Result, rows []tracesim.Row) error {
+func writeSimOutputs(dir, plotFormat string, results []*tracesim.Result, rows []tracesim.Row, pols []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("-o/--output: %w", err)
 	}
@@ -235,6 +244,12 @@ func writeSimOutputs(dir, plotFormat string, results []*tracesim.Result, rows []
 		{"curves.csv", func(w io.Writer) error { return tracesim.WriteCurvesCSV(w, results) }},
 		{"summary.json", func(w io.Writer) error { return tracesim.WriteSummaryJSON(w, results) }},
 		{"summary.md", func(w io.Writer) error { return tracesim.WriteTable(w, rows) }},
+	}
+	if slices.ContainsFunc(results, func(r *tracesim.Result) bool { return r.Breakdown != nil }) {
+		files = append(files, struct {
+			name  string
+			write func(io.Writer) error
+		}{"breakdown.md", func(w io.Writer) error { return tracesim.WriteBreakdown(w, results, pols) }})
 	}
 	for _, f := range files {
 		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {

@@ -30,6 +30,23 @@ func TestSimWritesOutputs(t *testing.T) {
 			t.Errorf("%s missing or empty: %v", f, err)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(dir, "breakdown.md")); err == nil {
+		t.Error("breakdown.md written without --breakdown")
+	}
+}
+
+func TestSimBreakdown(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := run(t, "sim", "compare", "--trace", tinyPods, "--nodes", tinyNodes, "--policy", "tessera", "-q", "--breakdown"); code == 0 || !strings.Contains(errOut, "--breakdown: give -o/--output") {
+		t.Fatalf("--breakdown without -o: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "sim", "--trace", tinyPods, "--nodes", tinyNodes, "--policy", "tessera", "--seeds", "1-2", "-q", "--breakdown", "-o", dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "breakdown.md"))
+	if err != nil || !strings.Contains(string(data), "## pods / tessera (2 seeds)") {
+		t.Fatalf("breakdown.md: %v\n%s", err, data)
+	}
 }
 
 func TestSimCompareShowsPublished(t *testing.T) {
