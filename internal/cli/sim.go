@@ -237,19 +237,17 @@ func writeSimOutputs(dir, plotFormat string, results []*tracesim.Result, rows []
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("-o/--output: %w", err)
 	}
-	files := []struct {
+	type output struct {
 		name  string
 		write func(io.Writer) error
-	}{
+	}
+	files := []output{
 		{"curves.csv", func(w io.Writer) error { return tracesim.WriteCurvesCSV(w, results) }},
 		{"summary.json", func(w io.Writer) error { return tracesim.WriteSummaryJSON(w, results) }},
 		{"summary.md", func(w io.Writer) error { return tracesim.WriteTable(w, rows) }},
 	}
 	if slices.ContainsFunc(results, func(r *tracesim.Result) bool { return r.Breakdown != nil }) {
-		files = append(files, struct {
-			name  string
-			write func(io.Writer) error
-		}{"breakdown.md", func(w io.Writer) error { return tracesim.WriteBreakdown(w, results, pols) }})
+		files = append(files, output{"breakdown.md", func(w io.Writer) error { return tracesim.WriteBreakdown(w, results, pols) }})
 	}
 	for _, f := range files {
 		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {
