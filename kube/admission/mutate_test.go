@@ -190,11 +190,7 @@ func TestReviewLeavesOtherPodsAlone(t *testing.T) {
 }
 
 func TestReviewDeniesBadRequests(t *testing.T) {
-	tests := []struct {
-		name string
-		pod  *corev1.Pod
-		want []string
-	}{
+	tests := []deniedCase{
 		{"fraction above one", testPod(map[string]string{"gpu-fraction": "1.5"}),
 			[]string{"annotation gpu-fraction of container main", "(0, 1]", `"1.5"`}},
 		{"fraction and memory", testPod(map[string]string{"gpu-fraction": "0.5", "gpu-memory": "2000"}),
@@ -210,19 +206,7 @@ func TestReviewDeniesBadRequests(t *testing.T) {
 		{"Tessera annotation without the resource", testPod(map[string]string{workload.AnnotationCompute: "0.5"}),
 			[]string{"annotation tessera.io/gpu-fraction", "no container requests tessera.io/gpu"}},
 	}
-	h := newHandler(t)
-	for _, tc := range tests {
-		resp := review(t, h, admissionv1.Create, podKind, tc.pod)
-		if resp.Allowed || resp.Patch != nil || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity {
-			t.Errorf("%s: response %+v, want denied with code 422", tc.name, resp)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(resp.Result.Message, w) {
-				t.Errorf("%s: message %q lacks %q", tc.name, resp.Result.Message, w)
-			}
-		}
-	}
+	expectDenied(t, tests)
 }
 
 func TestServeHTTPRejectsMalformedReviews(t *testing.T) {
@@ -459,11 +443,7 @@ func TestReviewDeniesBadResourceRequests(t *testing.T) {
 	}
 	initPod := testPod(nil, c("main", limits("nvidia.com/gpu", "1")))
 	initPod.Spec.InitContainers = []corev1.Container{c("setup", limits("nvidia.com/gpu", "1"))}
-	tests := []struct {
-		name string
-		pod  *corev1.Pod
-		want []string
-	}{
+	tests := []deniedCase{
 		{"zero GPUs", testPod(nil, c("main", limits("nvidia.com/gpu", "0"))),
 			[]string{"resource nvidia.com/gpu of container main", "[1, 16]", "got 0"}},
 		{"too many GPUs", testPod(nil, c("main", limits("nvidia.com/gpu", "17"))),
@@ -498,6 +478,21 @@ func TestReviewDeniesBadResourceRequests(t *testing.T) {
 			c(long, limits("nvidia.com/gpu", "1", "nvidia.com/gpucores", "20")), c("b", limits("nvidia.com/gpu", "1", "nvidia.com/gpucores", "30"))),
 			[]string{"resource nvidia.com/gpu of container " + long, "tessera.io/gpu-fraction." + long, "shorten the container name"}},
 	}
+	expectDenied(t, tests)
+}
+
+// deniedCase is a pod the webhook must deny with every string of want in
+// its message.
+type deniedCase struct {
+	name string
+	pod  *corev1.Pod
+	want []string
+}
+
+// expectDenied reviews each case's pod and checks it is denied (422, no
+// patch) with the wanted parts in its message.
+func expectDenied(t *testing.T, tests []deniedCase) {
+	t.Helper()
 	h := newHandler(t)
 	for _, tc := range tests {
 		resp := review(t, h, admissionv1.Create, podKind, tc.pod)
