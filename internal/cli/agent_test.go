@@ -111,16 +111,8 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 	if _, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-0"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "tc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	kubelet, err := kubeletsim.Start(filepath.Join(dir, "dp"), filepath.Join(dir, "pr.sock"), kube.ResourceGPU)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kubelet.Stop()
+	dir, kubelet, stopKubelet := startKubelet(t, "tc")
+	defer stopKubelet()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -203,16 +195,8 @@ func checkMPSAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 	if _, err := core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "tm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	kubelet, err := kubeletsim.Start(filepath.Join(dir, "dp"), filepath.Join(dir, "pr.sock"), kube.ResourceGPU)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kubelet.Stop()
+	dir, kubelet, stopKubelet := startKubelet(t, "tm")
+	defer stopKubelet()
 	mpsRoot := filepath.Join(dir, "mps")
 	actx, stop := context.WithCancel(ctx)
 	var stderr syncBuffer
@@ -271,6 +255,26 @@ func checkMPSAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 	}
 	if m := got["main"]; m.Mounts[pipe] != pipe || m.ReadOnly[pipe] {
 		t.Errorf("mounts = %v (read-only %v), want %s read-write", m.Mounts, m.ReadOnly, pipe)
+	}
+}
+
+// startKubelet starts a simulated kubelet (plugin folder dp, pod-resources
+// socket pr.sock) in a new temporary folder with a short name (unix socket
+// paths are limited); stop stops it and removes the folder.
+func startKubelet(t *testing.T, prefix string) (dir string, kubelet *kubeletsim.Kubelet, stop func()) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet, err = kubeletsim.Start(filepath.Join(dir, "dp"), filepath.Join(dir, "pr.sock"), kube.ResourceGPU)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	return dir, kubelet, func() {
+		kubelet.Stop()
+		os.RemoveAll(dir)
 	}
 }
 
