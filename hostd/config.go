@@ -65,6 +65,10 @@ type Config struct {
 	// PollInterval is how often adopted jobs (started by an earlier daemon)
 	// are checked for exit, and how often aging is re-evaluated (default 250ms).
 	PollInterval time.Duration
+	// NoCgroup keeps job processes out of cgroups: they are found by the
+	// mark in their environment alone (see package contain). By default a
+	// writable cgroup v2 hierarchy is used when there is one.
+	NoCgroup bool
 	// Log receives the daemon's logs (default slog.Default()).
 	Log *slog.Logger
 	// Now is the clock (default time.Now).

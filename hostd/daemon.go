@@ -3,12 +3,11 @@ package hostd
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/contain"
 	"github.com/tessera-gpu/tessera/hostd/store"
 	"github.com/tessera-gpu/tessera/placement"
 )
@@ -33,6 +32,11 @@ type Daemon struct {
 	// adopted are running jobs found at start, watched by polling.
 	adopted  []api.Job
 	watchers sync.WaitGroup
+	// contain is where job processes are kept (cgroups, or marks only).
+	contain contain.Host
+	// life ends when the daemon closes; it bounds waits for job processes.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New opens the state in cfg.StateDir and recovers jobs: queued jobs stay
@@ -41,9 +45,6 @@ type Daemon struct {
 func New(cfg Config) (*Daemon, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "jobs"), 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	cluster, err := placement.FromInventory(cfg.Nodes)
 	if err != nil {
@@ -57,13 +58,20 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("placement policy: %w", err)
 	}
-	st, err := store.Open(filepath.Join(cfg.StateDir, "jobs.db"))
+	st, err := store.Open(cfg.StateDir, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
 	d := &Daemon{
 		cfg: cfg, store: st, cluster: cluster, empty: cluster.Clone(), policy: policy, probe: probe,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
+	}
+	d.life, d.endLife = context.WithCancel(context.Background())
+	if !cfg.NoCgroup {
+		var why string
+		if d.contain, why = contain.Detect(cfg.StateDir); why != "" {
+			cfg.Log.Info("jobs are tracked by their environment mark only", "why", why)
+		}
 	}
 	if err := d.recover(); err != nil {
 		_ = st.Close()
@@ -76,7 +84,7 @@ func New(cfg Config) (*Daemon, error) {
 func (d *Daemon) StateDir() string { return d.cfg.StateDir }
 
 // JobDir is the folder of job id (spec, logs, exit status).
-func (d *Daemon) JobDir(id string) string { return filepath.Join(d.cfg.StateDir, "jobs", id) }
+func (d *Daemon) JobDir(id string) string { return store.JobDir(d.cfg.StateDir, id) }
 
 // Run schedules jobs until ctx ends. Jobs keep running after it returns;
 // a later daemon on the same state folder re-adopts them.
@@ -111,6 +119,7 @@ func (d *Daemon) Close() error {
 		return nil
 	}
 	d.closed = true
+	d.endLife()
 	return d.store.Close()
 }
 

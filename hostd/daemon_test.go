@@ -234,7 +234,7 @@ func TestRecoverLostJob(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(state, "jobs.db"))
+	st, err := store.Open(state, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

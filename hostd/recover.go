@@ -30,7 +30,7 @@ func (d *Daemon) recover() error {
 		if err != nil {
 			return fmt.Errorf("recover job %s: %w", j.ID, err)
 		}
-		if !alive {
+		if !alive && d.leftNothing(j) {
 			d.outcomeLocked(&j)
 			d.preemptedOutcome(&j)
 			if err := d.store.Put(j); err != nil {
@@ -50,14 +50,40 @@ func (d *Daemon) recover() error {
 				d.cfg.Log.Error("re-admit adopted job to the arbiter", "job", j.ID, "err", err)
 			}
 		}
-		if j.Preempt != nil || j.StopRequested {
+		if alive && (j.Preempt != nil || j.StopRequested) {
 			// The last daemon may have stopped before signalling it.
 			if err := syscall.Kill(j.SupervisorPID, syscall.SIGTERM); err != nil {
 				d.cfg.Log.Error("signal adopted job being stopped", "job", j.ID, "err", err)
 			}
 		}
 		d.adopted = append(d.adopted, j)
+		if !alive {
+			// Its supervisor died but processes of the job still run: the
+			// share stays booked until the watcher has ended them.
+			d.cfg.Log.Warn("job's supervisor is gone but its processes run; ending them", "job", j.ID)
+			continue
+		}
 		d.cfg.Log.Info("job re-adopted", "job", j.ID, "pid", j.SupervisorPID)
 	}
 	return nil
+}
+
+// leftNothing reports whether no process of j's last run is alive (true
+// when that cannot be known: a job started before processes were marked).
+func (d *Daemon) leftNothing(j api.Job) bool {
+	spec, err := supervisor.ReadSpec(d.JobDir(j.ID))
+	if err != nil {
+		return true
+	}
+	pids, err := spec.Contain.Processes()
+	if err != nil {
+		d.cfg.Log.Warn("find the processes of a job", "job", j.ID, "err", err)
+		return false
+	}
+	if len(pids) == 0 {
+		if err := spec.Contain.Remove(); err != nil {
+			d.cfg.Log.Warn("remove job cgroup", "job", j.ID, "err", err)
+		}
+	}
+	return len(pids) == 0
 }

@@ -167,8 +167,13 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 			return
 		}
 	}
+	procs, err := d.contain.New(j.ID)
+	if err != nil {
+		fail(err)
+		return
+	}
 	env := jobenv.Build(j.Env, shares, jobenv.Options{JobID: j.ID, Queue: j.Queue, ShmDir: shm, InterceptLib: j.InterceptLib, ArbiterRegion: region, GPUUUIDs: d.gpuUUIDs(dec.Node), ClientEnv: clientEnv})
-	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace})
+	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace, Contain: procs})
 	if err != nil {
 		if cmd != nil {
 			_ = cmd.Process.Kill()

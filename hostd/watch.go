@@ -13,8 +13,43 @@ import (
 func (d *Daemon) watchChild(id string, cmd *exec.Cmd, done chan struct{}) {
 	_ = cmd.Wait() // the supervisor's own status; the job's is in exit.json
 	close(done)
-	d.finish(id)
+	if d.reap(d.life, id) {
+		d.finish(id)
+	}
 }
+
+// reap ends whatever is left of job id's processes (all of them when its
+// supervisor died: a lost job's process group, and what it setsid'd away
+// from it) and waits until none is alive, trying again until ctx ends.
+// Its share must not be freed before: reap reports whether none is left.
+func (d *Daemon) reap(ctx context.Context, id string) bool {
+	spec, err := supervisor.ReadSpec(d.JobDir(id))
+	if err != nil {
+		// No spec: the supervisor was never started, so neither was the job.
+		d.cfg.Log.Warn("find the processes of an ended job", "job", id, "err", err)
+		return true
+	}
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		kctx, cancel := context.WithTimeout(ctx, killWait)
+		err := spec.Contain.Kill(kctx)
+		cancel()
+		if err == nil {
+			if err := spec.Contain.Remove(); err != nil {
+				d.cfg.Log.Warn("remove job cgroup", "job", id, "err", err)
+			}
+			return true
+		}
+		d.cfg.Log.Error("processes of an ended job are still alive; its share stays booked", "job", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+}
+
+// killWait bounds one attempt to see a job's processes die after SIGKILL.
+const killWait = 10 * time.Second
 
 // watchAdopted polls a supervisor started by an earlier daemon (not our
 // child, so it cannot be waited for) until it is gone.
@@ -28,7 +63,9 @@ func (d *Daemon) watchAdopted(ctx context.Context, j api.Job) {
 			d.cfg.Log.Warn("check adopted job", "job", j.ID, "err", err)
 		}
 		if !alive && err == nil {
-			d.finish(j.ID)
+			if d.reap(ctx, j.ID) {
+				d.finish(j.ID)
+			}
 			return
 		}
 		select {

@@ -4,7 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -13,19 +19,96 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
 
+// Names inside a state folder.
+const (
+	// DBFile is the job database.
+	DBFile = "jobs.db"
+	// JobsDir holds one folder per job, named by its ID.
+	JobsDir = "jobs"
+	// RecordFile, in a job's folder, mirrors the job's database record.
+	RecordFile = "record.json"
+)
+
 var bucketJobs = []byte("jobs")
 
 // ErrNotFound is returned (wrapped) for an unknown job ID.
 var ErrNotFound = errors.New("no such job")
 
-// Store is the job database.
+// ErrDamaged is returned (wrapped, by Open) when the job database is
+// unreadable, damaged, or does not match the job folders beside it.
+// Nothing was changed; Recover rebuilds the database.
+var ErrDamaged = errors.New("the job database is damaged or does not match the job folders")
+
+// Store is the job database of one state folder, with a mirror of every
+// record in its job's folder (what Recover rebuilds the database from).
 type Store struct {
-	db *bolt.DB
+	db  *bolt.DB
+	dir string
+	log *slog.Logger
 }
 
-// Open opens (creating) the database at path. It fails after a second when
-// another daemon holds the file.
-func Open(path string) (*Store, error) {
+// JobDir is the folder of job id in stateDir.
+func JobDir(stateDir, id string) string { return filepath.Join(stateDir, JobsDir, id) }
+
+// Open opens (creating) the job database of stateDir. It fails after a
+// second when another daemon holds it, and with an error wrapping
+// ErrDamaged when the database cannot be trusted: a file bbolt cannot
+// read or whose structure is inconsistent, a damaged header (meta page),
+// or job folders the database has no record of (a missing, emptied or
+// rolled-back database: starting would reuse their IDs).
+func Open(stateDir string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(filepath.Join(stateDir, JobsDir), 0o700); err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	path := filepath.Join(stateDir, DBFile)
+	folders, err := jobFolders(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0):
+		if len(folders) > 0 {
+			what := "missing"
+			if err == nil {
+				what = "empty"
+			}
+			return nil, damaged(path, fmt.Sprintf("it is %s, but %d job folders exist (%s ... %s): starting would reuse their IDs", what, len(folders), folders[0].id, folders[len(folders)-1].id))
+		}
+	case err != nil:
+		return nil, fmt.Errorf("open job store %s: %w", path, err)
+	default:
+		if err := checkMeta(path, fi.Size()); err != nil {
+			return nil, damaged(path, err.Error())
+		}
+	}
+	db, err := openChecked(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, dir: stateDir, log: log}
+	if err := s.matchFolders(folders); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func damaged(path, problem string) error {
+	return fmt.Errorf("%w: %s: %s", ErrDamaged, path, problem)
+}
+
+// openChecked opens the database after checking a copy of it: bbolt's
+// own consistency check walks every page, with its panics on bad pages
+// turned into errors. A copy, because after such a panic bbolt leaves the
+// file mapped and locked, and the real file must stay free for recovery.
+func openChecked(path string) (*bolt.DB, error) {
+	if err := checkCopy(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
@@ -40,7 +123,150 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("init job store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return db, nil
+}
+
+// checkCopy runs the checks on a private copy of the database at path
+// (absent or empty: nothing to check).
+func checkCopy(path string) (err error) {
+	src, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open job store %s: %w", path, err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".check-*.db")
+	if err != nil {
+		return fmt.Errorf("check job store %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, src)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("check job store %s: copy: %w", path, err)
+	}
+	if fi, err := os.Stat(tmp.Name()); err != nil || fi.Size() == 0 {
+		return err
+	}
+	// bbolt reads the file through a memory map: a page it believes in
+	// beyond the end of the file faults, which must be a panic here.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = damaged(path, fmt.Sprintf("unreadable (%v)", r))
+		}
+	}()
+	db, err := bolt.Open(tmp.Name(), 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return damaged(path, err.Error())
+	}
+	defer db.Close()
+	var problems []error
+	var bad error
+	err = db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			// bbolt reports a failed assertion as "panic: ...": it is
+			// caught, and a damaged page is what it means here.
+			problems = append(problems, errors.New(strings.TrimPrefix(e.Error(), "panic: ")))
+		}
+		if len(problems) > 0 {
+			return nil
+		}
+		b := tx.Bucket(bucketJobs)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var j api.Job
+			if err := json.Unmarshal(v, &j); err != nil || j.ID != string(k) {
+				bad = fmt.Errorf("record %q does not decode as a job", k)
+				return bad
+			}
+			return nil
+		})
+	})
+	switch {
+	case len(problems) > 0:
+		return damaged(path, fmt.Sprintf("consistency check: %v", errors.Join(problems...)))
+	case err != nil:
+		return damaged(path, err.Error())
+	}
+	return nil
+}
+
+// matchFolders refuses a database that has no record of a job folder
+// (job IDs would be reused) and brings every folder's record mirror up to
+// date (a crash may fall between a commit and its mirror).
+func (s *Store) matchFolders(folders []folder) error {
+	path := filepath.Join(s.dir, DBFile)
+	var seq uint64
+	have := map[string]api.Job{}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		seq = b.Sequence()
+		return b.ForEach(func(k, v []byte) error {
+			var j api.Job
+			if err := json.Unmarshal(v, &j); err != nil {
+				return err
+			}
+			have[string(k)] = j
+			return nil
+		})
+	}); err != nil {
+		return damaged(path, err.Error())
+	}
+	var missing []string
+	for _, f := range folders {
+		if _, ok := have[f.id]; !ok {
+			missing = append(missing, f.id)
+		}
+	}
+	if len(missing) > 0 {
+		return damaged(path, fmt.Sprintf("it has no record of %d job folder(s) (%s): it is older than the folders (rolled back, or restored from a copy), and starting would reuse their IDs", len(missing), summarize(missing)))
+	}
+	if n := len(folders); n > 0 && folders[n-1].seq > seq {
+		return damaged(path, fmt.Sprintf("its job sequence is %d but folder %s exists: starting would reuse IDs", seq, folders[n-1].id))
+	}
+	for _, j := range have {
+		s.mirror(j, true)
+	}
+	return nil
+}
+
+func summarize(ids []string) string {
+	if len(ids) <= 5 {
+		return fmt.Sprint(ids)
+	}
+	return fmt.Sprintf("%v and %d more", ids[:5], len(ids)-5)
+}
+
+// mirror writes j's record into its folder (atomically; not synced: the
+// database is the durable copy, the mirror what recovery starts from).
+// With onlyIfStale it leaves an equal mirror alone.
+func (s *Store) mirror(j api.Job, onlyIfStale bool) {
+	dir := JobDir(s.dir, j.ID)
+	data, err := json.Marshal(j)
+	if err != nil {
+		s.log.Error("mirror job record", "job", j.ID, "err", err)
+		return
+	}
+	p := filepath.Join(dir, RecordFile)
+	if onlyIfStale {
+		if old, err := os.ReadFile(p); err == nil && string(old) == string(data) {
+			return
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		s.log.Error("mirror job record", "job", j.ID, "err", err)
+		return
+	}
+	if err := writeAtomic(p, data, false); err != nil {
+		s.log.Error("mirror job record", "job", j.ID, "err", err)
+	}
 }
 
 // Close closes the database.
@@ -51,22 +277,29 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Create gives j the next sequence number and an ID ("job-<seq>") and
-// stores it; it returns the stored record.
+// Create gives j the next sequence number and an ID ("job-<seq>"),
+// stores it and creates its folder; it returns the stored record. An ID
+// whose folder exists already is never given again.
 func (s *Store) Create(j api.Job) (api.Job, error) {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketJobs)
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
+		for {
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			j.Seq, j.ID = seq, fmt.Sprintf("job-%d", seq)
+			// Open refuses folders beyond the sequence; one made since is
+			// skipped over, never reused.
+			if _, err := os.Stat(JobDir(s.dir, j.ID)); errors.Is(err, os.ErrNotExist) {
+				return put(b, j)
+			}
 		}
-		j.Seq = seq
-		j.ID = fmt.Sprintf("job-%d", seq)
-		return put(b, j)
 	})
 	if err != nil {
 		return api.Job{}, fmt.Errorf("create job: %w", err)
 	}
+	s.mirror(j, false)
 	return j, nil
 }
 
@@ -82,6 +315,7 @@ func (s *Store) Put(j api.Job) error {
 	if err != nil {
 		return fmt.Errorf("update job %s: %w", j.ID, err)
 	}
+	s.mirror(j, false)
 	return nil
 }
 
@@ -125,7 +359,12 @@ func (s *Store) List() ([]api.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	slices.SortFunc(out, func(a, b api.Job) int {
+	sortJobs(out)
+	return out, nil
+}
+
+func sortJobs(js []api.Job) {
+	slices.SortFunc(js, func(a, b api.Job) int {
 		switch {
 		case a.Seq < b.Seq:
 			return -1
@@ -134,5 +373,4 @@ func (s *Store) List() ([]api.Job, error) {
 		}
 		return 0
 	})
-	return out, nil
 }

@@ -2,15 +2,14 @@ package store
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
 
 func TestCreateGetListPersist(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "jobs.db")
-	s, err := Open(path)
+	path := t.TempDir()
+	s, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +30,7 @@ func TestCreateGetListPersist(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(path)
+	s, err = Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +55,8 @@ func TestCreateGetListPersist(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "jobs.db")
-	s, err := Open(path)
+	path := t.TempDir()
+	s, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +73,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrNotFound", tt.name, tt.err)
 		}
 	}
-	if _, err := Open(path); err == nil {
+	if _, err := Open(path, nil); err == nil {
 		t.Error("second Open of a held store succeeded")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tessera-gpu/tessera/hostd/contain"
 )
 
 // File names inside a job's folder.
@@ -27,6 +29,10 @@ type Spec struct {
 	// StopGrace is how long the job has between the first SIGTERM or
 	// SIGINT and SIGKILL; 0 means never escalate.
 	StopGrace time.Duration `json:"stopGrace,omitempty"`
+	// Contain says where the job's processes are kept (its cgroup and
+	// environment mark): every one of them is ended before the exit is
+	// recorded, and a daemon finds them from here if the supervisor dies.
+	Contain contain.Job `json:"contain"`
 }
 
 // Exit is the recorded outcome of a job.
@@ -75,6 +81,15 @@ func readJSON(path string, v any) error {
 		return fmt.Errorf("decode %s: %w", path, err)
 	}
 	return nil
+}
+
+// ReadSpec returns the spec recorded in jobDir.
+func ReadSpec(jobDir string) (Spec, error) {
+	var s Spec
+	if err := readJSON(filepath.Join(jobDir, SpecFile), &s); err != nil {
+		return Spec{}, fmt.Errorf("read job spec: %w", err)
+	}
+	return s, nil
 }
 
 // ReadExit returns the recorded exit of the job in jobDir; ok is false when

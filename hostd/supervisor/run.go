@@ -1,14 +1,18 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
+
+	"github.com/tessera-gpu/tessera/hostd/contain"
 )
 
 // Run supervises the job in jobDir and returns the supervisor's own exit
@@ -44,10 +48,8 @@ func run(jobDir string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = spec.Env, spec.Dir, stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd, err := startJob(spec, stdout, stderr)
+	if err != nil {
 		fmt.Fprintf(stderr, "tessera: cannot start %s: %v\n", spec.Command[0], err)
 		return WriteJSON(filepath.Join(jobDir, ExitFile), Exit{Code: 127, Reason: "cannot start: " + err.Error(), Finished: time.Now().UTC()})
 	}
@@ -65,16 +67,78 @@ wait:
 				continue // the supervisor outlives its terminal and the daemon
 			}
 			_ = syscall.Kill(-cmd.Process.Pid, s.(syscall.Signal))
+			_ = spec.Contain.Signal(s.(syscall.Signal))
 			if kill == nil && spec.StopGrace > 0 {
 				kill = time.After(spec.StopGrace)
 			}
 		case <-kill:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = spec.Contain.Signal(syscall.SIGKILL)
 		case werr = <-done:
 			break wait
 		}
 	}
-	return WriteJSON(filepath.Join(jobDir, ExitFile), exitOf(werr))
+	e := exitOf(werr)
+	// The job is its whole process tree: what it left running (daemons,
+	// setsid'd children) ends with it, before its exit is recorded and its
+	// share can be given to another job.
+	if err := endRest(spec.Contain); err != nil {
+		fmt.Fprintln(os.Stderr, "tessera supervise:", err)
+		e.Reason += "; " + err.Error()
+	}
+	return WriteJSON(filepath.Join(jobDir, ExitFile), e)
+}
+
+// restGrace bounds how long the supervisor waits for the processes a job
+// left behind to die after SIGKILL (only a process stuck in the kernel
+// takes longer; the daemon keeps the share booked until it is gone).
+const restGrace = 10 * time.Second
+
+func endRest(c contain.Job) error {
+	ctx, cancel := context.WithTimeout(context.Background(), restGrace)
+	defer cancel()
+	if err := c.Kill(ctx); err != nil {
+		return fmt.Errorf("end the processes the job left: %w", err)
+	}
+	return c.Remove()
+}
+
+// startJob starts the job in its own process group, with its mark in the
+// environment and, where it has one, inside its cgroup from the first
+// instruction (so no child can be forked outside it).
+func startJob(spec Spec, stdout, stderr *os.File) (*exec.Cmd, error) {
+	env := append(slices.Clone(spec.Env), spec.Contain.Env())
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+		cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, spec.Dir, stdout, stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	cg, err := spec.Contain.Prepare()
+	if err != nil {
+		return nil, err
+	}
+	if cg == nil {
+		cmd := newCmd()
+		return cmd, cmd.Start()
+	}
+	defer cg.Close()
+	cmd := newCmd()
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
+	if err := cmd.Start(); err == nil {
+		return cmd, nil
+	}
+	// Kernels before 5.7 cannot create a process in a cgroup: start it,
+	// then move it there (a child forked in between is still found by its
+	// mark).
+	cmd = newCmd()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := spec.Contain.Join(cmd.Process.Pid); err != nil {
+		fmt.Fprintln(os.Stderr, "tessera supervise:", err)
+	}
+	return cmd, nil
 }
 
 func exitOf(err error) Exit {

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/server"
+	"github.com/tessera-gpu/tessera/hostd/store"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/inventory"
 )
@@ -90,6 +91,8 @@ type upOptions struct {
 	// sharing is --sharing (shared or mps, as on the node agent); mpsRoot and mpsControl are
 	// --mps-root and --mps-control ("" for their defaults).
 	sharing, mpsRoot, mpsControl string
+	// recover is --recover: rebuild a damaged job database first.
+	recover bool
 }
 
 func newUpCommand(a *app) *cobra.Command {
@@ -125,6 +128,7 @@ Prometheus metrics at /metrics and a status page at / (on the socket, and on
 	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
 	f.DurationVar(&o.minRuntime, "preemption-min-runtime", time.Minute, "jobs that have run less than this are never preempted (wins over the config file)")
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
+	f.BoolVar(&o.recover, "recover", false, "rebuild the job database from the job folders before starting (keeps the old file as jobs.db.damaged-TIME); for a database tessera up refuses as damaged")
 	f.StringVar(&o.sharing, "sharing", sharingShared, "how jobs share a GPU: shared (the node arbiter gates kernel launches with tokens) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
 	f.StringVar(&o.mpsRoot, "mps-root", "", "with --sharing mps: folder of the MPS control daemons' pipe and log folders, keep it short (default STATE_DIR/mps)")
 	f.StringVar(&o.mpsControl, "mps-control", "", "with --sharing mps: the MPS control program (default "+mps.DefaultBinary+" on PATH; required on simulated GPUs)")
@@ -228,6 +232,11 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 			a.log.Error("node arbiter stopped", "err", err)
 		}
 	}()
+	if o.recover {
+		if err := a.recoverState(stateDir); err != nil {
+			return err
+		}
+	}
 	d, err := hostd.New(hostd.Config{
 		StateDir: stateDir, Source: srcName, Simulated: simulated, Nodes: nodes, Catalog: a.catalog,
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
@@ -236,12 +245,29 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 		StopGrace: o.stopGrace, Log: a.log,
 		Queues: settings.Queues, DisablePreemption: settings.DisablePreemption, PreemptionMinRuntime: *settings.MinRuntime,
 	})
+	if errors.Is(err, store.ErrDamaged) {
+		return fmt.Errorf("%w\nNothing was changed and no job was started or stopped. To start anyway, run tessera up --recover: it keeps the damaged file aside as jobs.db.damaged-TIME and rebuilds the job list from the job folders (docs/host.md, \"Failure and recovery\")", err)
+	}
 	if err != nil {
 		return err
 	}
 	jobs.Set(d)
 	defer d.Close()
 	return a.serve(ctx, d, socket, os.FileMode(mode), o.httpAddr, lib)
+}
+
+// recoverState rebuilds the job database of stateDir and says what it did.
+func (a *app) recoverState(stateDir string) error {
+	rep, err := store.Recover(stateDir, time.Now())
+	if err != nil {
+		return fmt.Errorf("--recover: %w", err)
+	}
+	if rep.KeptAside != "" {
+		fmt.Fprintf(a.stderr, "tessera: kept the old job database as %s\n", rep.KeptAside)
+	}
+	fmt.Fprintf(a.stderr, "tessera: rebuilt the job database: %d jobs from their folders' records, %d from the old database, %d rebuilt from their spec and exit status (marked lost when it had none); the next job is %s\n",
+		len(rep.FromMirror), len(rep.FromDatabase), len(rep.Rebuilt), rep.NextID)
+	return nil
 }
 
 // hostSettings reads --config and applies the preemption flags over it.

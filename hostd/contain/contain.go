@@ -1,0 +1,323 @@
+package contain
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// MarkEnv is the environment variable that carries a job run's mark.
+const MarkEnv = "TESSERA_JOB_MARK"
+
+// Job says where one run of a job's processes can be found. It is stored
+// in the job's spec, so a daemon started later finds them too.
+type Job struct {
+	// Mark is the value of MarkEnv in every process of the run.
+	Mark string `json:"mark"`
+	// Cgroup is the run's cgroup v2 folder (absolute), "" where no
+	// writable cgroup v2 hierarchy was found.
+	Cgroup string `json:"cgroup,omitempty"`
+}
+
+// Host is where a daemon puts its jobs' cgroups.
+type Host struct {
+	// Base is the cgroup v2 folder under which each job gets a folder of
+	// its own; "" means marks only.
+	Base string
+}
+
+// Detect finds a writable cgroup v2 hierarchy and returns a Host whose
+// Base is a folder for this daemon's jobs in it (named after a hash of
+// stateDir, so two daemons never share one). When none is usable it
+// returns a Host without Base and a reason to log: jobs are then found
+// by their mark alone.
+func Detect(stateDir string) (Host, string) {
+	mnt, err := cgroup2Mount()
+	if err != nil {
+		return Host{}, err.Error()
+	}
+	self, err := selfCgroup()
+	if err != nil {
+		return Host{}, err.Error()
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	h := hex.EncodeToString(sum[:6])
+	// A root-owned hierarchy: a folder of Tessera's own at the top.
+	// Otherwise a subtree delegated to this user: beside this process.
+	candidates := []string{
+		filepath.Join(mnt, "tessera", "daemon-"+h),
+		filepath.Join(mnt, self, "tessera-jobs-"+h),
+	}
+	var reasons []string
+	for _, c := range candidates {
+		if err := os.MkdirAll(c, 0o755); err != nil {
+			reasons = append(reasons, err.Error())
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(c, "cgroup.procs")); err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s is not a cgroup: %v", c, err))
+			continue
+		}
+		return Host{Base: c}, ""
+	}
+	return Host{}, "no writable cgroup v2 folder (" + strings.Join(reasons, "; ") + ")"
+}
+
+// New returns a fresh Job for one run of the job id: a new random mark
+// and, when the host has a Base, the cgroup folder the run will use (not
+// created yet: the supervisor creates it).
+func (h Host) New(id string) (Job, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Job{}, fmt.Errorf("job mark: %w", err)
+	}
+	j := Job{Mark: id + "." + hex.EncodeToString(b[:])}
+	if h.Base != "" {
+		j.Cgroup = filepath.Join(h.Base, j.Mark)
+	}
+	return j, nil
+}
+
+// Env is the variable to add to the job's environment.
+func (j Job) Env() string { return MarkEnv + "=" + j.Mark }
+
+// Prepare creates the run's cgroup and returns an open descriptor of it
+// for SysProcAttr.CgroupFD (the first process is created inside it), or
+// nil when the run has no cgroup. The caller closes it after the start.
+func (j Job) Prepare() (*os.File, error) {
+	if j.Cgroup == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(j.Cgroup, 0o755); err != nil {
+		return nil, fmt.Errorf("create job cgroup: %w", err)
+	}
+	f, err := os.Open(j.Cgroup)
+	if err != nil {
+		return nil, fmt.Errorf("open job cgroup: %w", err)
+	}
+	return f, nil
+}
+
+// Join moves pid into the run's cgroup; it is the fallback where a
+// process could not be created inside it.
+func (j Job) Join(pid int) error {
+	if j.Cgroup == "" {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(j.Cgroup, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return fmt.Errorf("move pid %d into the job cgroup: %w", pid, err)
+	}
+	return nil
+}
+
+// Processes lists the live processes of the run: its cgroup's members
+// and every process whose environment carries its mark (zombies are
+// gone already and are not listed).
+func (j Job) Processes() ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	add := func(pid int) {
+		if !seen[pid] {
+			seen[pid] = true
+			out = append(out, pid)
+		}
+	}
+	if j.Cgroup != "" {
+		pids, err := cgroupProcs(j.Cgroup)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pids {
+			add(p)
+		}
+	}
+	if j.Mark == "" {
+		return out, nil
+	}
+	marked, err := scanMark(MarkEnv + "=" + j.Mark)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range marked {
+		add(p)
+	}
+	return out, nil
+}
+
+// Signal sends sig to every process of the run (a stop request reaches
+// the children that left the job's process group too).
+func (j Job) Signal(sig syscall.Signal) error {
+	pids, err := j.Processes()
+	if err != nil {
+		return err
+	}
+	for _, p := range pids {
+		_ = syscall.Kill(p, sig)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to every process of the run, again and again (a
+// process may fork while it is being killed), until none is left or ctx
+// ends. It returns nil once none is left; otherwise an error saying how
+// many remain.
+func (j Job) Kill(ctx context.Context) error {
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		if j.Cgroup != "" {
+			// Atomic against forks; absent before Linux 5.14.
+			err := os.WriteFile(filepath.Join(j.Cgroup, "cgroup.kill"), []byte("1"), 0o644)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("kill job cgroup %s: %w", j.Cgroup, err)
+			}
+		}
+		pids, err := j.Processes()
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, p := range pids {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d process(es) of job run %s still alive after SIGKILL (pids %v): %w", len(pids), j.Mark, pids, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// Remove deletes the run's empty cgroup folder (nothing when it has none
+// or it is already gone).
+func (j Job) Remove() error {
+	if j.Cgroup == "" {
+		return nil
+	}
+	if err := os.Remove(j.Cgroup); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove job cgroup: %w", err)
+	}
+	return nil
+}
+
+func cgroupProcs(dir string) ([]int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // never created, or removed: nothing in it
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read job cgroup: %w", err)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("read job cgroup %s: bad pid %q", dir, f)
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// scanMark returns the processes whose initial environment holds kv.
+// Processes that cannot be read (another user's, gone meanwhile) are
+// skipped: a job's processes run as the daemon's user.
+func scanMark(kv string) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("scan processes: %w", err)
+	}
+	self := os.Getpid()
+	needle := []byte(kv)
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, v := range bytes.Split(data, []byte{0}) {
+			if bytes.Equal(v, needle) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// cgroup2Mount returns the mount point of the cgroup v2 hierarchy.
+func cgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("find cgroup v2: %w", err)
+	}
+	defer f.Close()
+	return parseCgroup2Mount(f)
+}
+
+func parseCgroup2Mount(f io.Reader) (string, error) {
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		fields := strings.Fields(sc.Text())
+		for i, fld := range fields {
+			if fld == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
+				return unescapeMount(fields[4]), nil
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("find cgroup v2: %w", err)
+	}
+	return "", errors.New("no cgroup v2 hierarchy is mounted")
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// selfCgroup returns this process's cgroup v2 path ("0::/PATH").
+func selfCgroup() (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("read own cgroup: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", errors.New("this process has no cgroup v2 path")
+}
