@@ -165,9 +165,9 @@ func (c *Client) tokenHint() string {
 	case c.base == "http://tessera":
 		return "Over the socket no token is needed: is this the daemon's socket?"
 	case c.token == "":
-		return fmt.Sprintf("No API token was sent (%s): `tessera up --http` writes it to STATE_DIR/%s, readable by the daemon's user only; run as that user with --state-dir set to the daemon's state folder, or set %s", c.tokenFrom, api.TokenFile, api.TokenEnv)
+		return fmt.Sprintf("No token was sent: %s; run as the daemon's user with --state-dir set to its state folder, or set %s", c.tokenFrom, api.TokenEnv)
 	}
-	return fmt.Sprintf("The token sent (%s) is not this daemon's: use the %s of the state folder of the daemon at %s, or set %s to its content", c.tokenFrom, api.TokenFile, c.where, api.TokenEnv)
+	return fmt.Sprintf("The token sent (from %s) is not this daemon's", c.tokenFrom)
 }
 
 // Submit queues a job. A TESSERA_TOKEN in r.Env is left out: the job

@@ -127,7 +127,9 @@ func newUpCommand(a *app) *cobra.Command {
 queue in the state folder, starts jobs submitted with "tessera run" when they
 fit, and serves its API on a unix socket (owner-only unless --socket-mode),
 Prometheus metrics at /metrics and a status page at / (on the socket, and on
---http when given). Jobs keep running across daemon restarts.`,
+--http when given, where submitting and stopping need the API token kept in
+STATE_DIR/api-token: tessera ps/run/stop/... --addr http://ADDRESS send it).
+Jobs keep running across daemon restarts.`,
 		Example: `  tessera up
   tessera up --simulate 2xH200 --state-dir /tmp/t1
   tessera up --config /etc/tessera/host.yaml --preemption-min-runtime 5m

@@ -65,9 +65,9 @@ func TestAddrUsesTheToken(t *testing.T) {
 		want []string
 	}{
 		{"no token", append(append([]string{"run", "-d"}, noToken...), "--", "true"), "",
-			[]string{"refused POST /v1/jobs", "No API token was sent", api.TokenFile, api.TokenEnv}},
+			[]string{"refused POST /v1/jobs", "No token was sent: " + api.TokenEnv + " is empty and there is no ", api.TokenFile}},
 		{"wrong token", append(append([]string{"stop"}, tcp...), id), strings.Repeat("x", 43),
-			[]string{"does not match", "The token sent (" + api.TokenEnv + ") is not this daemon's"}},
+			[]string{"does not match", "The token sent (from " + api.TokenEnv + ") is not this daemon's"}},
 		{"not loopback", []string{"ps", "--addr", "http://example.com:9400"}, "",
 			[]string{"--addr: must be http://127.0.0.1:PORT"}},
 		{"both --addr and --socket", []string{"ps", "--addr", addr, "--socket", filepath.Join(d.dir, "api.sock")}, "",
