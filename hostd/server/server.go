@@ -100,12 +100,12 @@ func (s *Server) view(c caller, j api.Job) api.Job {
 
 // forbidden answers 403 for a caller who may not manage job j.
 func (s *Server) forbidden(w http.ResponseWriter, c caller, j api.Job, what string) {
-	who := "nobody (no API token)"
+	who := "nobody (over TCP, send the API token to act as the daemon's user)"
 	if c.known {
 		who = fmt.Sprintf("uid %d", c.uid)
 	}
 	writeJSON(w, http.StatusForbidden, api.Error{Error: fmt.Sprintf(
-		"%s: only its owner (uid %d), the daemon's user (uid %d) or root may %s it; this request is from %s (over TCP, send the API token)",
+		"%s: only its owner (uid %d), the daemon's user (uid %d) or root may %s it; this request is from %s",
 		j.ID, s.owner(j), s.uid, what, who)})
 }
 
