@@ -52,6 +52,8 @@ fuzz:
 	$(GO) test ./arbiter/nvmlmeter -run '^$$' -fuzz FuzzParseCgroup -fuzztime $(FUZZTIME)
 	$(GO) test ./kube/admission -run '^$$' -fuzz 'FuzzMutate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./kube/admission -run '^$$' -fuzz FuzzMutateResources -fuzztime $(FUZZTIME)
+	$(GO) test ./hostd/server -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./hostd -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
 bench:

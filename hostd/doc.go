@@ -7,7 +7,8 @@
 // fair-share rules can replace), hostd/store persists records in bbolt,
 // hostd/supervisor runs one job and records its exit status, hostd/jobenv
 // builds a job's environment, hostd/server and hostd/client speak the local
-// HTTP+JSON API over a unix socket, and this package ties them together.
+// HTTP+JSON API over a unix socket (and loopback TCP with a token), and
+// this package ties them together.
 // The node arbiter plugs in through Config.Arbiter (ArbiterSeat adapts package arbiter);
 // with Config.Sharing arbiter.ModeMPS it runs NVIDIA MPS, each job gets its
 // MPS client variables (Arbiter.ClientEnv) and takes one GPU.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ const superviseEnv = "TESSERA_HOSTD_TEST_SUPERVISE"
 // TestMain doubles as the job supervisor: the daemon under test starts
 // this test binary with superviseEnv set and the job folder as last argument.
 func TestMain(m *testing.M) {
-	if os.Getenv(superviseEnv) == "1" {
+	// A fuzz worker (FuzzParseConfig) inherits superviseEnv but is no supervisor.
+	if os.Getenv(superviseEnv) == "1" && !slices.Contains(os.Args, "-test.fuzzworker") {
 		os.Exit(supervisor.Run(os.Args[len(os.Args)-1]))
 	}
 	if err := os.Setenv(superviseEnv, "1"); err != nil {

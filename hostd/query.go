@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/tessera-gpu/tessera/arbiter"
@@ -21,6 +22,32 @@ func (d *Daemon) Jobs() ([]api.Job, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.store.List()
+}
+
+// PublicEnv returns the variables of env (KEY=VALUE) that anyone reading
+// the job list may see: Tessera's own (TESSERA_*, but TESSERA_TOKEN) and
+// the GPU runtime's (CUDA_*, NVIDIA_*), which say how the job was placed,
+// never the client's secrets.
+func PublicEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == api.TokenEnv {
+			continue
+		}
+		if strings.HasPrefix(name, "TESSERA_") || strings.HasPrefix(name, "CUDA_") || strings.HasPrefix(name, "NVIDIA_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// Redacted returns j as shown to someone other than its owner: its
+// environment reduced to PublicEnv, and EnvFiltered set.
+func Redacted(j api.Job) api.Job {
+	j.Env = PublicEnv(j.Env)
+	j.EnvFiltered = true
+	return j
 }
 
 // Job returns one job (an error wrapping store.ErrNotFound when unknown).

@@ -48,6 +48,7 @@ func (d *Daemon) Submit(r api.SubmitRequest) (api.Job, error) {
 		return api.Job{}, err
 	}
 	job.State, job.Submitted = api.Queued, d.cfg.Now().UTC()
+	job.OwnerUID = r.OwnerUID // set by the API server from the connection
 	job, err = d.store.Create(job)
 	if err != nil {
 		return api.Job{}, err

@@ -48,6 +48,10 @@ type SubmitRequest struct {
 	// Restartable says the job may be started again from the beginning:
 	// when it is preempted it goes back to the queue instead of ending.
 	Restartable bool `json:"restartable,omitempty"`
+	// OwnerUID is the uid the job is submitted for. The API server sets it
+	// from the connection (the unix socket peer's uid, or the daemon's uid
+	// for a caller with the API token); clients cannot send it.
+	OwnerUID *uint32 `json:"-"`
 }
 
 // Job is a job's record as the daemon keeps and reports it.
@@ -97,6 +101,15 @@ type Job struct {
 	ExitCode *int `json:"exitCode,omitempty"`
 	// Reason explains the final state ("exit status 2", "killed by signal 15").
 	Reason string `json:"reason,omitempty"`
+	// OwnerUID is the uid that submitted the job: it alone (besides the
+	// daemon's user and root) sees the job's whole environment and its
+	// output, and may stop it. Nil on records written before owners were
+	// recorded: those belong to the daemon's user.
+	OwnerUID *uint32 `json:"ownerUid,omitempty"`
+	// EnvFiltered says Env holds only the job's TESSERA_*, CUDA_* and
+	// NVIDIA_* variables (TESSERA_TOKEN excepted): the API shows the whole
+	// environment only to the job's owner, the daemon's user and root.
+	EnvFiltered bool `json:"envFiltered,omitempty"`
 }
 
 // Preemption records why a job was (or is being) stopped for another.
@@ -167,6 +180,15 @@ type Status struct {
 	Queued   int         `json:"queued"`
 	Running  int         `json:"running"`
 }
+
+// TokenFile is the file in the state folder that holds the API token
+// (mode 0600): `tessera up --http` creates it, and a client talking to the
+// daemon over TCP sends it as "Authorization: Bearer TOKEN".
+const TokenFile = "api-token"
+
+// TokenEnv is the environment variable a client takes the API token from
+// before TokenFile.
+const TokenEnv = "TESSERA_TOKEN"
 
 // LogCompleteTrailer is the HTTP trailer a log stream ends with when it
 // ended by design (not followed, or the job ended and all output was sent).

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
@@ -21,11 +23,18 @@ var ErrUnreachable = errors.New("cannot reach the tessera daemon")
 
 // Client is a connection to one daemon.
 type Client struct {
-	socket string
-	hc     *http.Client
+	// base is the URL paths are appended to; where names the daemon in
+	// messages (the socket, or the TCP address).
+	base, where string
+	// token is sent as a bearer token over TCP; tokenFrom says where it
+	// came from (or where none was found), for 401 messages.
+	token, tokenFrom string
+	hc               *http.Client
 }
 
-// New returns a client for the daemon serving socket.
+// New returns a client for the daemon serving socket. The socket needs no
+// token: its file mode says who may connect, and the daemon knows the
+// peer's uid.
 func New(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -33,8 +42,43 @@ func New(socket string) *Client {
 			return d.DialContext(ctx, "unix", socket)
 		},
 	}
-	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+	return &Client{base: "http://tessera", where: socket, hc: &http.Client{Transport: tr}}
 }
+
+// NewHTTP returns a client for the daemon serving its API over TCP at
+// addr (tessera up --http): http://127.0.0.1:PORT, http://[::1]:PORT or
+// http://localhost:PORT (the scheme may be left out). The daemon accepts
+// only loopback addresses, and the token must not cross a network. token
+// is sent with every call ("" : none; only reads then succeed); tokenFrom
+// says where it came from, or where it was looked for, for messages.
+func NewHTTP(addr, token, tokenFrom string) (*Client, error) {
+	base, err := loopbackURL(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{base: base, where: base, token: token, tokenFrom: tokenFrom, hc: &http.Client{}}, nil
+}
+
+// loopbackURL checks a daemon TCP address and returns it as a base URL.
+func loopbackURL(addr string) (string, error) {
+	bad := fmt.Errorf("must be http://127.0.0.1:PORT, http://[::1]:PORT or http://localhost:PORT (the daemon's tessera up --http address; its token must not cross a network), got %q", addr)
+	raw := addr
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/") || u.Port() == "" {
+		return "", bad
+	}
+	h := u.Hostname()
+	if ip := net.ParseIP(h); !strings.EqualFold(h, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return "", bad
+	}
+	return "http://" + u.Host, nil
+}
+
+// Where names the daemon this client talks to: its socket or its URL.
+func (c *Client) Where() string { return c.where }
 
 // APIError is an error answer from the daemon.
 type APIError struct {
@@ -70,23 +114,30 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 }
 
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://tessera"+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w at %s (start one with `tessera up`, or set --socket / TESSERA_SOCKET): %w", ErrUnreachable, c.socket, err)
+		hint := "start one with `tessera up`, or set --socket / TESSERA_SOCKET"
+		if c.base != "http://tessera" {
+			hint = "start one with `tessera up --http ADDRESS`, or set --addr / TESSERA_ADDR"
+		}
+		return nil, fmt.Errorf("%w at %s (%s): %w", ErrUnreachable, c.where, hint, err)
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable {
 		_ = resp.Body.Close()
-		return nil, fmt.Errorf("%w at %s: it is shutting down", ErrUnreachable, c.socket)
+		return nil, fmt.Errorf("%w at %s: it is shutting down", ErrUnreachable, c.where)
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
@@ -97,16 +148,39 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader) 
 		} else {
 			e.Msg, e.Field = body.Error, body.Field
 		}
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			e.Msg = fmt.Sprintf("the daemon at %s refused %s %s: %s. %s", c.where, method, path, e.Msg, c.tokenHint())
+		case http.StatusForbidden:
+			e.Msg = fmt.Sprintf("the daemon at %s refused %s %s: %s", c.where, method, path, e.Msg)
+		}
 		return nil, e
 	}
 	return resp, nil
 }
 
-// Submit queues a job.
+// tokenHint says what to do about a refused token.
+func (c *Client) tokenHint() string {
+	switch {
+	case c.base == "http://tessera":
+		return "Over the socket no token is needed: is this the daemon's socket?"
+	case c.token == "":
+		return fmt.Sprintf("No token was sent: %s; run as the daemon's user with --state-dir set to its state folder, or set %s", c.tokenFrom, api.TokenEnv)
+	}
+	return fmt.Sprintf("The token sent (from %s) is not this daemon's", c.tokenFrom)
+}
+
+// Submit queues a job. A TESSERA_TOKEN in r.Env is left out: the job
+// runs as the daemon's user and can read the token file itself.
 func (c *Client) Submit(ctx context.Context, r api.SubmitRequest) (api.Job, error) {
+	if slices.ContainsFunc(r.Env, isTokenVar) {
+		r.Env = slices.DeleteFunc(slices.Clone(r.Env), isTokenVar)
+	}
 	var j api.Job
 	return j, c.do(ctx, http.MethodPost, "/v1/jobs", r, &j)
 }
+
+func isTokenVar(kv string) bool { return strings.HasPrefix(kv, api.TokenEnv+"=") }
 
 // Jobs lists every job.
 func (c *Client) Jobs(ctx context.Context) ([]api.Job, error) {

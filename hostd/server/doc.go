@@ -1,5 +1,14 @@
 // Package server serves the host daemon's local API: HTTP with JSON bodies
 // over a unix socket (mode 0600 by default: whoever can open the socket can
-// run commands as the daemon's user), plus Prometheus metrics at /metrics
-// and a minimal status page at /.
+// run commands as the daemon's user; PrepareSocketDir makes its folder
+// match --socket-mode) and, with --http, over loopback TCP, plus
+// Prometheus metrics at /metrics and a minimal status page at /.
+//
+// Every request passes a guard (guard.go): over TCP its Host must name the
+// daemon (no DNS rebinding) and calls that change anything need the API
+// token (EnsureToken); on either listener a cross-site Origin and a
+// non-JSON POST body are refused. Jobs belong to the uid that submitted
+// them (the socket peer's, by SO_PEERCRED through ConnContext, or the
+// daemon's with the token): only the owner, the daemon's user and root
+// see a job's whole environment and output, or stop it.
 package server

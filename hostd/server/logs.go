@@ -27,6 +27,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	// Output may hold what the environment held: the owner's only.
+	if who := callerOf(r.Context()); !s.mayManage(who, j) {
+		s.forbidden(w, who, j, "read the output of")
+		return
+	}
 	name := supervisor.StdoutFile
 	switch r.URL.Query().Get("stream") {
 	case "", "stdout":

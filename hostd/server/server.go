@@ -3,23 +3,52 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/store"
 )
 
-// Server answers the local API for one daemon.
-type Server struct {
-	d   *hostd.Daemon
-	log *slog.Logger
+// Options configure the API handler.
+type Options struct {
+	// Log receives errors (default slog.Default()).
+	Log *slog.Logger
+	// Token is the API token that callers over TCP (--http) must send to
+	// submit or stop jobs, and that makes them the daemon's user; "" lets
+	// TCP callers only read.
+	Token string
+	// TokenFile is where the token is kept, named in 401 answers.
+	TokenFile string
+	// DaemonUID is the daemon's uid (nil: this process's). Callers with
+	// it, and root, may see and stop every job.
+	DaemonUID *uint32
 }
 
-// Handler returns the API, metrics and status page handler.
-func Handler(d *hostd.Daemon, log *slog.Logger) (http.Handler, error) {
-	s := &Server{d: d, log: log}
+// Server answers the local API for one daemon.
+type Server struct {
+	d         *hostd.Daemon
+	log       *slog.Logger
+	token     string
+	tokenFile string
+	uid       uint32
+}
+
+// Handler returns the API, metrics and status page handler, behind the
+// guard (see Server.guard). Serve it with ConnContext as the
+// http.Server's ConnContext.
+func Handler(d *hostd.Daemon, o Options) (http.Handler, error) {
+	s := &Server{d: d, log: o.Log, token: o.Token, tokenFile: o.TokenFile, uid: uint32(os.Getuid())}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if o.DaemonUID != nil {
+		s.uid = *o.DaemonUID
+	}
 	metrics, err := metricsHandler(d)
 	if err != nil {
 		return nil, err
@@ -36,7 +65,48 @@ func Handler(d *hostd.Daemon, log *slog.Logger) (http.Handler, error) {
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /{$}", s.page)
-	return mux, nil
+	return s.guard(mux), nil
+}
+
+// owner is the uid a job belongs to: its submitter, or the daemon's user
+// for records older than owners.
+func (s *Server) owner(j api.Job) uint32 {
+	if j.OwnerUID != nil {
+		return *j.OwnerUID
+	}
+	return s.uid
+}
+
+// privileged reports whether c may see and stop every job: the daemon's
+// own user, and root.
+func (s *Server) privileged(c caller) bool {
+	return c.known && (c.uid == s.uid || c.uid == 0)
+}
+
+// mayManage reports whether c may see j's whole environment and output
+// and stop it: its owner, the daemon's user and root.
+func (s *Server) mayManage(c caller, j api.Job) bool {
+	return s.privileged(c) || (c.known && c.uid == s.owner(j))
+}
+
+// view is j as c may see it: whole for those who may manage it, with
+// only its public variables (hostd.PublicEnv) for anyone else.
+func (s *Server) view(c caller, j api.Job) api.Job {
+	if s.mayManage(c, j) {
+		return j
+	}
+	return hostd.Redacted(j)
+}
+
+// forbidden answers 403 for a caller who may not manage job j.
+func (s *Server) forbidden(w http.ResponseWriter, c caller, j api.Job, what string) {
+	who := "nobody (over TCP, send the API token to act as the daemon's user)"
+	if c.known {
+		who = fmt.Sprintf("uid %d", c.uid)
+	}
+	writeJSON(w, http.StatusForbidden, api.Error{Error: fmt.Sprintf(
+		"%s: only its owner (uid %d), the daemon's user (uid %d) or root may %s it; this request is from %s",
+		j.ID, s.owner(j), s.uid, what, who)})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -60,14 +130,34 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 }
 
+// maxSubmission bounds a submission's body.
+const maxSubmission = 4 << 20
+
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	who := callerOf(r.Context())
+	if !who.known {
+		writeJSON(w, http.StatusForbidden, api.Error{Error: "submit: the daemon cannot tell which user is connected (over TCP, send the API token)"})
+		return
+	}
 	var req api.SubmitRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSubmission))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, more := dec.Token(); !errors.Is(more, io.EOF) {
+			err = errors.New("the body must hold one JSON object, found more after it")
+		}
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, api.Error{Error: fmt.Sprintf("decode submission: larger than %d bytes", maxSubmission)})
+			return
+		}
 		writeJSON(w, http.StatusBadRequest, api.Error{Error: "decode submission: " + err.Error()})
 		return
 	}
+	req.OwnerUID = &who.uid
 	j, err := s.d.Submit(req)
 	if err != nil {
 		s.fail(w, err)
@@ -85,16 +175,18 @@ func (s *Server) queues(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, qs)
 }
 
-func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	jobs, err := s.d.Jobs()
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	if jobs == nil {
-		jobs = []api.Job{}
+	who := callerOf(r.Context())
+	out := make([]api.Job, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, s.view(who, j))
 	}
-	writeJSON(w, http.StatusOK, jobs)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
@@ -103,7 +195,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, s.view(callerOf(r.Context()), j))
 }
 
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
@@ -117,12 +209,22 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, s.view(callerOf(r.Context()), j))
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	j, err := s.d.Stop(r.PathValue("id"))
+	id := r.PathValue("id")
+	j, err := s.d.Job(id)
 	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	// The owner never changes: checking it before stopping is no race.
+	if who := callerOf(r.Context()); !s.mayManage(who, j) {
+		s.forbidden(w, who, j, "stop")
+		return
+	}
+	if j, err = s.d.Stop(id); err != nil {
 		s.fail(w, err)
 		return
 	}

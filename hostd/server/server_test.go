@@ -34,7 +34,7 @@ func serve(t *testing.T) (*client.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Handler(d, log)
+	h, err := Handler(d, Options{Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func serve(t *testing.T) (*client.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
+	srv := &http.Server{Handler: h, ConnContext: ConnContext}
 	go func() { _ = srv.Serve(ln) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,12 +18,47 @@ import (
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
+// hostClient returns a client for the daemon h locates: over its socket,
+// or over TCP with --addr / TESSERA_ADDR, sending the API token from
+// TESSERA_TOKEN or STATE_DIR/api-token.
 func (a *app) hostClient(h *hostFlags) (*client.Client, error) {
-	_, socket, err := h.resolve()
+	stateDir, socket, err := h.resolve()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(socket), nil
+	addr, err := h.address()
+	if err != nil || addr == "" {
+		return client.New(socket), err
+	}
+	token, from, err := apiToken(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewHTTP(addr, token, from)
+	if err != nil {
+		return nil, fmt.Errorf("--addr: %w", err)
+	}
+	return c, nil
+}
+
+// apiToken finds the API token for a daemon over TCP: TESSERA_TOKEN, else
+// the state folder's token file; from says where it came from (or where
+// it was looked for), for messages. No token is no error: reads need none.
+func apiToken(stateDir string) (token, from string, err error) {
+	if t := strings.TrimSpace(os.Getenv(api.TokenEnv)); t != "" {
+		return t, api.TokenEnv, nil
+	}
+	path := filepath.Join(stateDir, api.TokenFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Sprintf("%s is empty and there is no %s", api.TokenEnv, path), nil
+	case errors.Is(err, fs.ErrPermission):
+		return "", "", fmt.Errorf("API token %s: %w: it is readable by the daemon's user only; run as that user, or set %s", path, err, api.TokenEnv)
+	case err != nil:
+		return "", "", fmt.Errorf("API token %s: %w", path, err)
+	}
+	return strings.TrimSpace(string(data)), path, nil
 }
 
 func newPsCommand(a *app) *cobra.Command {

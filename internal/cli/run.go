@@ -125,8 +125,7 @@ func resolveCommand(args []string) ([]string, error) {
 }
 
 func (a *app) runJob(ctx context.Context, flags *pflag.FlagSet, o runOptions, args []string) error {
-	_, socket, err := o.host.resolve()
-	if err != nil {
+	if _, _, err := o.host.resolve(); err != nil {
 		return err
 	}
 	fields, err := runFields(flags, a)
@@ -150,7 +149,10 @@ func (a *app) runJob(ctx context.Context, flags *pflag.FlagSet, o runOptions, ar
 	if err != nil {
 		return fmt.Errorf("working folder: %w", err)
 	}
-	c := client.New(socket)
+	c, err := a.hostClient(&o.host)
+	if err != nil {
+		return err
+	}
 	job, err := c.Submit(ctx, api.SubmitRequest{
 		GPU: fields, Command: command, Env: os.Environ(), Dir: wd,
 		Queue: o.queue, Priority: o.priority, InterceptLib: lib, Restartable: o.restartable,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
-	"github.com/tessera-gpu/tessera/hostd/client"
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
@@ -18,17 +17,24 @@ func (a *app) daemonStatus(ctx context.Context, h *hostFlags) (api.Status, strin
 	if err != nil {
 		return api.Status{}, "", false
 	}
-	if _, err := os.Stat(socket); err != nil {
+	if addr, err := h.address(); err != nil || addr == "" {
+		if _, err := os.Stat(socket); err != nil {
+			return api.Status{}, "", false
+		}
+	}
+	c, err := a.hostClient(h)
+	if err != nil {
+		a.log.Debug("no host daemon to ask; free capacity is the devices' own", "err", err)
 		return api.Status{}, "", false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	st, err := client.New(socket).Status(ctx)
+	st, err := c.Status(ctx)
 	if err != nil {
-		a.log.Debug("no host daemon answered; free capacity is the devices' own", "socket", socket, "err", err)
+		a.log.Debug("no host daemon answered; free capacity is the devices' own", "daemon", c.Where(), "err", err)
 		return api.Status{}, "", false
 	}
-	return st, socket, true
+	return st, c.Where(), true
 }
 
 // overlayBookings sets, on every GPU the daemon manages (matched by UUID),

@@ -17,29 +17,54 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/hostd"
+	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/server"
 	"github.com/tessera-gpu/tessera/hostd/store"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
-// Environment variables that stand in for --state-dir and --socket.
+// Environment variables that stand in for --state-dir, --socket and --addr.
 const (
 	envStateDir = "TESSERA_STATE_DIR"
 	envSocket   = "TESSERA_SOCKET"
+	envAddr     = "TESSERA_ADDR"
 )
 
 // interceptLibName is the file `make -C intercept` builds.
 const interceptLibName = "libtessera-intercept.so"
 
-// hostFlags locate one host daemon: its state folder and its socket.
+// hostFlags locate one host daemon: its state folder and its socket, or
+// for clients its TCP address (tessera up --http).
 type hostFlags struct {
-	stateDir, socket string
+	stateDir, socket, addr string
 }
 
+// register adds the flags of a client command: the daemon's state folder
+// and socket, or its TCP address.
 func (h *hostFlags) register(cmd *cobra.Command) {
+	h.registerDaemon(cmd)
+	cmd.Flags().StringVar(&h.addr, "addr", "", "talk to the daemon over TCP instead of its socket: its tessera up --http address, http://127.0.0.1:PORT (env "+envAddr+"); calls that change anything send the API token, from env "+api.TokenEnv+" or STATE_DIR/"+api.TokenFile)
+}
+
+// registerDaemon adds --state-dir and --socket.
+func (h *hostFlags) registerDaemon(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&h.stateDir, "state-dir", "", "daemon state folder (env "+envStateDir+"; default $XDG_STATE_HOME/tessera or ~/.local/state/tessera)")
 	cmd.Flags().StringVar(&h.socket, "socket", "", "daemon API socket (env "+envSocket+"; default STATE_DIR/tessera.sock)")
+}
+
+// address returns the daemon's TCP address when the client should use it
+// ("" for the socket): --addr, else TESSERA_ADDR unless --socket is given.
+func (h *hostFlags) address() (string, error) {
+	switch {
+	case h.addr != "" && h.socket != "":
+		return "", fmt.Errorf("--addr and --socket: give one, got --addr %q and --socket %q", h.addr, h.socket)
+	case h.addr != "":
+		return h.addr, nil
+	case h.socket != "":
+		return "", nil
+	}
+	return os.Getenv(envAddr), nil
 }
 
 // resolve applies flag, then environment, then default.
@@ -105,7 +130,9 @@ func newUpCommand(a *app) *cobra.Command {
 queue in the state folder, starts jobs submitted with "tessera run" when they
 fit, and serves its API on a unix socket (owner-only unless --socket-mode),
 Prometheus metrics at /metrics and a status page at / (on the socket, and on
---http when given). Jobs keep running across daemon restarts.`,
+--http when given, where submitting and stopping need the API token kept in
+STATE_DIR/api-token: tessera ps/run/stop/... --addr http://ADDRESS send it).
+Jobs keep running across daemon restarts.`,
 		Example: `  tessera up
   tessera up --simulate 2xH200 --state-dir /tmp/t1
   tessera up --config /etc/tessera/host.yaml --preemption-min-runtime 5m
@@ -117,11 +144,11 @@ Prometheus metrics at /metrics and a status page at / (on the socket, and on
 			return a.runUp(cmd.Context(), o)
 		},
 	}
-	o.host.register(cmd)
+	o.host.registerDaemon(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.simulate, "simulate", "", `simulate GPUs instead of reading NVML: a spec such as 8xH200 or 4xA100-80GB+2xL4, or a nodes .yaml file`)
-	f.StringVar(&o.socketMode, "socket-mode", "0600", "socket file mode, octal; anyone who can open the socket can run commands as this user")
-	f.StringVar(&o.httpAddr, "http", "", "also serve the API, metrics and status page over HTTP on this loopback address (127.0.0.1:PORT or [::1]:PORT)")
+	f.StringVar(&o.socketMode, "socket-mode", "0600", "socket file mode, octal; anyone who can open the socket can run commands as this user (0660: its group; the state folder then becomes traversable, not listable, when the socket is in it)")
+	f.StringVar(&o.httpAddr, "http", "", "also serve the API, metrics and status page over HTTP on this loopback address (127.0.0.1:PORT or [::1]:PORT); submitting and stopping there need the API token, kept in STATE_DIR/"+api.TokenFile)
 	f.StringVar(&o.policy, "policy", "", "placement policy (default: the engine's default)")
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload into jobs (default: "+interceptLibName+" from intercept/build or /usr/local/lib/tessera, when found)")
 	f.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "time a stopped job has between SIGTERM and SIGKILL")
@@ -199,6 +226,14 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if sharing == arbiter.ModeMPS {
 		if arbCfg.MPS, err = mpsConfig(o, stateDir, srcName, simulated, nodes); err != nil {
 			return err
+		}
+		// The MPS pipes under the state folder are the daemon user's: made
+		// owner-only before the control daemons make their folders (0755)
+		// in it, since --socket-mode may make the state folder traversable.
+		if rel, err := filepath.Rel(stateDir, arbCfg.MPS.Root); err == nil && filepath.IsLocal(rel) {
+			if err := os.MkdirAll(arbCfg.MPS.Root, 0o700); err != nil {
+				return fmt.Errorf("--mps-root %s: %w", arbCfg.MPS.Root, err)
+			}
 		}
 		fmt.Fprintf(a.stderr, "tessera: sharing GPUs with NVIDIA MPS: one control daemon per GPU under %s (%s); jobs take one GPU each\n", arbCfg.MPS.Root, arbCfg.MPS.Binary)
 	}
@@ -290,7 +325,27 @@ func hostSettings(o upOptions) (hostd.Settings, error) {
 }
 
 func (a *app) serve(ctx context.Context, d *hostd.Daemon, socket string, mode os.FileMode, httpAddr, lib string) error {
-	h, err := server.Handler(d, a.log)
+	notes, err := server.PrepareSocketDir(d.StateDir(), socket, mode)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(a.stderr, "tessera: %s\n", n)
+	}
+	opts := server.Options{Log: a.log}
+	if httpAddr != "" {
+		token, path, created, err := server.EnsureToken(d.StateDir())
+		if err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		opts.Token, opts.TokenFile = token, path
+		if created {
+			fmt.Fprintf(a.stderr, "tessera: API token for --http (shown this once; kept in %s, mode 0600, where the tessera CLI of this user reads it; others set %s): %s\n", path, api.TokenEnv, token)
+		} else {
+			fmt.Fprintf(a.stderr, "tessera: API token for --http in %s\n", path)
+		}
+	}
+	h, err := server.Handler(d, opts)
 	if err != nil {
 		return err
 	}
@@ -307,12 +362,18 @@ func (a *app) serve(ctx context.Context, d *hostd.Daemon, socket string, mode os
 			return fmt.Errorf("--http %s: %w", httpAddr, err)
 		}
 		listeners = append(listeners, hl)
+		httpAddr = hl.Addr().String()
 	}
 	// Requests run under reqCtx, cancelled at shutdown so that long polls
 	// (wait, followed logs) end at once; clients resume against the next daemon.
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	srv := &http.Server{
+		Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return reqCtx },
+		// The API's guard needs each connection's peer uid or address.
+		ConnContext: server.ConnContext,
+	}
 	errs := make(chan error, len(listeners))
 	for _, l := range listeners {
 		go func() { errs <- srv.Serve(l) }()
@@ -322,7 +383,7 @@ func (a *app) serve(ctx context.Context, d *hostd.Daemon, socket string, mode os
 	}
 	fmt.Fprintf(a.stderr, "tessera: daemon up; socket %s, state %s, interception library: %s\n", socket, d.StateDir(), lib)
 	if httpAddr != "" {
-		fmt.Fprintf(a.stderr, "tessera: status page http://%s/ , metrics http://%s/metrics\n", httpAddr, httpAddr)
+		fmt.Fprintf(a.stderr, "tessera: status page http://%s/ , metrics http://%s/metrics ; API over TCP: tessera ps --addr http://%s\n", httpAddr, httpAddr, httpAddr)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
