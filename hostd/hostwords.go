@@ -255,9 +255,8 @@ func (d *Daemon) neverFits(job api.Job, fields map[string]string, r placement.Re
 }
 
 // checkMemoryLimit checks a memory cap against the GPUs the request may
-// use: at most the largest one's memory, and at least the memory the
-// request guarantees on each of them (--gpu-fraction of the GPU's memory
-// when --gpu-memory is not given).
+// use: at most the largest one's memory. (A cap below the memory a
+// --gpu-fraction share guarantees is left as it was: accepted.)
 func (d *Daemon) checkMemoryLimit(job api.Job, fields map[string]string) error {
 	gpu := job.GPU
 	if gpu.MemoryLimitMiB == 0 || gpu.MIGProfile != "" {
@@ -275,15 +274,6 @@ func (d *Daemon) checkMemoryLimit(job api.Job, fields map[string]string) error {
 		}
 		return &InputError{Field: request.FieldMemoryLimit, Msg: fmt.Sprintf("must be at most %s, the memory of this host's largest GPU%s (%s), got %q",
 			exactMiB(largest.memMiB), of, largest.model, given)}
-	}
-	if gpu.MemoryMiB > 0 {
-		return nil // request.Validate keeps the limit at least the memory
-	}
-	for _, g := range allowed {
-		if guaranteed, _ := gpu.ResolveMemory(g.memMiB); gpu.MemoryLimitMiB < guaranteed {
-			return &InputError{Field: request.FieldMemoryLimit, Msg: fmt.Sprintf("must be at least %s, the memory --gpu-fraction %s guarantees on this host's %s (%s), got %q; give --gpu-memory to guarantee less",
-				exactMiB(guaranteed), quantity.FormatShare(gpu.ComputeMilli), g.model, approxMiB(g.memMiB), given)}
-		}
 	}
 	return nil
 }

@@ -49,8 +49,6 @@ func TestSubmitSaysWhatThisHostAllows(t *testing.T) {
 			[]string{`must be at most 81559Mi (about 79.6Gi), the memory of this host's largest GPU (H100-SXM), got "100Gi"`}, nil},
 		{"memory limit just above the GPU", "1xH100", map[string]string{"memory": "10Gi", "memory-limit": "80Gi"}, "memory-limit",
 			[]string{`must be at most 81559Mi`, `got "80Gi"`}, nil},
-		{"memory limit below the share's memory", "1xH100", map[string]string{"compute": "0.5", "memory-limit": "10Gi"}, "memory-limit",
-			[]string{`must be at least 40779Mi (about 39.8Gi), the memory --gpu-fraction 0.5 guarantees on this host's H100-SXM (79.6Gi), got "10Gi"; give --gpu-memory to guarantee less`}, nil},
 		{"limit below compute in flag words", "1xH100", map[string]string{"compute": "0.5", "compute-limit": "0.25"}, "compute-limit",
 			[]string{`must be in [0.5, 1] (at least --gpu-fraction, the guaranteed compute), got "0.25"`}, nil},
 		{"memory limit alone", "1xH100", map[string]string{"memory-limit": "20Gi"}, "memory",

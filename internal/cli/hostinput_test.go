@@ -41,8 +41,6 @@ func TestRunBadInputInHostWords(t *testing.T) {
 			[]string{`--gpu-memory-limit: must be at most 81559Mi`, "79.6Gi", "H100-SXM", `got "100Gi"`}, nil},
 		{"memory limit alone", []string{"--gpu-memory-limit", "100Gi", "--", "true"},
 			[]string{`--gpu-memory: must be set when --gpu-memory-limit is set without --gpu-fraction`}, nil},
-		{"memory limit below the guaranteed share", []string{"--gpu-fraction", "0.5", "--gpu-memory-limit", "10Gi", "--", "true"},
-			[]string{`--gpu-memory-limit: must be at least`, "--gpu-fraction 0.5", "H100-SXM", `got "10Gi"`}, nil},
 		{"model the host lacks", []string{"--model", "H200", "--", "true"},
 			[]string{`--model: must be a model this host has (H100-SXM)`, `got "H200"`}, nil},
 		{"model nobody knows", []string{"--model", "Z9000", "--", "true"},
