@@ -25,7 +25,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 		{"fraction zero", api.SubmitRequest{GPU: map[string]string{"compute": "0"}, Command: ok}, "compute"},
 		{"limit below request", api.SubmitRequest{GPU: map[string]string{"compute": "0.5", "compute-limit": "0.25"}, Command: ok}, "compute-limit"},
 		{"more GPUs than the host", api.SubmitRequest{GPU: map[string]string{"count": "3"}, Command: ok}, "count"},
-		{"model not on host", api.SubmitRequest{GPU: map[string]string{"model": "T4"}, Command: ok}, "gpu"},
+		{"model not on host", api.SubmitRequest{GPU: map[string]string{"model": "T4"}, Command: ok}, "model"},
 		{"unknown field", api.SubmitRequest{GPU: map[string]string{"colour": "red"}, Command: ok}, "colour"},
 		{"no command", api.SubmitRequest{GPU: map[string]string{"count": "1"}}, "command"},
 		{"relative command", api.SubmitRequest{GPU: map[string]string{"count": "1"}, Command: []string{"true"}}, "command"},

@@ -20,4 +20,9 @@
 // reclaim by a queue below its guarantee). This package only applies the
 // decisions: it marks victims, stops them through their supervisors and
 // re-queues restartable ones.
+//
+// Submissions are checked against this host's GPUs and refused in the
+// host's words (hostwords.go): the `tessera run` flag, the value and what
+// this host allows; where the placement engine decides whether a request
+// can ever fit the idle host, its structured rejection is translated.
 package hostd

@@ -127,7 +127,7 @@ func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 		} else {
 			pod := podOf(j)
 			if _, err := d.policy.Place(d.cluster, &pod); err != nil {
-				e.Reason = "waiting for GPU capacity: " + err.Error()
+				e.Reason = "waiting for GPU capacity: " + waitReason(j, err)
 				if note := d.preemptNoteLocked(j, jobs); note != "" {
 					e.Reason += "; " + note
 				}

@@ -24,7 +24,9 @@ const (
 
 // InputError is a rejected submission; Field names the request field
 // (request.Field*) or submission field ("command", "queue", "priority",
-// "dir", "intercept-lib", "gpu").
+// "dir", "intercept-lib", "gpu"). Msg says what the field must be and
+// what it got, in this host's words (FlagOf names the flags it mentions),
+// without the field's name.
 type InputError struct {
 	Field string
 	Msg   string
@@ -44,7 +46,7 @@ func (d *Daemon) Submit(r api.SubmitRequest) (api.Job, error) {
 	if d.closed {
 		return api.Job{}, errors.New("daemon is shutting down")
 	}
-	if err := d.fitsEverLocked(podOf(job).GPU); err != nil {
+	if err := d.fitsEverLocked(job, r.GPU); err != nil {
 		return api.Job{}, err
 	}
 	job.State, job.Submitted = api.Queued, d.cfg.Now().UTC()
@@ -60,13 +62,9 @@ func (d *Daemon) Submit(r api.SubmitRequest) (api.Job, error) {
 }
 
 func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
-	gpu, err := request.Parse(r.GPU, d.cfg.Catalog)
+	gpu, err := d.parseGPU(r.GPU)
 	if err != nil {
-		var fe *request.FieldError
-		if errors.As(err, &fe) {
-			return api.Job{}, &InputError{Field: fe.Field, Msg: err.Error()}
-		}
-		return api.Job{}, &InputError{Field: "gpu", Msg: err.Error()}
+		return api.Job{}, err
 	}
 	if d.cfg.Sharing == arbiter.ModeMPS && gpu.MIGProfile == "" && gpu.Count > 1 {
 		return api.Job{}, &InputError{Field: request.FieldCount, Msg: fmt.Sprintf("must be 1 on this host, got %d: it shares GPUs with NVIDIA MPS (tessera up --sharing mps), and an MPS client runs on one GPU (its CUDA_MPS_PIPE_DIRECTORY names one GPU's control daemon); submit one job per GPU", gpu.Count)}
@@ -114,20 +112,28 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	return api.Job{GPU: gpu, Command: r.Command, Env: r.Env, Dir: r.Dir, Queue: q, Priority: r.Priority, InterceptLib: lib, Restartable: r.Restartable, EngineGPU: engine}, nil
 }
 
-// fitsEverLocked rejects requests no amount of waiting can satisfy.
-func (d *Daemon) fitsEverLocked(gpu request.GPU) error {
+// fitsEverLocked rejects requests no amount of waiting can satisfy: the
+// engine is asked to place the job on the idle host, and its rejection
+// is said in host words (neverFits); then a memory cap is checked against
+// the GPUs the job may use. fields are the request as submitted (for
+// quoting values).
+func (d *Daemon) fitsEverLocked(job api.Job, fields map[string]string) error {
 	total := 0
 	for _, n := range d.empty.Nodes {
 		total = max(total, len(n.GPUs))
 	}
-	if gpu.Count > total {
-		return &InputError{Field: request.FieldCount, Msg: fmt.Sprintf("must be in [1, %d] (the GPUs of this host), got %d", total, gpu.Count)}
+	if job.GPU.Count > total {
+		return d.countError(fmt.Sprint(job.GPU.Count), true)
 	}
-	pod := placement.Pod{Name: "probe", GPU: gpu}
+	pod := placement.Pod{Name: "probe", GPU: podOf(job).GPU}
 	if _, err := d.probe.Place(d.empty, &pod); err != nil {
-		return &InputError{Field: "gpu", Msg: fmt.Sprintf("no GPU of this host can ever take this request (%v)", err)}
+		var nf *placement.NoFitError
+		if errors.As(err, &nf) {
+			return d.neverFits(job, fields, nf.First)
+		}
+		return fmt.Errorf("probe the idle host: %w", err)
 	}
-	return nil
+	return d.checkMemoryLimit(job, fields)
 }
 
 func (d *Daemon) configured(name string) bool {

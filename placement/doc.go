@@ -3,7 +3,9 @@
 //
 // It owns the cluster snapshot (Cluster, Node, GPU: free CPU, memory, GPU
 // compute and GPU memory, model labels, NUMA and NVLink topology), the
-// feasibility units (one small check per resource), the scoring policies
+// feasibility units (one small check per resource, whose rejections
+// Explain and NoFitError give as figures an adapter can put in its own
+// words), the scoring policies
 // (one file each, sharing the Policy interface), and the explicit, checked
 // step that applies or releases a decision on a snapshot.
 //

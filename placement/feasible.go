@@ -19,14 +19,11 @@ func units() [4]unit {
 	}
 }
 
-// Feasible reports whether node n can take pod p now, and if not, why.
+// Feasible reports whether node n can take pod p now, and if not, why
+// (Explain gives the figures too).
 func Feasible(n *Node, p *Pod) (ok bool, reason string) {
-	for _, u := range units() {
-		if !u.ok(n, p) {
-			return false, u.why(n, p)
-		}
-	}
-	return true, ""
+	r, ok := Explain(n, p)
+	return ok, r.Reason
 }
 
 // feasible is Feasible without the reason.

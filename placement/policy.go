@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -10,7 +9,8 @@ import (
 // change the snapshot; the caller applies the decision with Cluster.Apply.
 // A Policy value may keep private caches and a seeded random source, so one
 // value serves one goroutine; build one per replay or per scheduler worker.
-// It returns an error wrapping ErrNoFit when no node can take the pod.
+// It returns a *NoFitError (which wraps ErrNoFit) when no node can take
+// the pod.
 type Policy interface {
 	Name() string
 	Place(c *Cluster, p *Pod) (Decision, error)
@@ -122,12 +122,12 @@ func (ch *chooser) chooseSequential(c *Cluster, pf *podFit, score nodeScore) Dec
 // noFit is the error for a pod no node can take, naming the first node's
 // reason (every node rejected the pod, the first one included).
 func noFit(c *Cluster, p *Pod) error {
-	reason := "cluster has no nodes"
+	e := &NoFitError{Pod: p.Name}
 	if len(c.Nodes) > 0 {
-		_, why := Feasible(&c.Nodes[0], p)
-		reason = c.Nodes[0].Name + ": " + why
+		e.First, _ = Explain(&c.Nodes[0], p)
+		e.First.Node = c.Nodes[0].Name
 	}
-	return fmt.Errorf("pod %s: %w (first rejection: %s)", p.Name, ErrNoFit, reason)
+	return e
 }
 
 func (ch *chooser) ranked(c *Cluster, ni int) int {

@@ -39,6 +39,9 @@ func Fields() []string {
 // Values: count is a whole number; compute and compute-limit are shares
 // ("0.25", "25%", "250m"); memory and memory-limit are sizes ("20Gi");
 // exclusive is true or false; model is a list separated by "," or "|".
+//
+// With a nil catalog Parse checks only what does not depend on GPU models
+// (see Validate) and keeps model names as given.
 func Parse(fields map[string]string, cat *catalog.Catalog) (GPU, error) {
 	if len(fields) == 0 {
 		return GPU{}, fmt.Errorf("empty GPU request: set at least %s", FieldCount)
@@ -67,7 +70,7 @@ func Parse(fields map[string]string, cat *catalog.Catalog) (GPU, error) {
 	_, hasMemory := fields[FieldMemory]
 	_, hasMemoryLimit := fields[FieldMemoryLimit]
 	if !hasCompute && hasMemoryLimit && !hasMemory {
-		return GPU{}, &FieldError{Field: FieldMemory, Value: "", Allowed: "set when " + FieldMemoryLimit + " is set without " + FieldCompute + ": a size such as 20Gi"}
+		return GPU{}, fieldErr(FieldMemory, "", "set when %s is set without %s: a size such as 20Gi", ref(FieldMemoryLimit), ref(FieldCompute))
 	}
 	if !hasCompute && hasMemory {
 		r.ComputeMilli = 0 // memory-only share: compute follows memory
@@ -146,8 +149,8 @@ func parseMemory(field, v string) (int64, error) {
 
 // canonicalModels expands families and aliases to sorted canonical names.
 func canonicalModels(names []string, cat *catalog.Catalog) []string {
-	if len(names) == 0 {
-		return nil
+	if len(names) == 0 || cat == nil {
+		return names
 	}
 	var out []string
 	for _, n := range names {

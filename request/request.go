@@ -56,20 +56,51 @@ type FieldError struct {
 	Field string
 	// Value is the offending value as given, or as stored when given as a number.
 	Value string
-	// Allowed states the allowed range or values.
+	// Allowed states the allowed range or values. Other fields it
+	// mentions go by their string-form names; AllowedAs renames them.
 	Allowed string
+
+	// format and args rebuild Allowed; args of type ref are field names.
+	format string
+	args   []any
 }
 
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: must be %s, got %q", e.Field, e.Allowed, e.Value)
 }
 
+// AllowedAs is Allowed with every request field it mentions named by
+// name (a front door's flag or key for the field; "" keeps the field's
+// own name).
+func (e *FieldError) AllowedAs(name func(field string) string) string {
+	if e.format == "" {
+		return e.Allowed
+	}
+	args := make([]any, len(e.args))
+	for i, a := range e.args {
+		args[i] = a
+		if r, ok := a.(ref); ok {
+			if n := name(string(r)); n != "" {
+				args[i] = n
+			}
+		}
+	}
+	return fmt.Sprintf(e.format, args...)
+}
+
+// ref marks a request field name among a FieldError's arguments.
+type ref string
+
 func fieldErr(field, value, format string, args ...any) error {
-	return &FieldError{Field: field, Value: value, Allowed: fmt.Sprintf(format, args...)}
+	return &FieldError{Field: field, Value: value, Allowed: fmt.Sprintf(format, args...), format: format, args: args}
 }
 
 // Validate checks r against the catalog and returns the first problem as a
 // *FieldError. It also checks that each Models entry is a catalog name.
+// With a nil catalog it checks only what does not depend on GPU models
+// (counts, shares, memory limit against memory, MIG against shares): a
+// front door that knows its own GPUs (the host daemon) checks model
+// names, memory bounds and MIG profiles against them instead.
 func (r GPU) Validate(cat *catalog.Catalog) error {
 	if r.Count < 1 || r.Count > MaxCount {
 		return fieldErr(FieldCount, fmt.Sprint(r.Count), "a whole number in [1, %d]", MaxCount)
@@ -77,47 +108,62 @@ func (r GPU) Validate(cat *catalog.Catalog) error {
 	if r.ComputeMilli == 0 && r.MemoryMiB > 0 {
 		// Memory-only share: compute follows memory on the chosen GPU.
 		if r.ComputeLimitMilli < 0 || r.ComputeLimitMilli > Whole {
-			return fieldErr(FieldComputeLimit, quantity.FormatShare(r.ComputeLimitMilli), "in [0, 1] (0: the share that follows %s)", FieldMemory)
+			return fieldErr(FieldComputeLimit, quantity.FormatShare(r.ComputeLimitMilli), "in [0, 1] (0: the share that follows %s)", ref(FieldMemory))
 		}
 	} else if r.ComputeMilli < 1 || r.ComputeMilli > Whole {
 		return fieldErr(FieldCompute, quantity.FormatShare(r.ComputeMilli), "in (0, 1] (a share of one GPU, at most a thousandth fine)")
 	} else if r.ComputeLimitMilli < r.ComputeMilli || r.ComputeLimitMilli > Whole {
-		return fieldErr(FieldComputeLimit, quantity.FormatShare(r.ComputeLimitMilli), "in [%s, 1] (at least %s, the guaranteed compute)", quantity.FormatShare(r.ComputeMilli), FieldCompute)
+		return fieldErr(FieldComputeLimit, quantity.FormatShare(r.ComputeLimitMilli), "in [%s, 1] (at least %s, the guaranteed compute)", quantity.FormatShare(r.ComputeMilli), ref(FieldCompute))
 	}
-	allowed, err := r.allowedModels(cat)
-	if err != nil {
-		return err
-	}
-	largest := allowed[0]
-	for _, m := range allowed[1:] {
-		if m.MemoryMiB > largest.MemoryMiB {
-			largest = m
+	var allowed []catalog.Model
+	if cat != nil {
+		var err error
+		if allowed, err = r.allowedModels(cat); err != nil {
+			return err
+		}
+		largest := allowed[0]
+		for _, m := range allowed[1:] {
+			if m.MemoryMiB > largest.MemoryMiB {
+				largest = m
+			}
+		}
+		if r.MemoryMiB < 0 || r.MemoryMiB > largest.MemoryMiB {
+			return fieldErr(FieldMemory, quantity.FormatMiB(r.MemoryMiB), "in [0, %s] (the memory of the largest allowed model, %s)", quantity.FormatMiB(largest.MemoryMiB), largest.Name)
+		}
+		if r.MemoryLimitMiB != 0 && (r.MemoryLimitMiB < r.MemoryMiB || r.MemoryLimitMiB > largest.MemoryMiB) {
+			return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "in [%s, %s] (at least %s, at most the largest allowed model, %s)", quantity.FormatMiB(r.MemoryMiB), quantity.FormatMiB(largest.MemoryMiB), ref(FieldMemory), largest.Name)
+		}
+	} else {
+		if r.MemoryMiB < 0 {
+			return fieldErr(FieldMemory, quantity.FormatMiB(r.MemoryMiB), "at least 0")
+		}
+		if r.MemoryLimitMiB != 0 && r.MemoryLimitMiB < r.MemoryMiB {
+			return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "at least %s (%s, the guaranteed memory)", quantity.FormatMiB(r.MemoryMiB), ref(FieldMemory))
 		}
 	}
-	if r.MemoryMiB < 0 || r.MemoryMiB > largest.MemoryMiB {
-		return fieldErr(FieldMemory, quantity.FormatMiB(r.MemoryMiB), "in [0, %s] (the memory of the largest allowed model, %s)", quantity.FormatMiB(largest.MemoryMiB), largest.Name)
-	}
-	if r.MemoryLimitMiB != 0 && (r.MemoryLimitMiB < r.MemoryMiB || r.MemoryLimitMiB > largest.MemoryMiB) {
-		return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "in [%s, %s] (at least %s, at most the largest allowed model, %s)", quantity.FormatMiB(r.MemoryMiB), quantity.FormatMiB(largest.MemoryMiB), FieldMemory, largest.Name)
-	}
 	if r.Exclusive && r.Fractional() {
-		return fieldErr(FieldExclusive, "true", "false when %s is below 1 (an exclusive request takes whole GPUs)", FieldCompute)
+		return fieldErr(FieldExclusive, "true", "false when %s is below 1 (an exclusive request takes whole GPUs)", ref(FieldCompute))
 	}
 	if r.MIGProfile != "" {
-		return r.validateMIG(allowed)
+		return r.validateMIG(allowed, cat != nil)
 	}
 	return nil
 }
 
-func (r GPU) validateMIG(allowed []catalog.Model) error {
+// validateMIG checks a MIG request; with models it checks that one of
+// the allowed models offers the profile.
+func (r GPU) validateMIG(allowed []catalog.Model, models bool) error {
 	if r.Fractional() || r.ComputeLimitMilli != Whole {
-		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own compute share)", FieldCompute, FieldComputeLimit)
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own compute share)", ref(FieldCompute), ref(FieldComputeLimit))
 	}
 	if r.MemoryMiB != 0 || r.MemoryLimitMiB != 0 {
-		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own memory)", FieldMemory, FieldMemoryLimit)
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own memory)", ref(FieldMemory), ref(FieldMemoryLimit))
 	}
 	if r.Exclusive {
-		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s is true (a MIG instance is a slice, not a whole GPU)", FieldExclusive)
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s is true (a MIG instance is a slice, not a whole GPU)", ref(FieldExclusive))
+	}
+	if !models {
+		return nil
 	}
 	var offered []string
 	for _, m := range allowed {

@@ -180,3 +180,65 @@ func TestResolveMemory(t *testing.T) {
 		}
 	}
 }
+
+// Without a catalog, Parse checks what does not depend on GPU models and
+// leaves model names, memory bounds and MIG profiles to the caller.
+func TestParseWithoutCatalog(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      map[string]string
+		want    GPU
+		wantErr string
+	}{
+		{"memory beyond any model", map[string]string{"memory": "10Ti"}, GPU{Count: 1, MemoryMiB: 10 << 20}, ""},
+		{"model names kept as given", map[string]string{"model": "Z9000|h100"}, GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, Models: []string{"Z9000", "h100"}}, ""},
+		{"any MIG profile name", map[string]string{"mig-profile": "9g.1tb"}, GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, MIGProfile: "9g.1tb"}, ""},
+		{"count still checked", map[string]string{"count": "x"}, GPU{}, `count: must be a whole number in [1, 16], got "x"`},
+		{"memory limit below memory", map[string]string{"memory": "20Gi", "memory-limit": "10Gi"}, GPU{}, `memory-limit: must be at least 20Gi (memory, the guaranteed memory), got "10Gi"`},
+		{"MIG with a share", map[string]string{"mig-profile": "1g.10gb", "compute": "0.5"}, GPU{}, "mig-profile: must be empty when compute or compute-limit is set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse(tt.in, nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Parse = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// AllowedAs names the other fields an error mentions in a front door's
+// words, and keeps the rest of the sentence.
+func TestFieldErrorAllowedAs(t *testing.T) {
+	flags := map[string]string{FieldCompute: "--gpu-fraction", FieldMemoryLimit: "--gpu-memory-limit"}
+	name := func(f string) string { return flags[f] }
+	tests := []struct {
+		in   map[string]string
+		want string
+	}{
+		{map[string]string{"compute": "0.5", "compute-limit": "0.25"}, "in [0.5, 1] (at least --gpu-fraction, the guaranteed compute)"},
+		{map[string]string{"memory-limit": "20Gi"}, "set when --gpu-memory-limit is set without --gpu-fraction: a size such as 20Gi"},
+		{map[string]string{"compute": "2"}, "a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine"},
+		{map[string]string{"model": "Z9000"}, "a model from `tessera show-gpus -a`"},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.in, catalogtest.Small())
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%v: err %v, want a *FieldError", tt.in, err)
+			continue
+		}
+		if got := fe.AllowedAs(name); !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%v: AllowedAs = %q, want it to start with %q", tt.in, got, tt.want)
+		}
+		if !strings.Contains(fe.Error(), fe.Allowed) {
+			t.Errorf("%v: Error() %q lacks Allowed %q", tt.in, fe.Error(), fe.Allowed)
+		}
+	}
+}

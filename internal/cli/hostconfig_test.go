@@ -166,8 +166,8 @@ func TestRunMIG(t *testing.T) {
 		want string
 	}{
 		{[]string{"--mig", "1g.10gb"}, "--mig: must be a MIG profile this host's GPUs offer"},
-		{[]string{"--mig", "9g.1tb"}, "--mig: must be a profile the allowed models offer"},
-		{[]string{"--mig", "1g.18gb", "--gpu-fraction", "0.5"}, "--mig: must be empty when compute or compute-limit is set"},
+		{[]string{"--mig", "9g.1tb"}, `--mig: must be a MIG profile this host's GPUs offer (1g.18gb`},
+		{[]string{"--mig", "1g.18gb", "--gpu-fraction", "0.5"}, "--mig: must be empty when --gpu-fraction or --gpu-limit is set"},
 	} {
 		code, _, errs := tessera(append(append(append([]string{"run"}, host...), tt.args...), "--", "true")...)
 		if code != 2 || !strings.Contains(errs, tt.want) {

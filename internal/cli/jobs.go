@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -77,7 +79,7 @@ func newPsCommand(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output); err != nil {
-				return err
+				return asUsage(err)
 			}
 			c, err := a.hostClient(&host)
 			if err != nil {
@@ -195,14 +197,27 @@ func newLogsCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs JOB",
 		Short: "Print a job's output (its stdout here on stdout, its stderr on stderr)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a job's output: its stdout here on stdout, then its stderr on stderr.
+A job that has not started yet has no output: tessera logs says so on stderr
+(and why the job waits) and exits 1; with -f it waits for the job to start
+and follows its output until it ends.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("JOB: give one job ID, got %d, e.g. tessera logs job-3 (tessera ps -a lists them)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.hostClient(&host)
 			if err != nil {
 				return err
 			}
-			if _, err := c.Job(cmd.Context(), args[0]); err != nil {
+			j, err := c.Job(cmd.Context(), args[0])
+			if err != nil {
 				return jobError(err, args[0])
+			}
+			if err := a.noOutputYet(cmd.Context(), c, j, follow); err != nil {
+				return err
 			}
 			if _, err := c.Logs(cmd.Context(), args[0], "stdout", follow, 0, a.stdout); err != nil {
 				return err
@@ -221,7 +236,12 @@ func newStopCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop JOB...",
 		Short: "Stop jobs: a queued job leaves the queue, a running one gets SIGTERM (then SIGKILL)",
-		Args:  cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("JOB: give at least one job ID, e.g. tessera stop job-3 (tessera ps lists them)")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.hostClient(&host)
 			if err != nil {
@@ -248,6 +268,37 @@ func newStopCommand(a *app) *cobra.Command {
 	}
 	host.register(cmd)
 	return cmd
+}
+
+// noOutputYet handles a job that has never started, so has no output:
+// without follow it says so on stderr, with why the job waits, and
+// fails (exit 1: there is nothing to print); with follow it says so and
+// lets the caller follow the output once the job starts.
+func (a *app) noOutputYet(ctx context.Context, c *client.Client, j api.Job, follow bool) error {
+	switch {
+	case j.Started != nil:
+		return nil
+	case j.Preemptions > 0: // re-queued: its earlier runs' output is there
+		if j.State == api.Queued {
+			fmt.Fprintf(a.stderr, "tessera: %s is queued again (preempted %dx); the output of its earlier runs follows\n", j.ID, j.Preemptions)
+		}
+		return nil
+	case j.State.Final():
+		return &exitError{code: 1, msg: fmt.Sprintf("%s never started (%s: %s), so it has no output", j.ID, j.State, cmp.Or(j.Reason, "no reason recorded"))}
+	}
+	why := ""
+	if q, err := c.Queue(ctx); err == nil {
+		for _, e := range q {
+			if e.ID == j.ID && e.Reason != "" {
+				why = fmt.Sprintf(" (position %d: %s)", e.Position, e.Reason)
+			}
+		}
+	}
+	if follow {
+		fmt.Fprintf(a.stderr, "tessera: %s is %s%s; its output follows once it starts\n", j.ID, j.State, why)
+		return nil
+	}
+	return &exitError{code: 1, msg: fmt.Sprintf("%s is %s%s and has no output yet; tessera logs -f %s waits for it to start and follows its output", j.ID, j.State, why, j.ID)}
 }
 
 func jobError(err error, id string) error {
@@ -281,7 +332,7 @@ the guarantee).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output); err != nil {
-				return err
+				return asUsage(err)
 			}
 			c, err := a.hostClient(&host)
 			if err != nil {

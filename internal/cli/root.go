@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tessera-gpu/tessera/catalog"
 )
@@ -49,6 +50,123 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
+// exitUsage is the exit code of every usage error: a bad flag value, a
+// missing or unexpected argument, an unknown command or flag, input the
+// host daemon refuses.
+const exitUsage = 2
+
+// usageError is a usage error (exit 2) with a formatted message.
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+// asUsage makes err a usage error (exit 2), keeping its message.
+func asUsage(err error) error {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: exitUsage, msg: err.Error()}
+}
+
+// rangeAnnotation is the flag annotation holding a flag's allowed range
+// ("in [-1000, 1000]"), quoted when a value does not parse.
+const rangeAnnotation = "tessera/range"
+
+// setRange records the allowed range of a flag for flagUsageError (the
+// tests of each command's bad values check it is there).
+func setRange(cmd *cobra.Command, flag, allowed string) {
+	_ = cmd.Flags().SetAnnotation(flag, rangeAnnotation, []string{allowed})
+}
+
+// flagUsageError restates a flag parsing error (pflag's, which quotes
+// strconv and time errors) as a usage error naming the flag, the value
+// and what the flag takes.
+func flagUsageError(cmd *cobra.Command, err error) error {
+	var (
+		invalid  *pflag.InvalidValueError
+		required *pflag.ValueRequiredError
+	)
+	switch {
+	case errors.As(err, &invalid):
+		return usageError("%s: must be %s, got %q", flagName(invalid.GetFlag()), flagKind(invalid.GetFlag()), invalid.GetValue())
+	case errors.As(err, &required):
+		return usageError("%s: needs a value: %s", flagName(required.GetFlag()), flagKind(required.GetFlag()))
+	}
+	return usageError("%v (see %s --help)", err, cmd.CommandPath())
+}
+
+// flagName is how a flag is written: "--gpus", "-d/--detach".
+func flagName(f *pflag.Flag) string {
+	if f.Shorthand != "" {
+		return "-" + f.Shorthand + "/--" + f.Name
+	}
+	return "--" + f.Name
+}
+
+// flagKind says what a flag takes, from its type and recorded range.
+func flagKind(f *pflag.Flag) string {
+	var kind string
+	switch t := f.Value.Type(); t {
+	case "int", "int8", "int16", "int32", "int64":
+		kind = "a whole number"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		kind = "a whole number >= 0"
+	case "float32", "float64":
+		kind = "a number"
+	case "duration":
+		kind = "a duration such as 90s, 5m or 1h30m"
+	case "bool":
+		kind = "true or false"
+	default:
+		kind = "a " + t
+	}
+	if r := f.Annotations[rangeAnnotation]; len(r) > 0 {
+		kind += " " + r[0]
+	}
+	return kind
+}
+
+// usageArgs makes the argument errors of cmd and its subcommands usage
+// errors that say what was wrong and show the usage line. Validators that
+// already return an *exitError keep it.
+func usageArgs(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		usageArgs(c)
+	}
+	orig := cmd.Args
+	if orig == nil {
+		return
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		err := orig(c, args)
+		var ee *exitError
+		if err == nil || errors.As(err, &ee) {
+			return err
+		}
+		if c.HasSubCommands() && len(args) > 0 {
+			return unknownCommand(c, args[0])
+		}
+		for k := range args { // the first argument beyond what the command takes
+			if orig(c, args[:k]) == nil && orig(c, args[:k+1]) != nil {
+				return usageError("unexpected argument %q (usage: %s)", args[k], c.UseLine())
+			}
+		}
+		return usageError("missing arguments (usage: %s)", c.UseLine())
+	}
+}
+
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's own default
+	}
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError("%s (see %s --help)", msg, c.CommandPath())
+}
+
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	a := &app{stdout: stdout, stderr: stderr, catalog: catalog.Default()}
 	root := &cobra.Command{
@@ -62,6 +180,15 @@ one host or across a Kubernetes cluster.`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return a.setupLogging()
 		},
+		// Runnable with no arguments (it prints its help), so that an
+		// unknown command is a usage error rather than cobra's plain one.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -82,6 +209,8 @@ one host or across a Kubernetes cluster.`,
 		newQueueCommand(a),
 		newWebhookCommand(a),
 	)
+	root.SetFlagErrorFunc(flagUsageError)
+	usageArgs(root)
 	return root
 }
 
@@ -97,7 +226,7 @@ func (a *app) setupLogging() error {
 	case "error":
 		level = slog.LevelError
 	default:
-		return fmt.Errorf("--log-level: must be one of debug, info, warn, error; got %q", a.logLevel)
+		return usageError("--log-level: must be one of debug, info, warn, error; got %q", a.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch a.logFormat {
@@ -106,7 +235,7 @@ func (a *app) setupLogging() error {
 	case "json":
 		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
 	default:
-		return fmt.Errorf("--log-format: must be text or json; got %q", a.logFormat)
+		return usageError("--log-format: must be text or json; got %q", a.logFormat)
 	}
 	return nil
 }

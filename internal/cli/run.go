@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +24,6 @@ import (
 
 type runOptions struct {
 	host         hostFlags
-	gpus         int
 	fraction     string
 	limit        string
 	memory       string
@@ -53,13 +52,21 @@ Without GPU flags the job takes one whole GPU.`,
   tessera run --gpus 2 --model H200 --priority 10 --detach -- ./bench.sh
   tessera run --mig 1g.18gb -- python infer.py
   tessera run --queue research --restartable -- python train.py --resume`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("command: give the command to run after --, e.g. tessera run --gpu-fraction 0.5 -- python train.py (usage: %s)", cmd.UseLine())
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runJob(cmd.Context(), cmd.Flags(), o, args) },
 	}
 	cmd.Flags().SetInterspersed(false)
 	o.host.register(cmd)
 	f := cmd.Flags()
-	f.IntVar(&o.gpus, "gpus", 1, fmt.Sprintf("number of GPUs, in [1, %d] (1 on a host started with --sharing mps)", request.MaxCount))
+	// The daemon checks --gpus with the other GPU flags, against the
+	// host's GPUs, so a bad value is refused quoting this host's range.
+	f.Var(&rawValue{v: "1", typ: "int"}, "gpus", fmt.Sprintf("number of GPUs, in [1, %d] and at most this host's GPUs (1 on a host started with --sharing mps)", request.MaxCount))
+	setRange(cmd, "gpus", fmt.Sprintf("in [1, %d], at most this host's GPUs", request.MaxCount))
 	f.StringVar(&o.fraction, "gpu-fraction", "", "guaranteed share of each GPU, in (0, 1]: 0.25, 25% or 250m (default 1, a whole GPU)")
 	f.StringVar(&o.limit, "gpu-limit", "", "burst limit of each GPU, in [--gpu-fraction, 1] (default = --gpu-fraction)")
 	f.StringVar(&o.memory, "gpu-memory", "", "guaranteed memory per GPU, e.g. 20Gi (default: --gpu-fraction of the GPU's memory)")
@@ -68,20 +75,26 @@ Without GPU flags the job takes one whole GPU.`,
 	f.String("mig", "", "a MIG instance of this profile per GPU instead of a share, e.g. 1g.18gb (on MIG-capable models; see docs/host.md)")
 	f.StringVar(&o.queue, "queue", hostd.DefaultQueue, "queue name: a-z, 0-9, '.', '-', starting and ending with a letter or digit (with tessera up --config: a configured queue)")
 	f.IntVar(&o.priority, "priority", 0, fmt.Sprintf("priority within the queue, in [%d, %d]; higher starts first", hostd.MinPriority, hostd.MaxPriority))
+	setRange(cmd, "priority", fmt.Sprintf("in [%d, %d]", hostd.MinPriority, hostd.MaxPriority))
 	f.BoolVarP(&o.detach, "detach", "d", false, "print the job ID and return instead of streaming its output")
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload instead of the daemon's")
 	f.BoolVar(&o.restartable, "restartable", false, "if preempted, go back to the queue and start again from the beginning (default: end as preempted)")
 	return cmd
 }
 
-// runFields turns the GPU flags into request fields and validates them
-// with request.Parse; errors name the flag and its allowed range.
-func runFields(flags *pflag.FlagSet, a *app) (map[string]string, error) {
-	gpus, err := flags.GetInt("gpus")
-	if err != nil {
-		return nil, fmt.Errorf("--gpus: %w", err)
-	}
-	fields := map[string]string{request.FieldCount: strconv.Itoa(gpus)}
+// rawValue is a flag value kept as given: it is checked later, with what
+// only the daemon knows (this host's GPUs). typ is the type --help shows.
+type rawValue struct{ v, typ string }
+
+func (r *rawValue) String() string     { return r.v }
+func (r *rawValue) Set(s string) error { r.v = s; return nil }
+func (r *rawValue) Type() string       { return r.typ }
+
+// runFields turns the GPU flags into request fields. The daemon checks
+// them, against this host's GPUs (the shared request.Parse first), and
+// its errors name the fields, which flagError restates under the flags.
+func runFields(flags *pflag.FlagSet) map[string]string {
+	fields := map[string]string{request.FieldCount: flags.Lookup("gpus").Value.String()}
 	for flag, field := range map[string]string{
 		"gpu-fraction": request.FieldCompute, "gpu-limit": request.FieldComputeLimit,
 		"gpu-memory": request.FieldMemory, "gpu-memory-limit": request.FieldMemoryLimit, "model": request.FieldModel,
@@ -91,24 +104,18 @@ func runFields(flags *pflag.FlagSet, a *app) (map[string]string, error) {
 			fields[field] = flags.Lookup(flag).Value.String()
 		}
 	}
-	if _, err := request.Parse(fields, a.catalog); err != nil {
-		return nil, flagError(err)
-	}
-	return fields, nil
+	return fields
 }
 
-// flagError restates a request or daemon input error under the flag name.
+// flagError restates a daemon input error under the flag name, as a
+// usage error.
 func flagError(err error) error {
-	var fe *request.FieldError
-	if errors.As(err, &fe) {
-		return &exitError{code: 2, msg: fmt.Sprintf("%s: must be %s, got %q", flagOf(fe.Field), fe.Allowed, fe.Value)}
-	}
 	var ae *client.APIError
 	if errors.As(err, &ae) && ae.Field != "" {
 		msg := strings.TrimPrefix(ae.Msg, ae.Field+": ")
-		return &exitError{code: 2, msg: flagOf(ae.Field) + ": " + msg}
+		return usageError("%s: %s", hostd.FlagOf(ae.Field), msg)
 	}
-	return &exitError{code: 2, msg: err.Error()}
+	return asUsage(err)
 }
 
 // resolveCommand finds the program on PATH, so a missing command is an
@@ -116,7 +123,16 @@ func flagError(err error) error {
 func resolveCommand(args []string) ([]string, error) {
 	path, err := exec.LookPath(args[0])
 	if err != nil {
-		return nil, &exitError{code: 127, msg: fmt.Sprintf("command: %q not found or not executable (%v)", args[0], err)}
+		why := "is not an executable file"
+		switch {
+		case errors.Is(err, exec.ErrNotFound):
+			why = "is not found on PATH"
+		case errors.Is(err, fs.ErrNotExist):
+			why = "does not exist"
+		case errors.Is(err, fs.ErrPermission):
+			why = "is not executable (permission denied)"
+		}
+		return nil, &exitError{code: 127, msg: fmt.Sprintf("command: %q %s", args[0], why)}
 	}
 	if path, err = filepath.Abs(path); err != nil {
 		return nil, fmt.Errorf("command: %w", err)
@@ -128,12 +144,9 @@ func (a *app) runJob(ctx context.Context, flags *pflag.FlagSet, o runOptions, ar
 	if _, _, err := o.host.resolve(); err != nil {
 		return err
 	}
-	fields, err := runFields(flags, a)
-	if err != nil {
-		return err
-	}
+	fields := runFields(flags)
 	if o.priority < hostd.MinPriority || o.priority > hostd.MaxPriority {
-		return &exitError{code: 2, msg: fmt.Sprintf("--priority: must be in [%d, %d], got %d", hostd.MinPriority, hostd.MaxPriority, o.priority)}
+		return usageError("--priority: must be in [%d, %d], got %d", hostd.MinPriority, hostd.MaxPriority, o.priority)
 	}
 	command, err := resolveCommand(args)
 	if err != nil {
@@ -142,7 +155,7 @@ func (a *app) runJob(ctx context.Context, flags *pflag.FlagSet, o runOptions, ar
 	lib := ""
 	if o.interceptLib != "" {
 		if lib, err = findInterceptLib(o.interceptLib); err != nil {
-			return &exitError{code: 2, msg: err.Error()}
+			return asUsage(err)
 		}
 	}
 	wd, err := os.Getwd()
@@ -288,18 +301,4 @@ type onceWriter struct {
 func (o *onceWriter) Write(p []byte) (int, error) {
 	o.once.Do(func() { _, _ = o.w.Write(p) })
 	return len(p), nil
-}
-
-// flagOf maps a daemon input field to the `tessera run` flag that sets it.
-func flagOf(field string) string {
-	m := map[string]string{
-		"count": "--gpus", "compute": "--gpu-fraction", "compute-limit": "--gpu-limit",
-		"memory": "--gpu-memory", "memory-limit": "--gpu-memory-limit", "model": "--model", "mig-profile": "--mig",
-		"queue": "--queue", "priority": "--priority", "intercept-lib": "--intercept-lib",
-		"command": "command", "gpu": "GPU request",
-	}
-	if f, ok := m[field]; ok {
-		return f
-	}
-	return strings.TrimSpace(field)
 }

@@ -4,31 +4,26 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
 
+// runFields passes the GPU flags to the daemon as given: it checks them
+// against this host's GPUs (TestRunBadInputInHostWords).
 func TestRunFields(t *testing.T) {
 	a := &app{stdout: io.Discard, stderr: io.Discard, catalog: catalog.Default()}
 	tests := []struct {
-		name    string
-		args    []string
-		want    map[string]string
-		wantErr string
+		name string
+		args []string
+		want map[string]string
 	}{
-		{"default one whole GPU", nil, map[string]string{"count": "1"}, ""},
-		{"fraction and limit", []string{"--gpu-fraction", "0.25", "--gpu-limit", "80%"}, map[string]string{"count": "1", "compute": "0.25", "compute-limit": "80%"}, ""},
-		{"memory and model", []string{"--gpus", "2", "--gpu-memory", "20Gi", "--gpu-memory-limit", "30Gi", "--model", "H200"}, map[string]string{"count": "2", "memory": "20Gi", "memory-limit": "30Gi", "model": "H200"}, ""},
-		{"fraction zero", []string{"--gpu-fraction", "0"}, nil, `--gpu-fraction: must be a share in (0, 1]`},
-		{"limit below request", []string{"--gpu-fraction", "0.5", "--gpu-limit", "0.25"}, nil, `--gpu-limit: must be in [0.5, 1]`},
-		{"zero GPUs", []string{"--gpus", "0"}, nil, `--gpus: must be a whole number in [1, 16], got "0"`},
-		{"too many GPUs", []string{"--gpus", "17"}, nil, `--gpus: must be a whole number in [1, 16]`},
-		{"bad memory", []string{"--gpu-memory", "lots"}, nil, `--gpu-memory: must be a size such as 20Gi`},
-		{"memory limit below memory", []string{"--gpu-memory", "20Gi", "--gpu-memory-limit", "10Gi"}, nil, `--gpu-memory-limit: must be in [20Gi`},
-		{"unknown model", []string{"--model", "Z9000"}, nil, `--model: must be a model from`},
+		{"default one whole GPU", nil, map[string]string{"count": "1"}},
+		{"fraction and limit", []string{"--gpu-fraction", "0.25", "--gpu-limit", "80%"}, map[string]string{"count": "1", "compute": "0.25", "compute-limit": "80%"}},
+		{"memory and model", []string{"--gpus", "2", "--gpu-memory", "20Gi", "--gpu-memory-limit", "30Gi", "--model", "H200"}, map[string]string{"count": "2", "memory": "20Gi", "memory-limit": "30Gi", "model": "H200"}},
+		{"count kept as given", []string{"--gpus", "x"}, map[string]string{"count": "x"}},
+		{"mig", []string{"--mig", "1g.18gb"}, map[string]string{"count": "1", "mig-profile": "1g.18gb"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,15 +31,8 @@ func TestRunFields(t *testing.T) {
 			if err := cmd.ParseFlags(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			got, err := runFields(cmd.Flags(), a)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || !maps.Equal(got, tt.want) {
-				t.Fatalf("runFields = %v, %v; want %v", got, err, tt.want)
+			if got := runFields(cmd.Flags()); !maps.Equal(got, tt.want) {
+				t.Fatalf("runFields = %v; want %v", got, tt.want)
 			}
 		})
 	}

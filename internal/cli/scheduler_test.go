@@ -13,8 +13,8 @@ func TestSchedulerFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"scheduler", "--kubeconfig", "/does/not/exist"}, "--kubeconfig:"},
-		{[]string{"scheduler", "--kubeconfig", "/does/not/exist", "extra"}, "unknown command"},
-		{[]string{"scheduler", "--seed", "-1"}, `invalid argument "-1" for "--seed"`},
+		{[]string{"scheduler", "--kubeconfig", "/does/not/exist", "extra"}, `unexpected argument "extra" (usage: tessera scheduler [flags])`},
+		{[]string{"scheduler", "--seed", "-1"}, `--seed: must be a whole number >= 0, got "-1"`},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--kube-api-qps", "0"}, "--kube-api-qps must be > 0"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--preemption-min-runtime", "-1s"}, "--preemption-min-runtime must be >= 0"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--reservation-wait", "-5m"}, "--reservation-wait must be >= 0"},

@@ -93,7 +93,7 @@ func TestShowGPUsErrors(t *testing.T) {
 		{[]string{"show-gpus", "--source", "sim:8xH2000"}, `unknown GPU model "H2000"`},
 		{[]string{"show-gpus", "--source", "cloud"}, `source "cloud": must be one of auto, local, sim:SPEC, sim:FILE.yaml`},
 		{[]string{"show-gpus", "--source", "local"}, "NVML is not available"},
-		{[]string{"show-gpus", "a", "b"}, "accepts at most 1 arg(s), received 2"},
+		{[]string{"show-gpus", "a", "b"}, `unexpected argument "b" (usage: tessera show-gpus [NAME] [flags])`},
 		{[]string{"--log-level", "loud", "show-gpus"}, `--log-level: must be one of debug, info, warn, error; got "loud"`},
 	}
 	for _, tc := range tests {

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -48,6 +50,9 @@ func (o *simOptions) register(cmd *cobra.Command, defaultPolicies string) {
 	f.StringVar(&o.plotFormat, "plot-format", "png", "plot file format: png or svg")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
 	f.BoolVar(&o.breakdown, "breakdown", false, "also write breakdown.md: where capacity is left unallocated at the end (needs -o)")
+	setRange(cmd, "tune", "in (0, 10]")
+	setRange(cmd, "popularity", "in (0, 1]")
+	setRange(cmd, "parallel", "in [1, 256]")
 }
 
 func (o *simOptions) validate(needOut bool) ([]string, []uint64, error) {
@@ -190,24 +195,29 @@ written too.`,
 func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 	pols, seeds, err := o.validate(needOut)
 	if err != nil {
-		return err
+		return asUsage(err)
+	}
+	if o.outDir != "" {
+		if err := checkWritable(o.outDir); err != nil {
+			return err
+		}
 	}
 	nodes, err := tracesim.LoadNodes(o.nodes)
 	if err != nil {
-		return err
+		return loadError("--nodes", o.nodes, err)
 	}
 	m := tracesim.Matrix{Nodes: nodes, Policies: pols, Seeds: seeds, Tune: o.tune, Popularity: o.popularity, Parallel: o.parallel, Breakdown: o.breakdown}
 	for _, path := range o.traces {
 		pods, err := tracesim.LoadPods(path)
 		if err != nil {
-			return err
+			return loadError("--trace", path, err)
 		}
 		m.Traces = append(m.Traces, tracesim.Trace{Name: tracesim.TraceName(path), Pods: pods})
 	}
 	var published tracesim.PublishedTable
 	if o.published != "" {
 		if published, err = tracesim.LoadPublished(o.published, o.tune); err != nil {
-			return err
+			return loadError("--published", o.published, err)
 		}
 	}
 	var bar *progressBar
@@ -231,6 +241,40 @@ func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 		return nil
 	}
 	return writeSimOutputs(o.outDir, o.plotFormat, results, rows, pols)
+}
+
+// checkWritable makes sure the output folder exists (creating it) and
+// takes a file, so a replay never ends on an unwritable -o.
+func checkWritable(dir string) error {
+	fail := func(err error) error {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // "permission denied", "not a directory", "read-only file system"
+		}
+		return usageError("-o/--output: must be a folder this user can write, got %q (%v)", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail(err)
+	}
+	f, err := os.CreateTemp(dir, ".tessera-sim-*")
+	if err != nil {
+		return fail(err)
+	}
+	name := f.Name()
+	if err := errors.Join(f.Close(), os.Remove(name)); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// loadError names the flag of a file that could not be loaded; a file
+// that cannot be opened at all is a usage error.
+func loadError(flag, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return usageError("%s: cannot read %q (%v)", flag, path, pe.Err)
+	}
+	return fmt.Errorf("%s %s: %w", flag, path, err)
 }
 
 func writeSimOutputs(dir, plotFormat string, results []*tracesim.Result, rows []tracesim.Row, pols []string) error {
