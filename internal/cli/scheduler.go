@@ -36,6 +36,8 @@ func newSchedulerCommand(a *app) *cobra.Command {
 		noPreempt  bool
 		minRuntime time.Duration
 		reserveIn  time.Duration
+		backoff0   time.Duration
+		backoffMax time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -58,6 +60,9 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			}
 			if reserveIn < 0 {
 				return fmt.Errorf("--reservation-wait must be >= 0 (0 turns reservations off), got %v", reserveIn)
+			}
+			if backoff0 <= 0 || backoffMax < backoff0 {
+				return fmt.Errorf("--pod-initial-backoff must be > 0 and --pod-max-backoff >= it, got %v and %v", backoff0, backoffMax)
 			}
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
 			rules.ExplicitPath = kubeconfig
@@ -83,7 +88,7 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			s, err := scheduler.New(scheduler.Config{Client: client, EventClient: events, Dynamic: dyn, Metrics: reg,
-				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, ReservationWait: reserveIn, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
+				DisablePreemption: noPreempt, PreemptionMinRuntime: minRuntime, ReservationWait: reserveIn, PodInitialBackoff: backoff0, PodMaxBackoff: backoffMax, Name: name, Policy: policy, Seed: seed, Catalog: a.catalog, Log: a.log})
 			if err != nil {
 				return err
 			}
@@ -114,6 +119,8 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 	cmd.Flags().BoolVar(&noPreempt, "disable-preemption", false, "never evict lower-priority pods to make room")
 	cmd.Flags().DurationVar(&minRuntime, "preemption-min-runtime", time.Minute, "pods that have run less than this are never preempted")
 	cmd.Flags().DurationVar(&reserveIn, "reservation-wait", 5*time.Minute, "a pod that fits nowhere for this long reserves a node that smaller pods may only backfill (0: never)")
+	cmd.Flags().DurationVar(&backoff0, "pod-initial-backoff", scheduler.DefaultPodInitialBackoff, "how long a pod that could not be bound (fits nowhere, or the API refused its binding) waits before it is tried again; the wait doubles with each failure in a row")
+	cmd.Flags().DurationVar(&backoffMax, "pod-max-backoff", scheduler.DefaultPodMaxBackoff, "the longest such wait")
 	cmd.Flags().StringVar(&metricsAt, "metrics-addr", ":9401", `address of the /metrics server; "" disables it`)
 	cmd.Flags().BoolVar(&elect, "leader-elect", true, "run several replicas with one active, through a Lease")
 	cmd.Flags().StringVar(&leaseNS, "leader-elect-namespace", "kube-system", "namespace of the leader-election Lease (named <name>-scheduler)")

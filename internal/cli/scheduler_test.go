@@ -18,6 +18,8 @@ func TestSchedulerFlagErrors(t *testing.T) {
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--kube-api-qps", "0"}, "--kube-api-qps must be > 0"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--preemption-min-runtime", "-1s"}, "--preemption-min-runtime must be >= 0"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--reservation-wait", "-5m"}, "--reservation-wait must be >= 0"},
+		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--pod-initial-backoff", "0s"}, "--pod-initial-backoff must be > 0 and --pod-max-backoff >= it, got 0s and 10s"},
+		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--pod-initial-backoff", "20s"}, "--pod-initial-backoff must be > 0 and --pod-max-backoff >= it, got 20s and 10s"},
 		{[]string{"scheduler", "--kubeconfig", writeKubeconfig(t), "--policy", "magic", "--metrics-addr", "127.0.0.1:1"}, `--policy: unknown policy "magic"`},
 	}
 	for _, tc := range tests {

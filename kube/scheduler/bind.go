@@ -14,22 +14,21 @@ import (
 // bindWorkers is how many bindings are in flight at once.
 const bindWorkers = 16
 
-// bind records the assignment and binds the pod in one call: the API
-// server copies a Binding's annotations onto the pod as it sets the node,
-// so a pod is never bound without its assignment, nor annotated but left
-// unbound by a crash in between.
-func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, a binding.Assignment) error {
-	enc, err := binding.Encode(a)
-	if err != nil {
-		return fmt.Errorf("encode assignment: %w", err)
-	}
+// bind records the assignment (enc; "" for a pod granted no GPU) and binds
+// the pod to node in one call: the API server copies a Binding's
+// annotations onto the pod as it sets the node, so a pod is never bound
+// without its assignment, nor annotated but left unbound by a crash in
+// between.
+func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, node, enc string) error {
 	b := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-			Annotations: map[string]string{binding.AnnotationKey: enc}},
-		Target: corev1.ObjectReference{Kind: "Node", Name: a.Node},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}
+	if enc != "" {
+		b.Annotations = map[string]string{binding.AnnotationKey: enc}
 	}
 	if err := s.cfg.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("bind pod %s/%s to %s: %w", pod.Namespace, pod.Name, a.Node, err)
+		return fmt.Errorf("bind pod %s/%s to node %s: %w", pod.Namespace, pod.Name, node, err)
 	}
 	return nil
 }

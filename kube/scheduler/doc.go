@@ -7,8 +7,15 @@
 // builds a placement snapshot from the nodes and the pods already bound (or
 // assumed), standard pod constraints (readiness, nodeSelector, affinity,
 // taints) narrow the nodes through k8s.io/component-helpers, and the engine
-// decides. State lives only in the API server: a restarted scheduler
-// rebuilds it from the assignment annotations of bound pods.
+// decides. Pods that ask for no GPU are placed on CPU and memory alone and
+// bound without an assignment. State lives only in the API server: a
+// restarted scheduler rebuilds it from the assignment annotations of bound
+// pods (and the specs of the others).
+//
+// A pod or gang that could not be bound (it fits nowhere, its request is
+// invalid, the API refused the binding) gets a PodScheduled=False condition
+// and an event, and is retried after a per-pod exponential backoff, as in
+// kube-scheduler's queue; informer events that may help end the wait.
 //
 // It must not contain placement policy (that is package placement) or
 // translate request keys (that is package kube/workload).

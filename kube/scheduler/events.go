@@ -22,6 +22,9 @@ import (
 const (
 	reasonInvalid       = "InvalidGPURequest"
 	reasonUnschedulable = corev1.PodReasonUnschedulable
+	// reasonSchedulerError: the decision was made but could not be carried
+	// out (the API refused the binding); kube-scheduler's reason too.
+	reasonSchedulerError = corev1.PodReasonSchedulerError
 )
 
 // eventSink reports scheduling outcomes as Events and pod conditions, once
@@ -82,5 +85,21 @@ func (e *eventSink) bound(_ context.Context, pod *corev1.Pod, node string, a bin
 	for _, c := range a.Containers {
 		gpus += len(c.GPUs)
 	}
-	e.recorder.Event(pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s/%s to %s with %d GPU share(s)", pod.Namespace, pod.Name, node, gpus))
+	msg := fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, node)
+	if gpus > 0 {
+		msg += fmt.Sprintf(" with %d GPU share(s)", gpus)
+	}
+	e.recorder.Event(pod, corev1.EventTypeNormal, "Scheduled", msg)
+}
+
+// gc forgets what was reported on pods that are gone (seen: the pods that
+// exist).
+func (e *eventSink) gc(seen map[types.UID]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for uid := range e.last {
+		if !seen[uid] {
+			delete(e.last, uid)
+		}
+	}
 }

@@ -152,7 +152,7 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 	if _, ok := tree.Queue(it.queue); !ok {
 		msg := fmt.Sprintf("label %s: queue %q does not exist (create a Queue or drop the label for the default queue)", queues.LabelQueue, it.queue)
 		for _, p := range members {
-			s.events.reject(ctx, p, reasonInvalid, msg)
+			s.reject(ctx, it.key(), p, reasonInvalid, msg)
 			st.Invalid++
 		}
 		return queueing.Resources{}
@@ -163,7 +163,7 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 	}
 	if err := l.Admit(it.queue, need); err != nil {
 		for _, p := range members {
-			s.events.reject(ctx, p, reasonQueueLimit, err.Error())
+			s.reject(ctx, it.key(), p, reasonQueueLimit, err.Error())
 			st.Unschedulable++
 		}
 		return queueing.Resources{}
@@ -172,7 +172,7 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 	if it.gang != nil {
 		s.scheduleGang(ctx, snap, it.gang, st)
 	} else {
-		st.count(s.scheduleOne(ctx, snap, it.pod, &fairness{Tree: tree, Ledger: l}))
+		st.count(s.scheduleOne(ctx, snap, it.pod, &fairness{Tree: tree, Ledger: l}, it.key()))
 	}
 	var charge queueing.Resources
 	if st.Bound > bound {

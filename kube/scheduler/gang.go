@@ -133,9 +133,10 @@ func (s *Scheduler) gangs(pending, occupying []*corev1.Pod) map[string]*gang {
 // needed to reach minMember fit. Members beyond the minimum, and members of
 // a gang that already reached it, are scheduled like single pods.
 func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, st *CycleStats) {
+	key := gangBlockKey(g.key)
 	if g.err != nil {
 		for _, p := range g.pending {
-			s.events.reject(ctx, p, reasonInvalid, g.err.Error())
+			s.reject(ctx, key, p, reasonInvalid, g.err.Error())
 			st.Invalid++
 		}
 		return
@@ -143,14 +144,14 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 	need := g.min - g.bound
 	if need <= 0 {
 		for _, p := range g.pending {
-			st.count(s.scheduleOne(ctx, snap, p, nil))
+			st.count(s.scheduleOne(ctx, snap, p, nil, key))
 		}
 		return
 	}
 	if len(g.pending) < need {
 		msg := fmt.Sprintf("gang %s: %d of %d members exist (%d bound, %d pending); waiting for the rest", g.key, g.bound+len(g.pending), g.min, g.bound, len(g.pending))
 		for _, p := range g.pending {
-			s.events.reject(ctx, p, reasonUnschedulable, msg)
+			s.reject(ctx, key, p, reasonUnschedulable, msg)
 			st.Unschedulable++
 		}
 		return
@@ -162,7 +163,7 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 	for _, p := range g.pending {
 		pl, o, msg := s.planRespecting(scratch, p)
 		if o == outcomeInvalid {
-			s.events.reject(ctx, p, reasonInvalid, msg)
+			s.reject(ctx, key, p, reasonInvalid, msg)
 			st.Invalid++
 			continue
 		}
@@ -182,7 +183,7 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 			msg = fmt.Sprintf("gang %s timed out: it has not fitted for %s, over its scheduleTimeoutSeconds (%s); ", g.key, waited.Round(time.Second), g.timeout) + msg
 		}
 		for _, p := range g.pending {
-			s.events.reject(ctx, p, reasonUnschedulable, msg)
+			s.reject(ctx, key, p, reasonUnschedulable, msg)
 			st.Unschedulable++
 		}
 		s.maybeReserveGang(snap, g, g.pending[:need])
@@ -190,7 +191,7 @@ func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, s
 	}
 	s.unblockKey(gangBlockKey(g.key))
 	for i, p := range planned {
-		st.count(s.commit(ctx, snap, p, plans[i]))
+		st.count(s.commit(ctx, snap, p, plans[i], key))
 	}
 }
 
@@ -202,6 +203,8 @@ func (st *CycleStats) count(o outcome) {
 		st.Invalid++
 	case outcomeUnschedulable:
 		st.Unschedulable++
+	case outcomeError:
+		st.Errors++
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
@@ -28,7 +29,10 @@ import (
 
 func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, reg prometheus.Registerer, opts ...func(*Config)) (stop func()) {
 	t.Helper()
-	cfg := Config{Client: client, Dynamic: dyn, Metrics: reg, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond}
+	// Short resync and backoffs keep the tests quick; tests of the backoff
+	// itself set their own.
+	cfg := Config{Client: client, Dynamic: dyn, Metrics: reg, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond,
+		PodInitialBackoff: 100 * time.Millisecond, PodMaxBackoff: 400 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -129,6 +133,12 @@ func checkNoOverbooking(ctx context.Context, t *testing.T, c kubernetes.Interfac
 	used := map[string]int64{}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == "" {
+			continue
+		}
+		if reqs, err := workload.FromPod(&p, catalog.Default()); err == nil && len(reqs) == 0 {
+			if v, ok := p.Annotations[binding.AnnotationKey]; ok {
+				t.Fatalf("pod %s asks for no GPU but carries an assignment: %s", p.Name, v)
+			}
 			continue
 		}
 		a, err := binding.Decode(p.Annotations[binding.AnnotationKey])

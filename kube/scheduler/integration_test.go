@@ -114,22 +114,5 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 // decisions reads tessera_scheduler_decisions_total{result=...} from reg.
 func decisions(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "tessera_scheduler_decisions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no decisions_total{result=%q}", result)
-	return 0
+	return counter(t, reg, "tessera_scheduler_decisions_total", result)
 }

@@ -13,8 +13,13 @@ import (
 type metrics struct {
 	pending   prometheus.Gauge
 	decisions *prometheus.CounterVec
-	decision  prometheus.Histogram
-	cycle     prometheus.Histogram
+	// bindings counts Binding calls by result; backingOff is the pods and
+	// gangs left out of the last cycle because they wait out a backoff.
+	bindings         *prometheus.CounterVec
+	bindOK, bindFail prometheus.Counter
+	backingOff       prometheus.Gauge
+	decision         prometheus.Histogram
+	cycle            prometheus.Histogram
 	// Per queue, after each cycle.
 	queueUsed, queueGuaranteed, queueShare *prometheus.GaugeVec
 }
@@ -27,8 +32,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tessera_scheduler_decisions_total",
-			Help: "Scheduling attempts by result: bound, unschedulable, invalid (bad request) or error (API failure).",
+			Help: "Scheduling attempts by result: bound (decided; the binding follows), unschedulable, invalid (bad request) or error (the decision could not be recorded).",
 		}, []string{"result"}),
+		bindings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tessera_scheduler_bindings_total",
+			Help: "Binding calls to the API server by result: bound or error (the pod is backed off and tried again).",
+		}, []string{"result"}),
+		backingOff: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tessera_scheduler_backoff_items",
+			Help: "Pending pods and gangs left out of the last cycle because they wait out a retry backoff after failing.",
+		}),
 		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tessera_scheduler_decision_duration_seconds",
 			Help:    "Time to decide and bind one pod, API calls included.",
@@ -55,8 +68,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"bound", "unschedulable", "invalid", "error"} {
 		m.decisions.WithLabelValues(r)
 	}
+	m.bindOK, m.bindFail = m.bindings.WithLabelValues("bound"), m.bindings.WithLabelValues("error")
 	if reg != nil {
-		reg.MustRegister(m.pending, m.decisions, m.decision, m.cycle, m.queueUsed, m.queueGuaranteed, m.queueShare)
+		reg.MustRegister(m.pending, m.decisions, m.bindings, m.backingOff, m.decision, m.cycle, m.queueUsed, m.queueGuaranteed, m.queueShare)
 	}
 	return m
 }
@@ -81,6 +95,7 @@ func (m *metrics) observeItem(before, after CycleStats, start time.Time) {
 	m.decisions.WithLabelValues("bound").Add(float64(after.Bound - before.Bound))
 	m.decisions.WithLabelValues("invalid").Add(float64(after.Invalid - before.Invalid))
 	m.decisions.WithLabelValues("unschedulable").Add(float64(after.Unschedulable - before.Unschedulable))
+	m.decisions.WithLabelValues("error").Add(float64(after.Errors - before.Errors))
 }
 
 // observeQueues records every queue's usage and share after a cycle.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/tessera-gpu/tessera/binding"
@@ -26,8 +28,9 @@ const (
 )
 
 // scheduleOne places, records and binds one pending pod, updating snap.
-// fair, when set, allows reclaim from queues above their guarantee.
-func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness) outcome {
+// fair, when set, allows reclaim from queues above their guarantee; key is
+// what a failure backs off (the pod's, or its gang's).
+func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness, key string) outcome {
 	pl, o, msg := s.planRespecting(snap, pod)
 	if o == outcomeUnschedulable {
 		s.maybeReserve(snap, pod)
@@ -40,10 +43,10 @@ func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1
 		}
 	}
 	if o != outcomeBound {
-		s.events.reject(ctx, pod, reasonFor(o), msg)
+		s.reject(ctx, key, pod, reasonFor(o), msg)
 		return o
 	}
-	return s.commit(ctx, snap, pod, pl)
+	return s.commit(ctx, snap, pod, pl, key)
 }
 
 // plan decides where a pod goes without changing snap or the API. On
@@ -77,14 +80,25 @@ func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[strin
 	for i := range decisions {
 		decisions[i].dec.Node = snap.byName[a.Node]
 	}
-	return plan{assignment: a, placed: decisions}, outcomeBound, ""
+	pl := plan{assignment: a, placed: decisions}
+	if len(a.Containers) > 0 {
+		// Encoded here, not at bind time, so that a record that cannot be
+		// written fails the plan (and a gang's plan) before anything binds.
+		if pl.encoded, err = binding.Encode(a); err != nil {
+			return plan{}, outcomeError, fmt.Sprintf("annotation %s: %v", binding.AnnotationKey, err)
+		}
+	}
+	return pl, outcomeBound, ""
 }
 
 // plan is a decision for one pod: its assignment and the engine bookings
 // (nodes indexed in the snapshot).
 type plan struct {
 	assignment binding.Assignment
-	placed     []placed
+	// encoded is the assignment annotation; "" for a pod granted no GPU,
+	// which carries none (it asks nothing of the node agent).
+	encoded string
+	placed  []placed
 }
 
 // book applies a plan's bookings to snap.
@@ -104,24 +118,27 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 
 // commit books a planned pod on snap, assumes it (so later cycles count it
 // until the informer shows it bound) and hands its binding to the binder.
-// A binding that fails un-assumes the pod, which is then scheduled again.
-func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan) outcome {
+// A binding that fails un-assumes the pod, reports why on it and backs off
+// key, after which the pod is scheduled again.
+func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan, key string) outcome {
 	a := pl.assignment
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = a.Node
-	if bound.Annotations == nil {
-		bound.Annotations = map[string]string{}
+	if pl.encoded != "" {
+		if bound.Annotations == nil {
+			bound.Annotations = map[string]string{}
+		}
+		bound.Annotations[binding.AnnotationKey] = pl.encoded
 	}
-	bound.Annotations[binding.AnnotationKey], _ = binding.Encode(a)
 	s.book(snap, bound, pl)
 	s.assume(bound)
 	job := func(ctx context.Context) {
-		if err := s.bind(ctx, pod, a); err != nil {
-			s.forget(pod.UID)
-			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-			s.poke()
+		if err := s.bind(ctx, pod, a.Node, pl.encoded); err != nil {
+			s.bindFailed(ctx, key, pod, err)
 			return
 		}
+		s.metrics.bindOK.Inc()
+		s.backoff.forget(key)
 		s.events.bound(ctx, pod, a.Node, a)
 	}
 	if s.binder == nil {
@@ -132,9 +149,30 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 	return outcomeBound
 }
 
+// bindFailed returns a pod whose binding failed to the queue: it is backed
+// off (before it is un-assumed, so no cycle in between retries it at once)
+// and, unless it is gone or was bound by someone else, gets a
+// PodScheduled=False condition and an event saying why.
+func (s *Scheduler) bindFailed(ctx context.Context, key string, pod *corev1.Pod, err error) {
+	s.metrics.bindFail.Inc()
+	retry := s.backoff.failed(key, failedWithError, time.Now())
+	s.forget(pod.UID)
+	defer s.poke()
+	if ctx.Err() != nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Shutting down, deleted, or bound meanwhile: nothing to report on it.
+		s.cfg.Log.Debug("binding failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		return
+	}
+	s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "retryIn", retry, "err", err)
+	s.events.reject(ctx, pod, reasonSchedulerError, err.Error())
+}
+
 func reasonFor(o outcome) string {
-	if o == outcomeInvalid {
+	switch o {
+	case outcomeInvalid:
 		return reasonInvalid
+	case outcomeError:
+		return reasonSchedulerError
 	}
 	return reasonUnschedulable
 }

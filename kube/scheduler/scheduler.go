@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -68,6 +67,12 @@ type Config struct {
 	// ReservationWait is how long a pod may fail to fit before it reserves
 	// a node that smaller pods may only backfill (0: no reservations).
 	ReservationWait time.Duration
+	// PodInitialBackoff and PodMaxBackoff bound how long a pod (or gang)
+	// that could not be bound waits before it is tried again: the wait
+	// doubles with each failure in a row, from the initial to the maximum
+	// (defaults DefaultPodInitialBackoff and DefaultPodMaxBackoff, as
+	// kube-scheduler's).
+	PodInitialBackoff, PodMaxBackoff time.Duration
 }
 
 // Scheduler places pods that name it.
@@ -84,6 +89,8 @@ type Scheduler struct {
 	events      *eventSink
 	metrics     *metrics
 	binder      *binder // nil outside Run: bindings run inline
+	// backoff delays pods and gangs that failed (by block key).
+	backoff *backoff
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
@@ -120,6 +127,18 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Resync <= 0 {
 		cfg.Resync = time.Second
 	}
+	if cfg.PodInitialBackoff < 0 || cfg.PodMaxBackoff < 0 {
+		return nil, fmt.Errorf("scheduler: --pod-initial-backoff and --pod-max-backoff must be >= 0 (0: the defaults %v and %v), got %v and %v", DefaultPodInitialBackoff, DefaultPodMaxBackoff, cfg.PodInitialBackoff, cfg.PodMaxBackoff)
+	}
+	if cfg.PodInitialBackoff == 0 {
+		cfg.PodInitialBackoff = DefaultPodInitialBackoff
+	}
+	if cfg.PodMaxBackoff == 0 {
+		cfg.PodMaxBackoff = max(DefaultPodMaxBackoff, cfg.PodInitialBackoff)
+	}
+	if cfg.PodMaxBackoff < cfg.PodInitialBackoff {
+		return nil, fmt.Errorf("scheduler: --pod-max-backoff must be >= --pod-initial-backoff (%v), got %v", cfg.PodInitialBackoff, cfg.PodMaxBackoff)
+	}
 	pol, err := placement.New(cfg.Policy, placement.Options{Seed: cfg.Seed})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: --policy: %w", err)
@@ -130,7 +149,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg:          cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
 		preemptors: map[types.UID]time.Time{}, blocked: map[string]blockedSince{},
-		metrics: newMetrics(cfg.Metrics),
+		metrics: newMetrics(cfg.Metrics), backoff: newBackoff(cfg.PodInitialBackoff, cfg.PodMaxBackoff),
 	}, nil
 }
 
@@ -139,20 +158,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactory(s.cfg.Client, 0)
 	nodeInf, podInf, jobInf := f.Core().V1().Nodes(), f.Core().V1().Pods(), f.Batch().V1().Jobs()
 	s.nodes, s.pods, s.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
-	poke := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.poke() },
-		UpdateFunc: func(any, any) { s.poke() },
-		DeleteFunc: func(any) { s.poke() },
-	}
-	if _, err := nodeInf.Informer().AddEventHandler(poke); err != nil {
+	if _, err := nodeInf.Informer().AddEventHandler(s.nodeEvents()); err != nil {
 		return fmt.Errorf("watch nodes: %w", err)
 	}
-	if _, err := podInf.Informer().AddEventHandler(poke); err != nil {
+	if _, err := podInf.Informer().AddEventHandler(s.podEvents()); err != nil {
 		return fmt.Errorf("watch pods: %w", err)
 	}
-	if _, err := jobInf.Informer().AddEventHandler(poke); err != nil {
+	if _, err := jobInf.Informer().AddEventHandler(s.jobEvents()); err != nil {
 		return fmt.Errorf("watch jobs: %w", err)
 	}
+	// Queues, PodGroups and GPUNodes change rarely, and any change may help.
+	poke := s.changeEvents()
 	defaultInventory := s.cfg.Inventory == nil
 	if defaultInventory {
 		s.cfg.Inventory = LabelInventory{Catalog: s.cfg.Catalog}
@@ -195,15 +211,23 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.cfg.Log.Info("scheduler started", "name", s.cfg.Name, "policy", s.cfg.Policy)
 	ticker := time.NewTicker(s.cfg.Resync)
 	defer ticker.Stop()
+	// retry wakes the loop when the first backoff ends.
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
 	for {
 		if _, err := s.cycle(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Error("scheduling cycle failed", "err", err)
+		}
+		retry.Stop()
+		if d, ok := s.backoff.next(time.Now()); ok {
+			retry.Reset(d)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.wake:
 		case <-ticker.C:
+		case <-retry.C:
 		}
 	}
 }
@@ -217,7 +241,10 @@ func (s *Scheduler) poke() {
 
 // CycleStats counts what one cycle did.
 type CycleStats struct {
-	Bound, Unschedulable, Invalid int
+	Bound, Unschedulable, Invalid, Errors int
+	// BackingOff counts the pods and gangs left out because they are
+	// waiting out a backoff.
+	BackingOff int
 }
 
 // cycle schedules every pending pod once, in queue order, against one
@@ -234,7 +261,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("list pods: %w", err)
 	}
-	var occupying, pending []*corev1.Pod
+	var occupying, pending, unbound []*corev1.Pod
 	seen := map[types.UID]bool{}
 	for _, p := range all {
 		seen[p.UID] = true
@@ -242,29 +269,43 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		case occupies(p):
 			occupying = append(occupying, p)
 			s.forget(p.UID)
-		case p.Spec.NodeName == "" && p.Spec.SchedulerName == s.cfg.Name && p.DeletionTimestamp == nil && !s.isAssumed(p.UID):
-			pending = append(pending, p)
+		case s.waitsForUs(p):
+			unbound = append(unbound, p)
+			if !s.isAssumed(p.UID) {
+				pending = append(pending, p)
+			}
 		}
 	}
 	occupying = append(occupying, s.assumedPods(seen)...)
 	s.gcPreemptors(seen, occupying)
 	s.gcReservations(seen, occupying)
+	s.gcBackoff(unbound)
+	s.events.gc(seen)
 	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
 	groups := s.gangs(pending, occupying)
 	var items []item
+	now, backingOff := time.Now(), !s.backoff.empty()
+	add := func(it item) {
+		if backingOff && s.backoff.waiting(it.key(), now) {
+			st.BackingOff++
+			return
+		}
+		items = append(items, it)
+	}
 	for _, p := range pending {
 		if k := s.groupKey(p); k != "" {
 			// A gang is one item, at its first member's place in the queue.
 			if g, ok := groups[k]; ok {
 				delete(groups, k)
-				items = append(items, item{gang: g, queue: queueOf(g.pending[0])})
+				add(item{gang: g, queue: queueOf(g.pending[0])})
 			}
 			continue
 		}
-		items = append(items, item{pod: p, queue: queueOf(p)})
+		add(item{pod: p, queue: queueOf(p)})
 	}
+	s.metrics.backingOff.Set(float64(st.BackingOff))
 	tree, err := s.queueTree(s.queueObjects())
 	if err != nil {
 		s.cfg.Log.Error("queues are inconsistent; only the default queue is used", "err", err)
@@ -273,7 +314,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		return st, err
 	}
 	if len(pending) > 0 {
-		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "nodes", len(snap.nodes))
+		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "errors", st.Errors, "backingOff", st.BackingOff, "nodes", len(snap.nodes))
 	}
 	return st, nil
 }

@@ -1,0 +1,170 @@
+package scheduler
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/cache"
+)
+
+// This file decides when a pod that failed is tried again: every failure
+// goes through reject (or a failed binding), which backs the pod, or its
+// gang, off; informer events that may help end the wait early, as
+// kube-scheduler moves pods back to its active queue on cluster events.
+
+// key is the backoff key of a queue item: its gang's, or its pod's.
+func (it item) key() string {
+	if it.gang != nil {
+		return gangBlockKey(it.gang.key)
+	}
+	return podBlockKey(it.pod)
+}
+
+// backoffKey is the key a pod is backed off under: its gang's when it is a
+// member (the gang is tried as a whole), else its own.
+func (s *Scheduler) backoffKey(p *corev1.Pod) string {
+	if k := s.groupKey(p); k != "" {
+		return gangBlockKey(k)
+	}
+	return podBlockKey(p)
+}
+
+// reject leaves pod pending (its condition and event say why) and backs off
+// key, the pod's or its gang's.
+func (s *Scheduler) reject(ctx context.Context, key string, pod *corev1.Pod, reason, msg string) {
+	why := failedToFit
+	if reason == reasonSchedulerError {
+		why = failedWithError
+	}
+	s.backoff.failed(key, why, time.Now())
+	s.events.reject(ctx, pod, reason, msg)
+}
+
+// waitsForUs reports whether a pod is this scheduler's to bind: unbound,
+// naming it, not being deleted (assumed pods included).
+func (s *Scheduler) waitsForUs(p *corev1.Pod) bool {
+	return p.Spec.NodeName == "" && p.Spec.SchedulerName == s.cfg.Name && p.DeletionTimestamp == nil
+}
+
+// gcBackoff forgets the backoff of pods and gangs none of whose members
+// still waits for this scheduler.
+func (s *Scheduler) gcBackoff(unbound []*corev1.Pod) {
+	if s.backoff.empty() {
+		return
+	}
+	live := make(map[string]bool, len(unbound))
+	for _, p := range unbound {
+		live[s.backoffKey(p)] = true
+	}
+	s.backoff.retain(live)
+}
+
+// nodeEvents pokes the loop on every node event and ends the waits of pods
+// that did not fit when a node is added or changes in a way that may make
+// room: allocatable, labels, taints, schedulability or readiness.
+func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.backoff.clusterChanged(); s.poke() },
+		UpdateFunc: func(o, n any) {
+			old, okOld := o.(*corev1.Node)
+			cur, okNew := n.(*corev1.Node)
+			if !okOld || !okNew || nodeMayHelp(old, cur) {
+				s.backoff.clusterChanged()
+			}
+			s.poke()
+		},
+		DeleteFunc: func(any) { s.poke() },
+	}
+}
+
+func nodeMayHelp(old, cur *corev1.Node) bool {
+	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		ready(old) != ready(cur) ||
+		!maps.Equal(old.Labels, cur.Labels) ||
+		!equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable)
+}
+
+// podEvents pokes the loop on every pod event and ends waits when the event
+// may help: a pod that held resources is deleted or finishes (room for
+// the pods that did not fit), a gang gains a pending member (it may now be
+// complete), or a waiting pod's own spec, labels or annotations change (a
+// fixed request: its count starts over).
+func (s *Scheduler) podEvents() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok && s.waitsForUs(p) {
+				if k := s.groupKey(p); k != "" {
+					s.backoff.endWait(gangBlockKey(k))
+				}
+			}
+			s.poke()
+		},
+		UpdateFunc: func(o, n any) {
+			old, okOld := o.(*corev1.Pod)
+			cur, okNew := n.(*corev1.Pod)
+			switch {
+			case !okOld || !okNew:
+			case occupies(old) && !occupies(cur):
+				s.backoff.clusterChanged()
+			case s.waitsForUs(cur):
+				s.podChanged(old, cur)
+			}
+			s.poke()
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); !ok || occupies(p) {
+				s.backoff.clusterChanged()
+			}
+			s.poke()
+		},
+	}
+}
+
+// podChanged starts a waiting pod's backoff over when the pod itself
+// changed (not its status, which this scheduler writes).
+func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
+	keys := []string{s.backoffKey(old), s.backoffKey(cur)}
+	if !s.backoff.has(keys[0]) && !s.backoff.has(keys[1]) {
+		return
+	}
+	if maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) && equality.Semantic.DeepEqual(old.Spec, cur.Spec) {
+		return
+	}
+	s.backoff.forget(keys...)
+}
+
+// jobEvents pokes the loop on every Job event and ends waits when a Job is
+// created or its parallelism (an automatic gang's minimum) changes.
+func (s *Scheduler) jobEvents() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.backoff.clusterChanged(); s.poke() },
+		UpdateFunc: func(o, n any) {
+			old, okOld := o.(*batchv1.Job)
+			cur, okNew := n.(*batchv1.Job)
+			if !okOld || !okNew || parallelism(old) != parallelism(cur) {
+				s.backoff.clusterChanged()
+			}
+			s.poke()
+		},
+		DeleteFunc: func(any) { s.poke() },
+	}
+}
+
+// changeEvents pokes the loop and ends waits on every event (for Queues,
+// PodGroups and GPUNodes).
+func (s *Scheduler) changeEvents() cache.ResourceEventHandler {
+	changed := func() { s.backoff.clusterChanged(); s.poke() }
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
+	}
+}
