@@ -15,36 +15,74 @@ import (
 	"time"
 )
 
-// RestartAPIServer stops kube-apiserver and starts it again with the same
-// etcd, port, certificates and tokens, and waits until it is ready again:
-// clients keep their URL and credentials, and their watches break. With
-// kill the API server is killed (SIGKILL: requests in flight are cut, some
-// after etcd applied them); otherwise it shuts down gracefully (SIGTERM).
+// RestartAPIServer stops kube-apiserver and starts it again (StopAPIServer,
+// then StartAPIServer): clients keep their URL and credentials, and their
+// watches break.
 func (c *Cluster) RestartAPIServer(ctx context.Context, kill bool) error {
+	if err := c.StopAPIServer(kill); err != nil {
+		return err
+	}
+	return c.StartAPIServer(ctx)
+}
+
+// apiServerGrace is how long a SIGTERM'd kube-apiserver may drain before it
+// is killed (a drain can wait on long-running requests for a minute).
+const apiServerGrace = 5 * time.Second
+
+// StopAPIServer stops kube-apiserver. With kill it is killed (SIGKILL:
+// requests in flight are cut, some after etcd applied them); otherwise it
+// shuts down gracefully (SIGTERM), and is killed if it has not finished
+// after apiServerGrace. etcd keeps running.
+func (c *Cluster) StopAPIServer(kill bool) error {
 	c.mu.Lock()
 	old := c.apiserver
 	c.mu.Unlock()
 	if old == nil {
-		return fmt.Errorf("restart kube-apiserver: it is not running")
+		return fmt.Errorf("stop kube-apiserver: it is not running")
 	}
 	if kill {
 		old.kill()
 	} else {
-		old.stop(30 * time.Second)
-	}
-	wctx, cancel := context.WithTimeout(ctx, c.readyTimeout)
-	defer cancel()
-	if err := c.launchAPIServer(wctx); err != nil {
-		return fmt.Errorf("restart kube-apiserver: %w", err)
+		old.stop(apiServerGrace)
 	}
 	return nil
 }
 
-// CompactEtcd compacts etcd's history up to its current revision, which it
-// returns: a watch that resumes from an older resource version then fails
-// with 410 Gone (once the API server's watch cache no longer holds it, e.g.
-// after RestartAPIServer) and its client must list again.
+// StartAPIServer starts kube-apiserver again after StopAPIServer, with the
+// same etcd, port, certificates and tokens, and waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	old := c.apiserver
+	c.mu.Unlock()
+	if gone, _ := old.exited(); !gone {
+		return fmt.Errorf("start kube-apiserver: it is already running")
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.readyTimeout)
+	defer cancel()
+	if err := c.launchAPIServer(wctx); err != nil {
+		return fmt.Errorf("start kube-apiserver again: %w", err)
+	}
+	return nil
+}
+
+// CompactEtcd writes a key of its own (outside the API server's prefix)
+// and compacts etcd's history up to the revision after it, which it
+// returns: a watch that resumes from any resource version seen before then fails
+// with 410 Gone and its client must list again. The API server's watch
+// cache may still serve such a watch; compacting while the API server is
+// stopped (between StopAPIServer and StartAPIServer) expires every watch
+// its clients resume.
 func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
+	// Two writes first put the compaction past every revision a client
+	// has seen (a client's last revision may be etcd's current one, and a
+	// watch resumes at the revision after it).
+	for i := 0; i < 2; i++ {
+		bump := map[string]any{"key": base64.StdEncoding.EncodeToString([]byte("/tessera-testcluster/compaction")),
+			"value": base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(i)))}
+		if err := c.etcdCall(ctx, "/v3/kv/put", bump, nil); err != nil {
+			return 0, fmt.Errorf("write to etcd before compacting: %w", err)
+		}
+	}
 	var rng struct {
 		Header struct {
 			Revision string `json:"revision"`
