@@ -104,7 +104,8 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 
 // commit books a planned pod on snap, assumes it (so later cycles count it
 // until the informer shows it bound) and hands its binding to the binder.
-// A binding that fails un-assumes the pod, which is then scheduled again.
+// A binding that fails un-assumes the pod, which is then scheduled again,
+// unless the pod turns out bound after all (settleFailedBind).
 func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan) outcome {
 	a := pl.assignment
 	bound := pod.DeepCopy()
@@ -117,7 +118,9 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 	s.assume(bound)
 	job := func(ctx context.Context) {
 		if err := s.bind(ctx, pod, a); err != nil {
-			s.forget(pod.UID)
+			if s.settleFailedBind(ctx, pod, err) {
+				return
+			}
 			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 			s.poke()
 			return
