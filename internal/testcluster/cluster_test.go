@@ -164,7 +164,9 @@ rules:
 `})
 	api := &jsonClient{t: t, c: c}
 	cm := func(name string) string {
-		var out struct{ Metadata struct{ ResourceVersion string } }
+		var out struct {
+			Metadata struct{ ResourceVersion string }
+		}
 		resp, data := api.request(ctx, http.MethodPost, "/api/v1/namespaces/default/configmaps", map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name}})
 		if resp.StatusCode != http.StatusCreated {
