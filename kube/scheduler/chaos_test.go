@@ -53,7 +53,7 @@ const (
 	// childEnv makes this test binary act as the tessera command.
 	childEnv = "TESSERA_SCHEDULER_TEST_MAIN"
 
-	defaultChaosPods = 1200
+	defaultChaosPods = 2000
 	// stormWindow bounds the pods created but not yet settled.
 	stormWindow = 50
 )
