@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,7 +30,19 @@ type Cluster struct {
 	// Dir holds the cluster's data, certificates and logs.
 	Dir string
 
-	etcd, apiserver, kwok, kubeScheduler *process
+	etcd, kwok, kubeScheduler *process
+	etcdURL                   string
+	readyTimeout              time.Duration
+	users                     map[string]string // extra users -> tokens
+	auditLog                  string
+
+	// mu guards what RestartAPIServer and StartProcess change while tests
+	// read logs from other goroutines.
+	mu        sync.Mutex
+	apiserver *process
+	apiBin    string
+	apiArgs   []string
+	extra     []*process // started by StartProcess
 }
 
 // Options tunes Start.
@@ -38,6 +52,13 @@ type Options struct {
 	// ReadyTimeout bounds the wait for each component (default 60s). It is a
 	// liveness bound for a broken build, not a performance assertion.
 	ReadyTimeout time.Duration
+	// Users are more cluster-admin users, each with a token of its own (see
+	// KubeconfigFor): separate identities in the audit log, for instance
+	// one per scheduler replica.
+	Users []string
+	// AuditPolicy, when set, is an audit.k8s.io/v1 Policy (YAML); the API
+	// server then writes its audit events as JSON lines to AuditLog().
+	AuditPolicy string
 }
 
 // Start builds (or takes from the cache) etcd and kube-apiserver and starts
@@ -60,7 +81,7 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 			return nil, fmt.Errorf("create cluster folder: %w", err)
 		}
 	}
-	c = &Cluster{Dir: dir}
+	c = &Cluster{Dir: dir, readyTimeout: opt.ReadyTimeout, users: map[string]string{}}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -71,6 +92,7 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	c.etcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	c.etcd, err = startProcess("etcd", etcdBin, dir,
 		"--name=tessera-test", "--data-dir="+filepath.Join(dir, "etcd"),
@@ -86,21 +108,38 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if err := c.etcd.waitFor(wctx, httpOK(http.DefaultClient, etcdURL+"/health", "")); err != nil {
 		return nil, err
 	}
-	if err := c.startAPIServer(wctx, apiBin, etcdURL, ports[2]); err != nil {
+	if err := c.startAPIServer(wctx, apiBin, etcdURL, ports[2], opt); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port int) error {
+func newToken() (string, error) {
 	tok := make([]byte, 16)
 	if _, err := rand.Read(tok); err != nil {
-		return fmt.Errorf("make admin token: %w", err)
+		return "", fmt.Errorf("make a token: %w", err)
 	}
-	c.Token = hex.EncodeToString(tok)
+	return hex.EncodeToString(tok), nil
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port int, opt Options) error {
+	var err error
+	if c.Token, err = newToken(); err != nil {
+		return err
+	}
 	c.Host = "https://127.0.0.1:" + strconv.Itoa(port)
 	tokens := filepath.Join(c.Dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(c.Token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+	lines := c.Token + `,admin,admin,"system:masters"` + "\n"
+	for _, u := range opt.Users {
+		if u == "" || u == "admin" || strings.ContainsAny(u, ",\"\n") || c.users[u] != "" {
+			return fmt.Errorf("options: user %q: must be a unique name other than admin, without commas or quotes", u)
+		}
+		if c.users[u], err = newToken(); err != nil {
+			return err
+		}
+		lines += fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", c.users[u], u, u)
+	}
+	if err := os.WriteFile(tokens, []byte(lines), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
 	}
 	saKey := filepath.Join(c.Dir, "sa.key")
@@ -108,17 +147,15 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port 
 		return err
 	}
 	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
-	if err := os.WriteFile(c.Kubeconfig, []byte(c.kubeconfig()), 0o600); err != nil {
+	if err := os.WriteFile(c.Kubeconfig, []byte(c.kubeconfigOf("admin", c.Token)), 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
-	var err error
-	c.apiserver, err = startProcess("kube-apiserver", bin, c.Dir,
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
-		"--cert-dir="+filepath.Join(c.Dir, "certs"),
-		"--token-auth-file="+tokens, "--authorization-mode=RBAC",
+	args := []string{"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(c.Dir, "certs"),
+		"--token-auth-file=" + tokens, "--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
+		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		// A loopback advertise address is refused by the endpoint reconciler,
 		// and no test needs the kubernetes Service endpoints.
@@ -129,12 +166,30 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port 
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--enable-priority-and-fairness=false", "--profiling=false", "--v=0",
 		// As real clusters (kubeadm) do: node agents run privileged.
-		"--allow-privileged=true")
+		"--allow-privileged=true"}
+	if opt.AuditPolicy != "" {
+		policy := filepath.Join(c.Dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(opt.AuditPolicy), 0o600); err != nil {
+			return fmt.Errorf("write audit policy: %w", err)
+		}
+		c.auditLog = filepath.Join(c.Dir, "audit.log")
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+c.auditLog, "--audit-log-format=json", "--audit-log-mode=blocking")
+	}
+	c.apiBin, c.apiArgs = bin, args
+	return c.launchAPIServer(ctx)
+}
+
+// launchAPIServer starts kube-apiserver with the arguments of the first
+// start and waits until it is ready.
+func (c *Cluster) launchAPIServer(ctx context.Context) error {
+	p, err := startProcess("kube-apiserver", c.apiBin, c.Dir, c.apiArgs...)
 	if err != nil {
 		return err
 	}
-	client := c.HTTPClient()
-	return c.apiserver.waitFor(ctx, httpOK(client, c.Host+"/readyz", c.Token))
+	c.mu.Lock()
+	c.apiserver = p
+	c.mu.Unlock()
+	return p.waitFor(ctx, httpOK(c.HTTPClient(), c.Host+"/readyz", c.Token))
 }
 
 // HTTPClient returns a client for Host that skips TLS verification (the
@@ -146,7 +201,7 @@ func (c *Cluster) HTTPClient() *http.Client {
 	}
 }
 
-func (c *Cluster) kubeconfig() string {
+func (c *Cluster) kubeconfigOf(user, token string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -155,16 +210,16 @@ clusters:
     server: %s
     insecure-skip-tls-verify: true
 users:
-- name: admin
+- name: %[2]s
   user:
-    token: %s
+    token: %[3]s
 contexts:
 - name: tessera-test
   context:
     cluster: tessera-test
-    user: admin
+    user: %[2]s
 current-context: tessera-test
-`, c.Host, c.Token)
+`, c.Host, user, token)
 }
 
 // Stop ends every component. The data folder is left for post-mortems;
@@ -173,15 +228,25 @@ func (c *Cluster) Stop() {
 	if c == nil {
 		return
 	}
+	c.mu.Lock()
+	extra, api := c.extra, c.apiserver
+	c.mu.Unlock()
+	for _, p := range extra {
+		p.stop(5 * time.Second)
+	}
 	c.kubeScheduler.stop(5 * time.Second)
 	c.kwok.stop(5 * time.Second)
-	c.apiserver.stop(10 * time.Second)
+	api.stop(10 * time.Second)
 	c.etcd.stop(5 * time.Second)
 }
 
-// Logs returns the tail of a component's log ("etcd", "kube-apiserver", "kwok").
+// Logs returns the tail of a component's log ("etcd", "kube-apiserver",
+// "kwok", or the name given to StartProcess).
 func (c *Cluster) Logs(name string, lines int) string {
-	for _, p := range []*process{c.etcd, c.apiserver, c.kwok, c.kubeScheduler} {
+	c.mu.Lock()
+	procs := append([]*process{c.etcd, c.apiserver, c.kwok, c.kubeScheduler}, c.extra...)
+	c.mu.Unlock()
+	for _, p := range procs {
 		if p != nil && p.name == name {
 			return p.logTail(lines)
 		}

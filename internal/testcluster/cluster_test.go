@@ -7,8 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestControlPlaneRunsFakeGPUNodes starts etcd, kube-apiserver and KWOK,
@@ -137,5 +144,97 @@ func (r *jsonClient) eventually(ctx context.Context, what string, check func() e
 			r.t.Fatalf("%s: %v\nkwok log:\n%s", what, err, r.c.Logs("kwok", 30))
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestRestartCompactAndUsers covers what fault-injection tests use: an API
+// server restart, graceful or killed, keeps the data and the credentials;
+// after an etcd compaction and a restart, a watch from an older
+// resourceVersion fails with 410 Gone (its informer must list again); an
+// extra user authenticates with its own kubeconfig and is named in the
+// audit log.
+func TestRestartCompactAndUsers(t *testing.T) {
+	ctx, c, _ := ForTestWith(t, false, Options{Users: []string{"alice"}, AuditPolicy: `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  resources: [{group: "", resources: ["configmaps"]}]
+- level: None
+`})
+	api := &jsonClient{t: t, c: c}
+	cm := func(name string) string {
+		var out struct {
+			Metadata struct{ ResourceVersion string }
+		}
+		resp, data := api.request(ctx, http.MethodPost, "/api/v1/namespaces/default/configmaps", map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name}})
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create configmap %s: %s: %s", name, resp.Status, data)
+		}
+		if err := json.Unmarshal(data, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Metadata.ResourceVersion
+	}
+	cm("a")
+	old := cm("b") // the latest write: even a watch this fresh must expire
+	if err := c.StopAPIServer(false); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := c.CompactEtcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := strconv.ParseInt(old, 10, 64); rev <= r {
+		t.Errorf("compacted at revision %d, not after the first write (%s)", rev, old)
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartAPIServer(ctx); err == nil {
+		t.Error("StartAPIServer while it runs: no error")
+	}
+	if err := c.RestartAPIServer(ctx, true); err != nil {
+		t.Fatalf("restart (killed): %v", err)
+	}
+	if code := api.status(ctx, "/api/v1/namespaces/default/configmaps/a"); code != http.StatusOK {
+		t.Fatalf("after restarts, GET configmap a: %d", code)
+	}
+	// A watch from before the compaction is refused: HTTP 410, or an ERROR
+	// event with code 410 on the stream.
+	resp, data := api.request(ctx, http.MethodGet, "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=5&resourceVersion="+old, nil)
+	var ev struct {
+		Type   string
+		Object struct{ Code int }
+	}
+	if resp.StatusCode != http.StatusGone {
+		line, _, _ := strings.Cut(string(data), "\n")
+		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Type != "ERROR" || ev.Object.Code != http.StatusGone {
+			t.Errorf("watch from resourceVersion %s after compaction and restart: %s %q, want 410 Gone", old, resp.Status, line)
+		}
+	}
+
+	kc, err := c.KubeconfigFor("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := alice.CoreV1().ConfigMaps("default").Get(ctx, "b", metav1.GetOptions{}); err != nil {
+		t.Fatalf("alice reads a configmap: %v", err)
+	}
+	if _, err := c.KubeconfigFor("bob"); err == nil {
+		t.Error("KubeconfigFor(bob), not a user of the cluster: no error")
+	}
+	audit, err := os.ReadFile(c.AuditLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(audit), `"username":"alice"`) {
+		t.Errorf("audit log names no request by alice:\n%.2000s", audit)
 	}
 }

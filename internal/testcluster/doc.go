@@ -7,5 +7,10 @@
 // cache directory, keyed by the pinned version and a hash of the tools
 // module, so later runs start in seconds.
 //
+// Fault-injection tests also find here: stopping and starting the API
+// server on the same etcd and port, compacting etcd so that watches expire,
+// extra users (one identity per client in the audit log), an audit log, and
+// processes started next to the control plane that a test can freeze or kill.
+//
 // It is test infrastructure only: nothing outside tests may import it.
 package testcluster

@@ -17,8 +17,14 @@ import (
 // a REST config for clients.
 func ForTest(t testing.TB, kwok bool) (context.Context, *Cluster, *rest.Config) {
 	t.Helper()
+	return ForTestWith(t, kwok, Options{})
+}
+
+// ForTestWith is ForTest with options (extra users, an audit policy).
+func ForTestWith(t testing.TB, kwok bool, opt Options) (context.Context, *Cluster, *rest.Config) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	c, err := Start(ctx, Options{})
+	c, err := Start(ctx, opt)
 	if err != nil {
 		cancel()
 		t.Fatalf("start control plane: %v", err)

@@ -20,14 +20,24 @@ type process struct {
 	done chan error
 }
 
-// startProcess runs bin with args in its own process group, logging to dir/name.log.
+// startProcess runs bin with args in its own process group, logging to
+// dir/name.log (appending, so a restarted component keeps one log).
 func startProcess(name, bin, dir string, args ...string) (*process, error) {
+	return startProcessEnv(name, bin, dir, nil, args...)
+}
+
+// startProcessEnv is startProcess with env ("KEY=value") added to the
+// environment.
+func startProcessEnv(name, bin, dir string, env []string, args ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create %s log: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -47,13 +57,31 @@ func (p *process) stop(grace time.Duration) {
 	if p == nil {
 		return
 	}
+	if gone, _ := p.exited(); gone {
+		return
+	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	var err error
 	select {
-	case <-p.done:
+	case err = <-p.done:
 	case <-time.After(grace):
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+		err = <-p.done
 	}
+	p.done <- err // stop and kill may be called again (Cluster.Stop after a test's own)
+}
+
+// kill ends the process group at once (SIGKILL) and waits for the process.
+func (p *process) kill() {
+	if p == nil {
+		return
+	}
+	if gone, _ := p.exited(); gone {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	err := <-p.done
+	p.done <- err
 }
 
 // exited reports whether the process has ended, without waiting.

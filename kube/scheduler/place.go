@@ -119,7 +119,8 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 // commit books a planned pod on snap, assumes it (so later cycles count it
 // until the informer shows it bound) and hands its binding to the binder.
 // A binding that fails un-assumes the pod, reports why on it and backs off
-// key, after which the pod is scheduled again.
+// key, after which the pod is scheduled again, unless the pod turns out
+// bound after all (settleFailedBind).
 func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan, key string) outcome {
 	a := pl.assignment
 	bound := pod.DeepCopy()
@@ -134,6 +135,10 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 	s.assume(bound)
 	job := func(ctx context.Context) {
 		if err := s.bind(ctx, pod, a.Node, pl.encoded); err != nil {
+			if s.settleFailedBind(ctx, pod, err) {
+				s.backoff.forget(key)
+				return
+			}
 			s.bindFailed(ctx, key, pod, err)
 			return
 		}
