@@ -34,6 +34,6 @@ func TestPolicyDefaultAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	if byAlias.Name() != placement.DefaultPolicy || byAlias != byName {
-		t.Errorf("annotation default gave %q (%p), tessera gave %p: want one tessera policy", byAlias.Name(), byAlias, byName)
+		t.Errorf("annotation default gave %q, a different instance from annotation tessera: want one tessera policy for both", byAlias.Name())
 	}
 }
