@@ -8,24 +8,45 @@ STATICCHECK  := $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION)
 BIN          := bin/tessera
 FUZZTIME     ?= 10s
 
+# What `tessera version` reports, linked into the binary `make build` makes;
+# each may be given on the command line (make build VERSION=v1.2.3), not
+# through the environment.
+VERSION       = $(or $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null),v0.0.0-dev)
+COMMIT        = $(or $(shell git rev-parse HEAD 2>/dev/null),unknown)$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo -dirty)
+BUILD_DATE    = $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+CLI_PKG      := github.com/tessera-gpu/tessera/internal/cli
+GO_LDFLAGS    = -X $(CLI_PKG).version=$(VERSION) -X $(CLI_PKG).commit=$(COMMIT) -X $(CLI_PKG).buildDate=$(BUILD_DATE)
+
+# go-nvml's cgo code calls NVML functions that its nvml.h marks deprecated,
+# so a fresh build of it makes the C compiler print some thirty
+# -Wdeprecated-declarations warnings that are not Tessera's to fix. Every Go
+# command this Makefile runs compiles C with that one warning class off (on
+# top of your CGO_CFLAGS, or Go's default -O2 -g); other warnings and all
+# errors still show (scripts/make_test.go checks both).
+CGO_QUIET    := -Wno-deprecated-declarations
+export CGO_CFLAGS := $(filter-out $(CGO_QUIET),$(or $(shell $(GO) env CGO_CFLAGS 2>/dev/null),-O2 -g)) $(CGO_QUIET)
+
 .PHONY: all build intercept run test lint unit fuzz bench bench-kube clean
 
 all: build intercept
 
 build:
-	$(GO) build -o $(BIN) ./cmd/tessera
+	@printf 'go build -o %s ./cmd/tessera   (tessera %s, commit %.12s)\n' '$(BIN)' '$(VERSION)' '$(COMMIT)'
+	@$(GO) build -ldflags '$(GO_LDFLAGS)' -o $(BIN) ./cmd/tessera
 
 ## intercept: the CUDA interception library, intercept/build/libtessera-intercept.so.
 intercept:
 	$(MAKE) -C intercept
 
-## run: the main job on the embedded default: the host daemon (real GPUs,
-## else simulated 8xH200) running a sample job on a GPU fraction.
-## The interception library is built when a C compiler is there; without
-## one the demo runs its job without it (and says so).
+## run: the demo (scripts/demo.sh): the host daemon on one simulated H200
+## sharing it between three jobs at once, with a fourth queued until room
+## frees; no GPU needed. The interception library is built quietly when a C
+## compiler is there; if that fails, its output and a note say so and the
+## demo runs its jobs without it.
 run: build
-	@$(MAKE) -s -C intercept >/dev/null 2>&1 || echo "note: could not build the interception library (needs gcc); the job runs without it"
-	bash scripts/demo.sh ./$(BIN)
+	@out=$$($(MAKE) -s --no-print-directory -C intercept 2>&1) || { printf '%s\n' "$$out" | tail -n 20; \
+	  echo "note: could not build the interception library (make -C intercept; needs gcc); the demo's jobs run without it"; }
+	@bash scripts/demo.sh $(BIN)
 
 ## test: every check CI runs: formatting, vet, staticcheck and all tests.
 test: lint unit

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -26,15 +27,45 @@ type Options struct {
 	Workers int
 }
 
-// Names lists the policies New knows, baselines first.
+// Names lists the policies New knows by their canonical names, baselines
+// first. New also takes the aliases Canonical resolves ("default" among them).
 func Names() []string {
 	return []string{"random", "dotproduct", "gpuclustering", "gpupacking", "bestfit", "spread", "fgd", "fgd-online", "tessera", "tessera-online"}
 }
 
-// DefaultPolicy is the name of Tessera's default policy.
+// DefaultPolicy is the canonical name of Tessera's default policy.
 const DefaultPolicy = "tessera"
 
-// New builds the named policy.
+// DefaultAlias names the default policy wherever a policy is named (sim
+// --policy, up --policy, the scheduler's --policy, the per-pod annotation
+// tessera.io/placement-policy); Canonical turns it into DefaultPolicy.
+const DefaultAlias = "default"
+
+// Canonical returns the canonical name (one of Names) of the policy name
+// calls, which may be written in any case, with surrounding spaces, or as an
+// alias: "default" (DefaultPolicy), "dotprod", "clustering", "packing" or
+// "binpack". Everything that records or prints a policy name uses the
+// canonical one, so "default" and "tessera" are one policy in every output.
+func Canonical(name string) (string, error) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	switch n {
+	case DefaultAlias:
+		n = DefaultPolicy
+	case "dotprod":
+		n = "dotproduct"
+	case "clustering":
+		n = "gpuclustering"
+	case "packing", "binpack":
+		n = "gpupacking"
+	}
+	if !slices.Contains(Names(), n) {
+		return "", fmt.Errorf("unknown policy %q: want one of %s, or %s (the default, %s)", name, strings.Join(Names(), ", "), DefaultAlias, DefaultPolicy)
+	}
+	return n, nil
+}
+
+// New builds the named policy; name is a canonical name or an alias (see
+// Canonical), and the policy's Name is the canonical one.
 func New(name string, o Options) (Policy, error) {
 	p, err := newPolicy(name, o)
 	if err == nil && o.Workers != 0 {
@@ -73,17 +104,21 @@ func chooserOf(p Policy) *chooser {
 }
 
 func newPolicy(name string, o Options) (Policy, error) {
+	canonical, err := Canonical(name)
+	if err != nil {
+		return nil, err
+	}
 	if o.Popularity <= 0 {
 		o.Popularity = 0.95
 	}
-	switch strings.ToLower(name) {
+	switch canonical {
 	case "random":
 		return NewRandom(o.Seed), nil
-	case "dotproduct", "dotprod":
+	case "dotproduct":
 		return NewDotProduct(o.Seed), nil
-	case "gpuclustering", "clustering":
+	case "gpuclustering":
 		return NewGpuClustering(o.Seed), nil
-	case "gpupacking", "packing", "binpack":
+	case "gpupacking":
 		return NewGpuPacking(o.Seed), nil
 	case "bestfit":
 		return NewBestFit(o.Seed), nil
@@ -108,5 +143,6 @@ func newPolicy(name string, o Options) (Policy, error) {
 		p := NewTessera(nil, o.Seed)
 		return &online{Policy: p, popularity: o.Popularity, refresh: 256, rebuild: p.setDistribution}, nil
 	}
-	return nil, fmt.Errorf("unknown policy %q: want one of %s", name, strings.Join(Names(), ", "))
+	// Unreachable while every name in Names has a case above (TestNamesRoundTrip).
+	return nil, fmt.Errorf("policy %q: known by name but not built here", canonical)
 }

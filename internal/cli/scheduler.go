@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,7 +113,7 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")
 	cmd.Flags().StringVar(&name, "name", scheduler.DefaultName, "the schedulerName this scheduler serves")
-	cmd.Flags().StringVar(&policy, "policy", placement.DefaultPolicy, fmt.Sprintf("placement policy: one of %v", placement.Names()))
+	cmd.Flags().StringVar(&policy, "policy", placement.DefaultPolicy, fmt.Sprintf("placement policy: one of %s, or %s (the same as %s)", strings.Join(placement.Names(), ", "), placement.DefaultAlias, placement.DefaultPolicy))
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed for tie-breaking (decisions are reproducible for a given seed)")
 	cmd.Flags().Float32Var(&qps, "kube-api-qps", 200, "queries per second to the API server for binding and reads (events have a budget of their own, the same size)")
 	cmd.Flags().IntVar(&burst, "kube-api-burst", 400, "burst of queries to the API server")

@@ -86,10 +86,13 @@ func (o *simOptions) validate(needOut bool) ([]string, []uint64, error) {
 		if p == "" {
 			continue
 		}
-		if _, err := placement.New(p, placement.Options{}); err != nil {
+		name, err := placement.Canonical(p) // "default" and "tessera" are one policy, named tessera in every output
+		if err != nil {
 			return nil, nil, fmt.Errorf("--policy: %w", err)
 		}
-		pols = append(pols, p)
+		if !slices.Contains(pols, name) {
+			pols = append(pols, name)
+		}
 	}
 	if len(pols) == 0 {
 		return nil, nil, fmt.Errorf("--policy: give at least one of %s", strings.Join(placement.Names(), ", "))
@@ -152,7 +155,7 @@ and the dropped pods, and writes to -o DIR:
                         at the end (what the GPUs with free compute hold, CPU
                         per node type, sharing pods placed of those arrived)
 
-Policies: ` + strings.Join(placement.Names(), ", ") + `; "tessera" is the default
+Policies: ` + strings.Join(placement.Names(), ", ") + `; "tessera" (or "default") is the default
 policy, "*-online" variants learn the pod-shape distribution only from pods
 that have arrived.`,
 		Example: `  tessera sim --trace ../shared/traces/openb/openb_pod_list_default.csv \

@@ -19,13 +19,16 @@ func (s *Scheduler) policyFor(pod *corev1.Pod) (placement.Policy, error) {
 	if !ok {
 		return s.policy, nil
 	}
-	key := strings.ToLower(strings.TrimSpace(name))
+	key, err := placement.Canonical(name) // "default" and "tessera" are one policy
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: must be one of %s, got %q", workload.AnnotationPolicy, strings.Join(placement.Names(), ", "), name)
+	}
 	if p, ok := s.podPolicies[key]; ok {
 		return p, nil
 	}
 	p, err := placement.New(key, placement.Options{Seed: s.cfg.Seed})
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: must be one of %s, got %q", workload.AnnotationPolicy, strings.Join(placement.Names(), ", "), name)
+		return nil, fmt.Errorf("annotation %s: %w", workload.AnnotationPolicy, err)
 	}
 	s.podPolicies[key] = p
 	return p, nil

@@ -19,7 +19,8 @@ const (
 	AnnotationModel        = "tessera.io/gpu-model"
 
 	// AnnotationPolicy names the placement policy for one pod (default: the
-	// scheduler's --policy); see placement.Names for the allowed values.
+	// scheduler's --policy); see placement.Canonical for the allowed values
+	// ("default" among them).
 	AnnotationPolicy = "tessera.io/placement-policy"
 )
 
