@@ -213,4 +213,3 @@ func TestRestartEndsProcessesOfALostJob(t *testing.T) {
 	openGate(t, gates, j2.ID, 0)
 	eventually(t, "the gated job to end", func() bool { return states(t, d2)[j2.ID].Final() })
 }
-
