@@ -1,6 +1,7 @@
 package hostd
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"syscall"
@@ -25,6 +26,15 @@ func (d *Daemon) recover() error {
 	for _, j := range jobs {
 		if j.State != api.Running {
 			continue
+		}
+		if j.SupervisorPID == 0 {
+			requeued, err := d.recoverStarting(&j)
+			if err != nil {
+				return fmt.Errorf("recover job %s: %w", j.ID, err)
+			}
+			if requeued {
+				continue
+			}
 		}
 		alive, err := supervisor.Alive(j.SupervisorPID, j.SupervisorStart)
 		if err != nil {
@@ -66,6 +76,41 @@ func (d *Daemon) recover() error {
 		d.cfg.Log.Info("job re-adopted", "job", j.ID, "pid", j.SupervisorPID)
 	}
 	return nil
+}
+
+// recoverStarting settles a job the last daemon recorded as starting but
+// died before recording its supervisor: it cancels the run's claim, and
+// queues the job again when that wins (no supervisor started the job, and
+// a late one will not); when the supervisor had claimed the run, j gets
+// its pid and start time and is adopted as any running job.
+func (d *Daemon) recoverStarting(j *api.Job) (requeued bool, err error) {
+	claim := supervisor.ClaimFile(d.JobDir(j.ID), j.Runs)
+	err = supervisor.Cancel(claim)
+	if errors.Is(err, supervisor.ErrClaimed) {
+		c, ok, rerr := supervisor.ReadClaim(claim)
+		switch {
+		case rerr != nil:
+			return false, rerr
+		case !ok:
+			return false, fmt.Errorf("claim %s vanished", claim)
+		case !c.Cancelled:
+			j.SupervisorPID, j.SupervisorStart = c.PID, c.Start
+			if err := d.store.Put(*j); err != nil {
+				return false, err
+			}
+			return false, nil
+		}
+		err = nil // cancelled by an earlier recovery that stopped before queueing it
+	}
+	if err != nil {
+		return false, err
+	}
+	j.State, j.Started, j.Node, j.GPUs, j.Shares = api.Queued, nil, 0, nil, nil
+	if err := d.store.Put(*j); err != nil {
+		return false, err
+	}
+	d.cfg.Log.Info("job was being started when the daemon stopped; it never ran and is queued again", "job", j.ID)
+	return true, nil
 }
 
 // leftNothing reports whether no process of j's last run is alive (true

@@ -173,7 +173,19 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 		return
 	}
 	env := jobenv.Build(j.Env, shares, jobenv.Options{JobID: j.ID, Queue: j.Queue, ShmDir: shm, InterceptLib: j.InterceptLib, ArbiterRegion: region, GPUUUIDs: d.gpuUUIDs(dec.Node), ClientEnv: clientEnv})
-	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace, Contain: procs})
+	// Record the job as starting before its supervisor exists, so a daemon
+	// that dies before recording the supervisor leaves a job its successor
+	// settles through the run's claim (recoverStarting) instead of a queued
+	// job it would run a second time.
+	now := d.cfg.Now().UTC()
+	j.Runs++
+	j.State, j.Started, j.SupervisorPID, j.SupervisorStart = api.Running, &now, 0, 0
+	if err := d.store.Put(j); err != nil {
+		fail(fmt.Errorf("record starting job: %w", err))
+		return
+	}
+	claim := supervisor.ClaimFile(dir, j.Runs)
+	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace, Contain: procs, Claim: claim})
 	if err != nil {
 		if cmd != nil {
 			_ = cmd.Process.Kill()
@@ -182,8 +194,6 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 		fail(err)
 		return
 	}
-	now := d.cfg.Now().UTC()
-	j.State, j.Started = api.Running, &now
 	j.SupervisorPID, j.SupervisorStart = cmd.Process.Pid, start
 	if err := d.store.Put(j); err != nil {
 		d.cfg.Log.Error("record started job", "job", j.ID, "err", err)

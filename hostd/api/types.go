@@ -82,6 +82,11 @@ type Job struct {
 	// detects pid reuse.
 	SupervisorPID   int    `json:"supervisorPid,omitempty"`
 	SupervisorStart uint64 `json:"supervisorStart,omitempty"`
+	// Runs counts the job's starts (more than one for a restartable job
+	// preempted and started again). While the job is Running with no
+	// SupervisorPID it is being started: run Runs's claim file in the job
+	// folder says whether its supervisor got to it (see supervisor.Claim).
+	Runs int `json:"runs,omitempty"`
 	// StopRequested is set by `tessera stop`; the final state is then Stopped.
 	StopRequested bool `json:"stopRequested,omitempty"`
 	// Restartable jobs go back to the queue when preempted (see Preempted).

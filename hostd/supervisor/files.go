@@ -33,6 +33,9 @@ type Spec struct {
 	// environment mark): every one of them is ended before the exit is
 	// recorded, and a daemon finds them from here if the supervisor dies.
 	Contain contain.Job `json:"contain"`
+	// Claim is the run's claim file (ClaimFile): the supervisor starts the
+	// job only if it claims the run first. Empty: no claim (older specs).
+	Claim string `json:"claim,omitempty"`
 }
 
 // Exit is the recorded outcome of a job.

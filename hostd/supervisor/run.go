@@ -33,6 +33,18 @@ func run(jobDir string) error {
 	if len(spec.Command) == 0 {
 		return fmt.Errorf("job spec: command is empty")
 	}
+	if spec.Claim != "" {
+		cancelled, err := claim(spec.Claim)
+		if err != nil {
+			return err
+		}
+		if cancelled {
+			// A restarted daemon found this run unclaimed and queued the
+			// job again: it must not run twice.
+			fmt.Fprintln(os.Stderr, "tessera supervise: this run was cancelled by a restarted daemon (the job is queued again); not starting it")
+			return nil
+		}
+	}
 	stdout, err := os.OpenFile(filepath.Join(jobDir, StdoutFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open stdout log: %w", err)
@@ -87,6 +99,28 @@ wait:
 		e.Reason += "; " + err.Error()
 	}
 	return WriteJSON(filepath.Join(jobDir, ExitFile), e)
+}
+
+// claim claims the run for this supervisor; cancelled is true when a
+// recovering daemon claimed it first.
+func claim(path string) (cancelled bool, err error) {
+	pid := os.Getpid()
+	start, _, _, err := ProcStart(pid)
+	if err != nil {
+		return false, fmt.Errorf("claim run: %w", err)
+	}
+	err = Claim(path, pid, start)
+	if !errors.Is(err, ErrClaimed) {
+		return false, err
+	}
+	c, ok, rerr := ReadClaim(path)
+	if rerr != nil || !ok {
+		return false, fmt.Errorf("claim run: %w (and reading it: %v)", err, rerr)
+	}
+	if c.Cancelled {
+		return true, nil
+	}
+	return false, fmt.Errorf("claim run: already claimed by supervisor %d", c.PID)
 }
 
 // restGrace bounds how long the supervisor waits for the processes a job
