@@ -32,6 +32,8 @@ type Daemon struct {
 	// adopted are running jobs found at start, watched by polling.
 	adopted  []api.Job
 	watchers sync.WaitGroup
+	// bookings journals every book and release (BookingsFile).
+	bookings *journal
 	// contain is where job processes are kept (cgroups, or marks only).
 	contain contain.Host
 	// life ends when the daemon closes; it bounds waits for job processes.
@@ -67,6 +69,13 @@ func New(cfg Config) (*Daemon, error) {
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
 	}
 	d.life, d.endLife = context.WithCancel(context.Background())
+	if d.bookings, err = openJournal(cfg.StateDir); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	if err := d.bookings.write(Booking{Time: cfg.Now().UTC(), Op: "start"}); err != nil {
+		cfg.Log.Warn("write the booking journal", "err", err)
+	}
 	if !cfg.NoCgroup {
 		var why string
 		if d.contain, why = contain.Detect(cfg.StateDir); why != "" {
@@ -74,6 +83,7 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	if err := d.recover(); err != nil {
+		_ = d.bookings.close()
 		_ = st.Close()
 		return nil, err
 	}
@@ -120,6 +130,9 @@ func (d *Daemon) Close() error {
 	}
 	d.closed = true
 	d.endLife()
+	if err := d.bookings.close(); err != nil {
+		d.cfg.Log.Warn("close the booking journal", "err", err)
+	}
 	return d.store.Close()
 }
 

@@ -49,8 +49,7 @@ func (d *Daemon) recover() error {
 			d.cfg.Log.Info("job ended while the daemon was down", "job", j.ID, "state", j.State, "reason", j.Reason)
 			continue
 		}
-		pod := podOf(j)
-		if err := d.cluster.Apply(&pod, decisionOf(j)); err != nil {
+		if err := d.bookLocked(j, decisionOf(j)); err != nil {
 			// The inventory changed under a running job; keep watching it
 			// but say its GPUs are not booked.
 			d.cfg.Log.Error("re-book adopted job", "job", j.ID, "err", err)

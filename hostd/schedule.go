@@ -37,7 +37,7 @@ func (d *Daemon) schedule() {
 			d.preemptLocked(j, jobs)
 			return // the head waits; Queue says why
 		}
-		if err := d.cluster.Apply(&pod, dec); err != nil {
+		if err := d.bookLocked(j, dec); err != nil {
 			d.cfg.Log.Error("book placement", "job", j.ID, "err", err)
 			return
 		}
@@ -123,8 +123,7 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 		if admitted {
 			d.cfg.Arbiter.Release(j.ID)
 		}
-		pod := podOf(j)
-		if rerr := d.cluster.Release(&pod, dec); rerr != nil {
+		if rerr := d.releaseLocked(j, dec); rerr != nil {
 			d.cfg.Log.Error("release placement", "job", j.ID, "err", rerr)
 		}
 		now := d.cfg.Now().UTC()
@@ -195,7 +194,9 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 		return
 	}
 	j.SupervisorPID, j.SupervisorStart = cmd.Process.Pid, start
-	if err := d.store.Put(j); err != nil {
+	// Not synced: a crash that loses it leaves the starting record, whose
+	// run's claim names the supervisor (recoverStarting).
+	if err := d.store.PutUnsynced(j); err != nil {
 		d.cfg.Log.Error("record started job", "job", j.ID, "err", err)
 	}
 	d.cfg.Log.Info("job started", "job", j.ID, "gpus", j.GPUs, "pid", cmd.Process.Pid)

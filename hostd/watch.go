@@ -89,10 +89,10 @@ func (d *Daemon) finish(id string) {
 	if err != nil || j.State != api.Running {
 		return
 	}
-	pod, dec := podOf(j), decisionOf(j)
+	dec := decisionOf(j)
 	d.outcomeLocked(&j)
 	d.preemptedOutcome(&j)
-	if err := d.cluster.Release(&pod, dec); err != nil {
+	if err := d.releaseLocked(j, dec); err != nil {
 		d.cfg.Log.Error("release placement", "job", j.ID, "err", err)
 	}
 	if d.cfg.Arbiter != nil && !isMIG(j) {

@@ -2,7 +2,6 @@ package queueing
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 )
 
@@ -35,8 +34,18 @@ func validName(s string) bool { return ValidName(s) }
 // (a-z, 0-9, '-', '.', at most 63, starting and ending with a letter or
 // digit), as Kubernetes object names are.
 func ValidName(s string) bool {
-	return regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`).MatchString(s)
+	if len(s) == 0 || len(s) > 63 || !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
 // Tree is a validated set of queues.
 type Tree struct {

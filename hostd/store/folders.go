@@ -44,30 +44,15 @@ func jobFolders(stateDir string) ([]folder, error) {
 	return out, nil
 }
 
-// writeAtomic writes data to path through a temporary file and a rename,
-// so a reader sees the old or the new content, never a part; with sync
-// the data is on disk before the rename.
-func writeAtomic(path string, data []byte, sync bool) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+// writeMirror writes a record mirror through its own temporary name and a
+// rename (the caller serializes writes of one mirror): a reader sees the
+// old or the new record, never a part. It is not synced: the database is
+// the durable copy.
+func writeMirror(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if sync {
-		if err := tmp.Sync(); err != nil {
-			_ = tmp.Close()
-			return fmt.Errorf("sync %s: %w", path, err)
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s: %w", path, err)
-	}
-	return nil
+	return os.Rename(tmp, path)
 }
+

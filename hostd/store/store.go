@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -45,6 +47,15 @@ type Store struct {
 	db  *bolt.DB
 	dir string
 	log *slog.Logger
+	// mu orders writes: their mirrors (one temporary name per job) and
+	// PutUnsynced's switch of the database's sync flag.
+	mu sync.Mutex
+	// pending are new jobs' mirrors not written yet: Create leaves its
+	// mirror (and the job's folder) to the mirror writer, off the
+	// submission's path; a Put of the job writes its own and drops it.
+	pending map[string]api.Job
+	kick    chan struct{}
+	stopped chan struct{}
 }
 
 // JobDir is the folder of job id in stateDir.
@@ -89,11 +100,12 @@ func Open(stateDir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: stateDir, log: log}
+	s := &Store{db: db, dir: stateDir, log: log, pending: map[string]api.Job{}, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if err := s.matchFolders(folders); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
+	go s.mirrorPending()
 	return s, nil
 }
 
@@ -260,17 +272,21 @@ func (s *Store) mirror(j api.Job, onlyIfStale bool) {
 			return
 		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		s.log.Error("mirror job record", "job", j.ID, "err", err)
-		return
+	err = writeMirror(p, data)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			err = writeMirror(p, data)
+		}
 	}
-	if err := writeAtomic(p, data, false); err != nil {
+	if err != nil {
 		s.log.Error("mirror job record", "job", j.ID, "err", err)
 	}
 }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	close(s.kick)
+	<-s.stopped
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close job store: %w", err)
 	}
@@ -281,6 +297,8 @@ func (s *Store) Close() error {
 // stores it and creates its folder; it returns the stored record. An ID
 // whose folder exists already is never given again.
 func (s *Store) Create(j api.Job) (api.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketJobs)
 		for {
@@ -291,7 +309,7 @@ func (s *Store) Create(j api.Job) (api.Job, error) {
 			j.Seq, j.ID = seq, fmt.Sprintf("job-%d", seq)
 			// Open refuses folders beyond the sequence; one made since is
 			// skipped over, never reused.
-			if _, err := os.Stat(JobDir(s.dir, j.ID)); errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Lstat(JobDir(s.dir, j.ID)); errors.Is(err, fs.ErrNotExist) {
 				return put(b, j)
 			}
 		}
@@ -299,12 +317,52 @@ func (s *Store) Create(j api.Job) (api.Job, error) {
 	if err != nil {
 		return api.Job{}, fmt.Errorf("create job: %w", err)
 	}
-	s.mirror(j, false)
+	s.pending[j.ID] = j
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 	return j, nil
+}
+
+// mirrorPending writes new jobs' folders and mirrors as they come, until
+// Close (which it waits for to write the last ones).
+func (s *Store) mirrorPending() {
+	defer close(s.stopped)
+	for range s.kick {
+		s.flushPending()
+	}
+	s.flushPending()
+}
+
+func (s *Store) flushPending() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, j := range s.pending {
+		s.mirror(j, false)
+		delete(s.pending, id)
+	}
 }
 
 // Put replaces the record of an existing job.
 func (s *Store) Put(j api.Job) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.putLocked(j)
+}
+
+// PutUnsynced is Put without waiting for the disk: for a change that a
+// crash may lose because recovery rebuilds it from elsewhere (the next
+// synced write carries it to disk too).
+func (s *Store) PutUnsynced(j api.Job) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.db.NoSync = true
+	defer func() { s.db.NoSync = false }()
+	return s.putLocked(j)
+}
+
+func (s *Store) putLocked(j api.Job) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketJobs)
 		if b.Get([]byte(j.ID)) == nil {
@@ -315,6 +373,7 @@ func (s *Store) Put(j api.Job) error {
 	if err != nil {
 		return fmt.Errorf("update job %s: %w", j.ID, err)
 	}
+	delete(s.pending, j.ID) // this newer record replaces it
 	s.mirror(j, false)
 	return nil
 }

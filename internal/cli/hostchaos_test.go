@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/client"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
@@ -668,6 +669,9 @@ func (c *hostChaos) check(jobs []api.Job) {
 			}
 		}
 	}
+	for _, e := range replayBookings(filepath.Join(c.daemon.state, hostd.BookingsFile)) {
+		errorf("booking journal: %s", e)
+	}
 	starts := c.starts()
 	for id, pids := range starts {
 		if len(pids) > 1 {
@@ -716,6 +720,58 @@ func (c *hostChaos) check(jobs []api.Job) {
 	for _, p := range scanJobProcs(c.run) {
 		errorf("process %d of %s still runs after every job ended", p.pid, p.job)
 	}
+}
+
+// replayBookings replays the daemon's booking journal and returns what
+// broke: a GPU booked over its whole compute, a job booked twice in one
+// daemon's life, or released without being booked.
+func replayBookings(path string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var errs []string
+	var booked map[string]int64           // GPU -> compute booked
+	var jobs map[string][]hostd.BookedGPU // job -> its bookings
+	starts := 0
+	for n, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var b hostd.Booking
+		if err := json.Unmarshal([]byte(line), &b); err != nil {
+			errs = append(errs, fmt.Sprintf("line %d: %v", n+1, err))
+			continue
+		}
+		switch b.Op {
+		case "start":
+			starts++
+			booked, jobs = map[string]int64{}, map[string][]hostd.BookedGPU{}
+		case "book":
+			if booked == nil || jobs[b.Job] != nil {
+				errs = append(errs, fmt.Sprintf("line %d: %s booked twice (or before a daemon start)", n+1, b.Job))
+				continue
+			}
+			jobs[b.Job] = b.GPUs
+			for _, g := range b.GPUs {
+				if booked[g.UUID] += g.ComputeMilli; booked[g.UUID] > 1000 {
+					errs = append(errs, fmt.Sprintf("line %d: booking %s puts GPU %s at %dm of 1000m", n+1, b.Job, g.UUID, booked[g.UUID]))
+				}
+			}
+		case "release":
+			if booked == nil || jobs[b.Job] == nil {
+				errs = append(errs, fmt.Sprintf("line %d: %s released but not booked", n+1, b.Job))
+				continue
+			}
+			delete(jobs, b.Job)
+			for _, g := range b.GPUs {
+				booked[g.UUID] -= g.ComputeMilli
+			}
+		default:
+			errs = append(errs, fmt.Sprintf("line %d: unknown op %q", n+1, b.Op))
+		}
+	}
+	if starts == 0 {
+		errs = append(errs, "no daemon start recorded")
+	}
+	return errs
 }
 
 func fmtCode(p *int) string {
