@@ -55,4 +55,3 @@ func writeMirror(path string, data []byte) error {
 	}
 	return os.Rename(tmp, path)
 }
-
