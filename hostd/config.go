@@ -2,6 +2,7 @@ package hostd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -65,10 +66,9 @@ type Config struct {
 	// PollInterval is how often adopted jobs (started by an earlier daemon)
 	// are checked for exit, and how often aging is re-evaluated (default 250ms).
 	PollInterval time.Duration
-	// NoCgroup keeps job processes out of cgroups: they are found by the
-	// mark in their environment alone (see package contain). By default a
-	// writable cgroup v2 hierarchy is used when there is one.
-	NoCgroup bool
+	// Contain says how a job's processes are kept together so that all of
+	// them end before its share is freed (see package contain).
+	Contain Containment
 	// Log receives the daemon's logs (default slog.Default()).
 	Log *slog.Logger
 	// Now is the clock (default time.Now).
@@ -154,3 +154,22 @@ func (c *Config) defaults() error {
 	}
 	return nil
 }
+
+// Containment is how the daemon keeps each job's processes together.
+type Containment string
+
+const (
+	// ContainAuto uses a cgroup v2 per job where a writable hierarchy
+	// exists, else environment marks alone (the default).
+	ContainAuto Containment = ""
+	// ContainCgroup requires a cgroup v2 per job: the daemon refuses to
+	// start without a writable hierarchy.
+	ContainCgroup Containment = "cgroup"
+	// ContainMark finds a job's processes by the mark in their environment
+	// alone (a process that clears its environment escapes).
+	ContainMark Containment = "mark"
+)
+
+// ErrNoCgroup is returned (wrapped) by New when ContainCgroup is asked for
+// and no writable cgroup v2 hierarchy exists.
+var ErrNoCgroup = errors.New("no writable cgroup v2 hierarchy for the jobs' cgroups")

@@ -93,7 +93,7 @@ func TestLostSupervisorEndsEveryProcessBeforeTheShareIsFreed(t *testing.T) {
 				}
 			}
 			gates, pids := t.TempDir(), t.TempDir()
-			d := startDaemon(t, t.TempDir(), "1xH100", func(c *Config) { c.DisablePreemption = true; c.NoCgroup = tt.noCgroup })
+			d := startDaemon(t, t.TempDir(), "1xH100", func(c *Config) { c.DisablePreemption = true; if tt.noCgroup { c.Contain = ContainMark } })
 			half := map[string]string{"compute": "0.5"}
 			j1, err := d.Submit(escapingJob(pids, half))
 			if err != nil {
@@ -151,7 +151,7 @@ func TestLostSupervisorEndsEveryProcessBeforeTheShareIsFreed(t *testing.T) {
 // once they are gone.
 func TestJobEndEndsWhatItLeftBehind(t *testing.T) {
 	pids := t.TempDir()
-	d := startDaemon(t, t.TempDir(), "1xH100", func(c *Config) { c.NoCgroup = true })
+	d := startDaemon(t, t.TempDir(), "1xH100", func(c *Config) { c.Contain = ContainMark })
 	req := escapingJob(pids, map[string]string{"compute": "0.5"})
 	// The main process ends once its children are up.
 	req.Command[2] = strings.TrimSuffix(req.Command[2], "exec sleep 1000") +
@@ -176,7 +176,7 @@ func TestJobEndEndsWhatItLeftBehind(t *testing.T) {
 // the job's leftover processes before it gives the share away.
 func TestRestartEndsProcessesOfALostJob(t *testing.T) {
 	state, gates, pids := t.TempDir(), t.TempDir(), t.TempDir()
-	opt := func(c *Config) { c.DisablePreemption = true; c.NoCgroup = true }
+	opt := func(c *Config) { c.DisablePreemption = true; c.Contain = ContainMark }
 	d := startDaemon(t, state, "1xH100", opt)
 	full := map[string]string{"compute": "1"}
 	j1, err := d.Submit(escapingJob(pids, full))

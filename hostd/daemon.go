@@ -69,18 +69,27 @@ func New(cfg Config) (*Daemon, error) {
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
 	}
 	d.life, d.endLife = context.WithCancel(context.Background())
+	switch cfg.Contain {
+	case ContainAuto, ContainCgroup:
+		var why string
+		if d.contain, why = contain.Detect(cfg.StateDir); why != "" {
+			if cfg.Contain == ContainCgroup {
+				_ = st.Close()
+				return nil, fmt.Errorf("%w: %s", ErrNoCgroup, why)
+			}
+			cfg.Log.Info("jobs are tracked by their environment mark only", "why", why)
+		}
+	case ContainMark:
+	default:
+		_ = st.Close()
+		return nil, fmt.Errorf("job containment %q: must be %q, %q or empty (auto)", cfg.Contain, ContainCgroup, ContainMark)
+	}
 	if d.bookings, err = openJournal(cfg.StateDir); err != nil {
 		_ = st.Close()
 		return nil, err
 	}
 	if err := d.bookings.write(Booking{Time: cfg.Now().UTC(), Op: "start"}); err != nil {
 		cfg.Log.Warn("write the booking journal", "err", err)
-	}
-	if !cfg.NoCgroup {
-		var why string
-		if d.contain, why = contain.Detect(cfg.StateDir); why != "" {
-			cfg.Log.Info("jobs are tracked by their environment mark only", "why", why)
-		}
 	}
 	if err := d.recover(); err != nil {
 		_ = d.bookings.close()

@@ -55,6 +55,19 @@ func TestHostChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills real daemons and jobs for about half a minute")
 	}
+	runHostChaos(t, "auto", 240)
+}
+
+// TestHostChaosMarks is TestHostChaos with jobs found by their environment
+// mark alone (tessera up --contain mark), on fewer jobs.
+func TestHostChaosMarks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills real daemons and jobs for about fifteen seconds")
+	}
+	runHostChaos(t, "mark", 80)
+}
+
+func runHostChaos(t *testing.T, containment string, jobs int) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv(hostChaosSeedEnv); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -63,7 +76,6 @@ func TestHostChaos(t *testing.T) {
 		}
 		seed = v
 	}
-	jobs := 240
 	if s := os.Getenv(hostChaosJobsEnv); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
@@ -71,9 +83,9 @@ func TestHostChaos(t *testing.T) {
 		}
 		jobs = v
 	}
-	t.Logf("seed %d (replay with %s=%d), %d jobs", seed, hostChaosSeedEnv, seed, jobs)
+	t.Logf("seed %d (replay with %s=%d), %d jobs, --contain %s", seed, hostChaosSeedEnv, seed, jobs, containment)
 
-	c := newHostChaos(t, seed)
+	c := newHostChaos(t, seed, containment)
 	c.daemon.start()
 	defer c.daemon.kill()
 	defer c.cleanup()
@@ -163,7 +175,7 @@ type hostChaos struct {
 	scans    int
 }
 
-func newHostChaos(t *testing.T, seed uint64) *hostChaos {
+func newHostChaos(t *testing.T, seed uint64, containment string) *hostChaos {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	sock := filepath.Join(dir, "api.sock")
@@ -176,7 +188,7 @@ func newHostChaos(t *testing.T, seed uint64) *hostChaos {
 		touched:  map[string]string{},
 		firstFin: map[string]api.State{},
 	}
-	c.daemon = &chaosDaemon{t: t, state: state, sock: sock, logPath: filepath.Join(dir, "daemon.log"), cl: c.cl}
+	c.daemon = &chaosDaemon{t: t, state: state, sock: sock, contain: containment, logPath: filepath.Join(dir, "daemon.log"), cl: c.cl}
 	return c
 }
 
@@ -794,6 +806,7 @@ type chaosDaemon struct {
 	t       *testing.T
 	state   string
 	sock    string
+	contain string // --contain
 	logPath string
 	cl      *client.Client
 	mu      sync.Mutex
@@ -813,7 +826,7 @@ func (d *chaosDaemon) start() {
 		d.t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(os.Args[0], "up", "--simulate", "2xH100", "--state-dir", d.state, "--socket", d.sock, "--log-level", "info")
+	cmd := exec.Command(os.Args[0], "up", "--simulate", "2xH100", "--state-dir", d.state, "--socket", d.sock, "--contain", d.contain, "--log-level", "info")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), cliSuperviseEnv+"=1")
 	if err := cmd.Start(); err != nil {

@@ -116,6 +116,8 @@ type upOptions struct {
 	// sharing is --sharing (shared or mps, as on the node agent); mpsRoot and mpsControl are
 	// --mps-root and --mps-control ("" for their defaults).
 	sharing, mpsRoot, mpsControl string
+	// contain is --contain: auto, cgroup or mark.
+	contain string
 	// recover is --recover: rebuild a damaged job database first.
 	recover bool
 }
@@ -155,6 +157,7 @@ Jobs keep running across daemon restarts.`,
 	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
 	f.DurationVar(&o.minRuntime, "preemption-min-runtime", time.Minute, "jobs that have run less than this are never preempted (wins over the config file)")
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
+	f.StringVar(&o.contain, "contain", "auto", "how each job's processes are kept together so all of them end before its GPU share is freed: cgroup (a cgroup v2 per job; refuse to start without a writable hierarchy), mark (an environment mark found in /proc; a process that clears its environment escapes) or auto (cgroup where possible, else mark)")
 	f.BoolVar(&o.recover, "recover", false, "rebuild the job database from the job folders before starting (keeps the old file as jobs.db.damaged-TIME); for a database tessera up refuses as damaged")
 	f.StringVar(&o.sharing, "sharing", sharingShared, "how jobs share a GPU: shared (the node arbiter gates kernel launches with tokens) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
 	f.StringVar(&o.mpsRoot, "mps-root", "", "with --sharing mps: folder of the MPS control daemons' pipe and log folders, keep it short (default STATE_DIR/mps)")
@@ -267,6 +270,10 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 			a.log.Error("node arbiter stopped", "err", err)
 		}
 	}()
+	containment, err := containMode(o.contain)
+	if err != nil {
+		return err
+	}
 	if o.recover {
 		if err := a.recoverState(stateDir); err != nil {
 			return err
@@ -275,11 +282,14 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	d, err := hostd.New(hostd.Config{
 		StateDir: stateDir, Source: srcName, Simulated: simulated, Nodes: nodes, Catalog: a.catalog,
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
-		Arbiter:   hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
-		Sharing:   sharing,
+		Arbiter: hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
+		Sharing: sharing, Contain: containment,
 		StopGrace: o.stopGrace, Log: a.log,
 		Queues: settings.Queues, DisablePreemption: settings.DisablePreemption, PreemptionMinRuntime: *settings.MinRuntime,
 	})
+	if errors.Is(err, hostd.ErrNoCgroup) {
+		return fmt.Errorf("--contain cgroup: %w; run with --contain auto or mark, or start the daemon where it may create cgroups (as root, or in a delegated systemd unit: systemd-run --user -p Delegate=yes tessera up)", err)
+	}
 	if errors.Is(err, store.ErrDamaged) {
 		return fmt.Errorf("%w\nNothing was changed and no job was started or stopped. To start anyway, run tessera up --recover: it keeps the damaged file aside as jobs.db.damaged-TIME and rebuilds the job list from the job folders (docs/host.md, \"Failure and recovery\")", err)
 	}
@@ -477,4 +487,15 @@ func findInterceptLib(flag string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// containMode reads --contain.
+func containMode(v string) (hostd.Containment, error) {
+	switch v {
+	case "auto":
+		return hostd.ContainAuto, nil
+	case string(hostd.ContainCgroup), string(hostd.ContainMark):
+		return hostd.Containment(v), nil
+	}
+	return "", usageError("--contain: must be auto, cgroup or mark, got %q", v)
 }

@@ -212,6 +212,7 @@ func TestUpRejectsBadFlags(t *testing.T) {
 		{[]string{"--sharing", "mps", "--simulate", "1xH200"}, "--sharing mps: needs NVIDIA GPUs and their driver's MPS; this host's GPUs are simulated (sim:1xH200). Use --sharing shared, or give --mps-control PATH"},
 		{[]string{"--sharing", "mps", "--simulate", "1xH200", "--mps-control", filepath.Join(dir, "missing")}, "--mps-control: must be an executable file"},
 		{[]string{"--sharing", "mps", "--simulate", "1xH200", "--mps-control", fake, "--mps-root", "/" + strings.Repeat("r", 80)}, "--mps-root: mps: root: pipe folder"},
+		{[]string{"--contain", "cgroups"}, `--contain: must be auto, cgroup or mark, got "cgroups"`},
 	}
 	for _, tt := range tests {
 		code, _, errs := tessera(append([]string{"up", "--state-dir", dir}, tt.args...)...)
