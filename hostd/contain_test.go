@@ -93,7 +93,12 @@ func TestLostSupervisorEndsEveryProcessBeforeTheShareIsFreed(t *testing.T) {
 				}
 			}
 			gates, pids := t.TempDir(), t.TempDir()
-			d := startDaemon(t, t.TempDir(), "1xH100", func(c *Config) { c.DisablePreemption = true; if tt.noCgroup { c.Contain = ContainMark } })
+			d := startDaemon(t, t.TempDir(), "1xH100", func(c *Config) {
+				c.DisablePreemption = true
+				if tt.noCgroup {
+					c.Contain = ContainMark
+				}
+			})
 			half := map[string]string{"compute": "0.5"}
 			j1, err := d.Submit(escapingJob(pids, half))
 			if err != nil {
