@@ -21,6 +21,10 @@ type tool struct {
 	dir    string // tools module folder, relative to the repository root
 	pkg    string // package to build
 	pinned string // module whose required version keys the cache
+	// versionFlag, when set, is the -X ldflag that stamps the pinned
+	// version into the binary (as the project's release builds do);
+	// without it kubelet reports v0.0.0-master to the API server.
+	versionFlag string
 }
 
 // Tools known to the harness.
@@ -30,11 +34,13 @@ func knownTools() map[string]tool {
 		"kube-apiserver": {name: "kube-apiserver", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-apiserver", pinned: "k8s.io/kubernetes"},
 		"kube-scheduler": {name: "kube-scheduler", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-scheduler", pinned: "k8s.io/kubernetes"},
 		"kwok":           {name: "kwok", dir: "tools/kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
+		"kubelet": {name: "kubelet", dir: "tools/kubelet", pkg: "k8s.io/kubernetes/cmd/kubelet", pinned: "k8s.io/kubernetes",
+			versionFlag: "k8s.io/component-base/version.gitVersion"},
 	}
 }
 
 // Binary returns the path of a cached control-plane binary ("etcd",
-// "kube-apiserver", "kube-scheduler", "kwok"), building it first when the
+// "kube-apiserver", "kube-scheduler", "kwok", "kubelet"), building it first when the
 // cache has no build of the pinned version. Concurrent callers, also in
 // other processes, build it once.
 func Binary(ctx context.Context, name string) (string, error) {
@@ -72,7 +78,11 @@ func Binary(ctx context.Context, name string) (string, error) {
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
 	defer os.Remove(tmp)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, t.pkg)
+	args := []string{"build", "-trimpath", "-o", tmp}
+	if t.versionFlag != "" {
+		args = append(args, "-ldflags", "-X "+t.versionFlag+"="+version)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, t.pkg)...)
 	cmd.Dir = modDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if msg, err := cmd.CombinedOutput(); err != nil {

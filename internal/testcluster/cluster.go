@@ -166,7 +166,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port 
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--enable-priority-and-fairness=false", "--profiling=false", "--v=0",
 		// As real clusters (kubeadm) do: node agents run privileged.
-		"--allow-privileged=true"}
+		"--allow-privileged=true",
+		// A real node's kubelet serves logs and exec on its InternalIP.
+		"--kubelet-preferred-address-types=InternalIP"}
 	if opt.AuditPolicy != "" {
 		policy := filepath.Join(c.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(opt.AuditPolicy), 0o600); err != nil {
