@@ -6,5 +6,6 @@
 // It is built with CGO_ENABLED=0 into a static binary and packed by the
 // image tool (tools/image) as registry.k8s.io/pause:3.10 (`make
 // pause-image`), so the real node needs no registry. It must stay this
-// small: no flags, no output but one line on a bad invocation.
+// small: no flags; it prints one line once it is waiting (or on a bad
+// invocation).
 package main

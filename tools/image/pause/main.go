@@ -15,6 +15,9 @@ func main() {
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	// One line once the signals are caught: before this, SIGTERM would
+	// kill it (the tests wait for it).
+	fmt.Fprintln(os.Stderr, "pause: waiting for SIGTERM or SIGINT")
 	for s := range sigs {
 		if s == syscall.SIGCHLD {
 			reap()
