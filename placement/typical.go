@@ -7,17 +7,49 @@ import (
 )
 
 // Shape is a pod's resource shape as fragmentation sees it: CPU, GPU share
-// per GPU, GPU count and allowed models ("|"-joined, "" for any).
+// per GPU, GPU count and allowed models ("|"-joined, "" for any). A MIG
+// request's shape names its profile (lower case) and has no GPU share.
 type Shape struct {
-	CPUMilli int64
-	GPUMilli int64
-	GPUCount int
-	Models   string
+	CPUMilli   int64
+	GPUMilli   int64
+	GPUCount   int
+	Models     string
+	MIGProfile string
 }
 
 // ShapeOf returns the shape of a pod.
 func ShapeOf(p *Pod) Shape {
+	if p.MIG() {
+		return Shape{CPUMilli: p.CPUMilli, GPUCount: p.GPUCount(), Models: strings.Join(p.GPU.Models, "|"),
+			MIGProfile: strings.ToLower(strings.TrimSpace(p.GPU.MIGProfile))}
+	}
 	return Shape{CPUMilli: p.CPUMilli, GPUMilli: p.MilliPerGPU(), GPUCount: p.GPUCount(), Models: strings.Join(p.GPU.Models, "|")}
+}
+
+// split separates the MIG shapes of d from the others, each part's
+// weights renormalised to sum to 1: the fragmentation and hole models
+// read the others, the MIG planner the MIG shapes.
+func (d Distribution) split() (other, mig Distribution) {
+	var wo, wm float64
+	for _, t := range d {
+		if t.Shape.MIGProfile != "" {
+			mig = append(mig, t)
+			wm += t.Weight
+		} else {
+			other = append(other, t)
+			wo += t.Weight
+		}
+	}
+	if len(mig) == 0 {
+		return d, nil
+	}
+	for i := range other {
+		other[i].Weight /= wo
+	}
+	for i := range mig {
+		mig[i].Weight /= wm
+	}
+	return other, mig
 }
 
 func (s Shape) allows(model string) bool {
@@ -109,7 +141,10 @@ func compareShape(a, b Shape) int {
 	if c := cmp.Compare(a.GPUCount, b.GPUCount); c != 0 {
 		return c
 	}
-	return strings.Compare(a.Models, b.Models)
+	if c := strings.Compare(a.Models, b.Models); c != 0 {
+		return c
+	}
+	return strings.Compare(a.MIGProfile, b.MIGProfile)
 }
 
 // TypicalShapes is the offline distribution of a whole trace.

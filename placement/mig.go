@@ -1,0 +1,395 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// MIG in the engine (docs/mig.md).
+//
+// A GPU in MIG mode (GPU.MIG set) is modelled as its GPU instances
+// (profile, start slot, UUID, in use) and the memory slices they leave
+// free. It takes MIG requests only: never a fractional share, never a
+// whole-GPU request. A MIG request (Pod.GPU.MIGProfile, Count instances,
+// one per GPU) is feasible on a GPU of an allowed model that has a free
+// existing instance of the profile (static MIG), or, when Tessera manages
+// the GPU's layout (MIGGPU.Managed), where the profile can be created at a
+// free valid start slot (dynamic MIG; catalog.MIGSpec.CanPlace). Using a
+// free existing instance is always preferred to creating one.
+//
+// Where a new instance goes is chosen by the policy's MIG planner: the
+// default policy's (migplanner.go) prices each GPU and start by the
+// layouts it leaves for the MIG requests that typically come; every other
+// policy, and the default one with Options.MIGFirstFit, takes the first
+// fit (first node, first GPU, lowest start).
+
+// MIGGPU is the MIG side of a GPU in MIG mode.
+type MIGGPU struct {
+	// Model is the catalog model name.
+	Model string
+	// Spec is the model's MIG geometry (read only, may be shared); nil when
+	// the catalog knows none, and then only existing instances are used.
+	Spec *catalog.MIGSpec
+	// Managed: Tessera may create instances at free start slots (and the
+	// node destroys those it created when their workload ends).
+	Managed bool
+	// Instances are the GPU instances configured now.
+	Instances []MIGInstance
+}
+
+// MIGInstance is one GPU instance of a MIG GPU.
+type MIGInstance struct {
+	// Profile is the profile name ("3g.40gb").
+	Profile string
+	// Start is its first memory slice, -1 when unknown (the GPU's layout
+	// then cannot be extended).
+	Start int
+	// UUID is the MIG device UUID, "" for an instance the engine decided to
+	// create that the node has not reported yet.
+	UUID string
+	// InUse marks an instance a workload holds.
+	InUse bool
+}
+
+// MIGChoice is where one MIG instance of a decision lies on its GPU.
+type MIGChoice struct {
+	// Start is the instance's start slot (-1 for an existing instance
+	// whose start is unknown).
+	Start int
+	// UUID is the existing instance taken; "" when Create is set.
+	UUID string
+	// Create: the instance does not exist yet and must be created at Start.
+	Create bool
+}
+
+func (m *MIGGPU) clone() *MIGGPU {
+	if m == nil {
+		return nil
+	}
+	o := *m
+	o.Instances = slices.Clone(m.Instances)
+	return &o
+}
+
+// occupancy is the memory slices the instances hold and whether one is a
+// +me instance; known is false when some instance's start is unknown.
+func (m *MIGGPU) occupancy() (used uint32, media, known bool) {
+	for _, in := range m.Instances {
+		if in.Start < 0 {
+			return 0, false, false
+		}
+		if m.Spec == nil {
+			continue
+		}
+		i := m.Spec.ProfileIndex(in.Profile)
+		if i < 0 {
+			return 0, false, false
+		}
+		used |= m.Spec.SlotMask(i, in.Start)
+		media = media || m.Spec.Profiles[i].MediaExtended()
+	}
+	return used, media, m.Spec != nil
+}
+
+// freeInstance returns the position of the first free existing instance of
+// profile, or -1.
+func (m *MIGGPU) freeInstance(profile string) int {
+	for k, in := range m.Instances {
+		if !in.InUse && strings.EqualFold(in.Profile, profile) && (in.UUID != "" || in.Start >= 0) {
+			return k
+		}
+	}
+	return -1
+}
+
+// createStarts returns the starts at which profile could be created now
+// (nil on an unmanaged GPU or one whose layout is not fully known).
+func (m *MIGGPU) createStarts(profile string) []int {
+	if !m.Managed || m.Spec == nil {
+		return nil
+	}
+	i := m.Spec.ProfileIndex(profile)
+	if i < 0 {
+		return nil
+	}
+	used, media, known := m.occupancy()
+	if !known {
+		return nil
+	}
+	return m.Spec.FreeStarts(used, media, i)
+}
+
+// profileInfo returns the spec's profile of that name.
+func (m *MIGGPU) profileInfo(profile string) (catalog.MIGProfile, bool) {
+	if m.Spec == nil {
+		return catalog.MIGProfile{}, false
+	}
+	i := m.Spec.ProfileIndex(profile)
+	if i < 0 {
+		return catalog.MIGProfile{}, false
+	}
+	return m.Spec.Profiles[i], true
+}
+
+// migFree sets g's free compute and memory from its instances in use, so
+// that cluster totals count MIG bookings: a profile takes its compute
+// slices' share of the GPU and its memory.
+func migFree(g *GPU) {
+	var milli, mem int64
+	for _, in := range g.MIG.Instances {
+		if !in.InUse {
+			continue
+		}
+		if p, ok := g.MIG.profileInfo(in.Profile); ok {
+			milli += int64(p.ComputeSlices) * Whole / int64(g.MIG.Spec.ComputeSlices)
+			mem += p.MemoryMiB
+		} else {
+			milli = Whole // unknown geometry: one instance in use books the GPU
+		}
+	}
+	g.FreeMilli = max(0, Whole-min(milli, Whole))
+	if g.MemoryMiB > 0 {
+		g.FreeMemoryMiB = max(0, g.MemoryMiB-mem)
+	}
+}
+
+// MIG reports whether the pod asks for MIG instances.
+func (p *Pod) MIG() bool { return p.GPU.Count > 0 && p.GPU.MIGProfile != "" }
+
+// migGPUOK reports whether GPU g can take one instance of p's profile.
+func migGPUOK(p *Pod, g *GPU) bool {
+	if g.MIG == nil || !modelAllowed(p, g.Model) {
+		return false
+	}
+	return g.MIG.freeInstance(p.GPU.MIGProfile) >= 0 || len(g.MIG.createStarts(p.GPU.MIGProfile)) > 0
+}
+
+// migUsable appends the positions of n's GPUs that can take an instance.
+func migUsable(dst []int, n *Node, p *Pod) []int {
+	for i := range n.GPUs {
+		if migGPUOK(p, &n.GPUs[i]) {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
+// migLayouts describes the node's MIG GPUs that offer the profile.
+func migLayouts(n *Node, p *Pod) string {
+	var parts []string
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if g.MIG == nil || !modelAllowed(p, g.Model) {
+			continue
+		}
+		var in []string
+		for _, x := range g.MIG.Instances {
+			s := x.Profile
+			if x.Start >= 0 {
+				s += fmt.Sprintf("@%d", x.Start)
+			}
+			if x.InUse {
+				s += "*"
+			}
+			in = append(in, s)
+		}
+		mode := "static"
+		if g.MIG.Managed {
+			mode = "managed"
+		}
+		parts = append(parts, fmt.Sprintf("GPU %d %s [%s]", g.Index, mode, strings.Join(in, " ")))
+	}
+	return strings.Join(parts, ", ") + "; * in use"
+}
+
+// migOption is the best way to put one instance on a GPU under a planner:
+// its cost (lower is better) and where.
+type migOption struct {
+	cost   float64
+	choice MIGChoice
+}
+
+// migPlanner prices the placement of one instance of p on GPU g: ok is
+// false when g cannot take it. It must only read g.
+type migPlanner interface {
+	option(g *GPU, p *Pod) (migOption, bool)
+}
+
+// firstFit takes the first free existing instance, else the lowest free
+// start.
+type firstFit struct{}
+
+func (firstFit) option(g *GPU, p *Pod) (migOption, bool) {
+	if k := g.MIG.freeInstance(p.GPU.MIGProfile); k >= 0 {
+		in := g.MIG.Instances[k]
+		return migOption{choice: MIGChoice{Start: in.Start, UUID: in.UUID}}, true
+	}
+	if st := g.MIG.createStarts(p.GPU.MIGProfile); len(st) > 0 {
+		return migOption{choice: MIGChoice{Start: st[0], Create: true}}, true
+	}
+	return migOption{}, false
+}
+
+// chooseMIG places a MIG pod: for each node that has the CPU and memory,
+// the planner's best option on each GPU; the node's cost is the sum over
+// its Count cheapest GPUs. The cheapest node wins; ties go to the fixed
+// node order when the chooser has one (packing), else to the first node.
+// With the first-fit planner the first feasible node wins.
+func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error) {
+	if pl == nil {
+		pl = firstFit{}
+	}
+	_, first := pl.(firstFit)
+	want := p.GPUCount()
+	best := Decision{Node: -1}
+	var bestCost float64
+	type cand struct {
+		gi  int
+		opt migOption
+	}
+	var cands []cand
+	for ni := range c.Nodes {
+		n := &c.Nodes[ni]
+		if !okCPU(n, p) || !okMemory(n, p) || len(n.GPUs) < want {
+			continue
+		}
+		cands = cands[:0]
+		for gi := range n.GPUs {
+			g := &n.GPUs[gi]
+			if g.MIG == nil || !modelAllowed(p, g.Model) {
+				continue
+			}
+			if o, ok := pl.option(g, p); ok {
+				cands = append(cands, cand{gi, o})
+			}
+		}
+		if len(cands) < want {
+			continue
+		}
+		slices.SortStableFunc(cands, func(a, b cand) int {
+			switch {
+			case a.opt.cost < b.opt.cost:
+				return -1
+			case a.opt.cost > b.opt.cost:
+				return 1
+			}
+			return 0
+		})
+		var cost float64
+		d := Decision{Node: ni, GPUs: make([]int, want), MIG: make([]MIGChoice, want)}
+		for k := 0; k < want; k++ {
+			cost += cands[k].opt.cost
+			d.GPUs[k], d.MIG[k] = cands[k].gi, cands[k].opt.choice
+		}
+		if first {
+			return d, nil
+		}
+		switch {
+		case best.Node < 0 || cost < bestCost:
+			best, bestCost = d, cost
+		case cost == bestCost && ch.rank != nil && ch.ranked(c, ni) < ch.ranked(c, best.Node):
+			best = d
+		}
+	}
+	if best.Node < 0 {
+		return Decision{Node: -1}, noFit(c, p)
+	}
+	return best, nil
+}
+
+// applyMIG books (release false) or gives back (release true) a MIG
+// decision on n, checking everything before changing anything.
+func applyMIG(n *Node, p *Pod, d Decision, release bool) error {
+	if len(d.MIG) != len(d.GPUs) {
+		return fmt.Errorf("decision names %d GPUs but %d MIG instances", len(d.GPUs), len(d.MIG))
+	}
+	prof := p.GPU.MIGProfile
+	// Work on copies, so a failure half-way changes nothing.
+	work := make([]*MIGGPU, len(d.GPUs))
+	for k, gi := range d.GPUs {
+		g := &n.GPUs[gi]
+		if g.MIG == nil {
+			return fmt.Errorf("node %s GPU %d is not in MIG mode", n.Name, g.Index)
+		}
+		if !modelAllowed(p, g.Model) {
+			return fmt.Errorf("node %s GPU %d: model %s not allowed", n.Name, g.Index, g.Model)
+		}
+		m := g.MIG.clone()
+		work[k] = m
+		ch := d.MIG[k]
+		if ch.Create && !release {
+			if !m.Managed {
+				return fmt.Errorf("node %s GPU %d: MIG layout not managed by Tessera, no instance can be created", n.Name, g.Index)
+			}
+			i := m.Spec.ProfileIndex(prof)
+			if m.Spec == nil || i < 0 {
+				return fmt.Errorf("node %s GPU %d: %s has no MIG profile %s", n.Name, g.Index, g.Model, prof)
+			}
+			used, media, known := m.occupancy()
+			if !known {
+				return fmt.Errorf("node %s GPU %d: an instance's start slot is unknown, no instance can be created", n.Name, g.Index)
+			}
+			if why := m.Spec.CanPlace(used, media, i, ch.Start); why != "" {
+				return fmt.Errorf("node %s GPU %d: %s", n.Name, g.Index, why)
+			}
+			m.Instances = append(m.Instances, MIGInstance{Profile: m.Spec.Profiles[i].Name, Start: ch.Start, InUse: true})
+			continue
+		}
+		k2 := -1
+		for j, in := range m.Instances {
+			if !strings.EqualFold(in.Profile, prof) {
+				continue
+			}
+			if (ch.UUID != "" && in.UUID == ch.UUID) || (ch.UUID == "" && ch.Start >= 0 && in.Start == ch.Start) {
+				k2 = j
+				break
+			}
+		}
+		if k2 < 0 {
+			return fmt.Errorf("node %s GPU %d: no %s instance at start %d (uuid %q)", n.Name, g.Index, prof, ch.Start, ch.UUID)
+		}
+		switch {
+		case !release && m.Instances[k2].InUse:
+			return fmt.Errorf("node %s GPU %d: %s instance at start %d is in use", n.Name, g.Index, prof, ch.Start)
+		case release && !m.Instances[k2].InUse:
+			return fmt.Errorf("node %s GPU %d: %s instance at start %d is not in use", n.Name, g.Index, prof, ch.Start)
+		case release && ch.Create:
+			m.Instances = slices.Delete(m.Instances, k2, k2+1) // the node destroys what it created
+		default:
+			m.Instances[k2].InUse = !release
+		}
+	}
+	for k, gi := range d.GPUs {
+		g := &n.GPUs[gi]
+		g.MIG = work[k]
+		migFree(g)
+	}
+	return nil
+}
+
+// migFromInventory builds the MIG side of a GPU in MIG mode.
+func migFromInventory(g *inventory.GPU, cat *catalog.Catalog) (*MIGGPU, error) {
+	m := &MIGGPU{Model: g.Model, Managed: g.MIGManaged}
+	if cat != nil {
+		if mod, ok := cat.Lookup(g.Model); ok && mod.SupportsMIG() {
+			m.Spec = mod.MIG
+		}
+	}
+	for _, in := range g.MIGInstances {
+		start := -1
+		if in.Start != nil {
+			start = *in.Start
+		}
+		m.Instances = append(m.Instances, MIGInstance{Profile: in.Profile, Start: start, UUID: in.UUID, InUse: in.InUse})
+	}
+	if m.Spec != nil {
+		if _, _, err := g.MIGLayout(m.Spec); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
