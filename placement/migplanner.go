@@ -38,6 +38,9 @@ import "github.com/tessera-gpu/tessera/catalog"
 // are exact, not rounded to the integer scale: slot states are few and
 // the differences mean something.
 
+// migOpenCost is added for starting an empty GPU.
+const migOpenCost = 100
+
 // migCreateCost keeps a free existing instance ahead of creating one at
 // equal cost.
 const migCreateCost = 1e-9
@@ -151,12 +154,17 @@ func (pl *migPlan) option(g *GPU, p *Pod) (migOption, bool) {
 	q := m.spec.ProfileIndex(prof)
 	me := m.spec.Profiles[q].MediaExtended()
 	before := m.capacity(used, media)
+	open := 0.0
+	if used == 0 {
+		open = migOpenCost
+	}
 	best := migOption{cost: -1}
 	for _, st := range starts {
-		cost := before - m.capacity(used|m.spec.SlotMask(q, st), media || me) + migCreateCost
+		cost := open + before - m.capacity(used|m.spec.SlotMask(q, st), media || me) + migCreateCost
 		if best.cost < 0 || cost < best.cost {
 			best = migOption{cost: cost, choice: MIGChoice{Start: st, Create: true}}
 		}
 	}
 	return best, true
 }
+
