@@ -48,6 +48,22 @@ func (s *MIGSpec) SlotMask(i, start int) uint32 {
 	return ((uint32(1) << n) - 1) << start
 }
 
+// Fits reports whether an instance of profile i can start at start next
+// to the instances occupying used (media: one of them is +me). It is
+// CanPlace without the reason, and allocates nothing.
+func (s *MIGSpec) Fits(used uint32, media bool, i, start int) bool {
+	p := &s.Profiles[i]
+	if start < 0 || start+p.MemorySlices > s.MemorySlices || used&s.SlotMask(i, start) != 0 || (media && p.MediaExtended()) {
+		return false
+	}
+	for _, st := range p.Starts {
+		if st == start {
+			return true
+		}
+	}
+	return false
+}
+
 // CanPlace reports why an instance of profile i cannot start at start on
 // a GPU whose instances occupy the memory slices in used and, when media
 // is true, already hold a "+me" instance; "" when it can.
@@ -113,7 +129,7 @@ func (s *MIGSpec) CheckLayout(layout []MIGPlacement) error {
 func (s *MIGSpec) FreeStarts(used uint32, media bool, i int) []int {
 	var out []int
 	for _, st := range s.Profiles[i].Starts {
-		if s.CanPlace(used, media, i, st) == "" {
+		if s.Fits(used, media, i, st) {
 			out = append(out, st)
 		}
 	}

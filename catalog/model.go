@@ -84,7 +84,10 @@ type MIGProfile struct {
 // MediaExtended reports whether the profile is a media-extension variant
 // ("1g.10gb+me"): it takes the GPU's single set of media engines (OFA,
 // JPEG, and on Hopper NVENC), so a GPU holds at most one such instance.
-func (p MIGProfile) MediaExtended() bool { return strings.HasSuffix(strings.ToLower(p.Name), "+me") }
+func (p MIGProfile) MediaExtended() bool {
+	n := p.Name
+	return len(n) >= 3 && strings.EqualFold(n[len(n)-3:], "+me")
+}
 
 // SupportsMIG reports whether the model can be partitioned with MIG.
 func (m *Model) SupportsMIG() bool { return m.MIG != nil && len(m.MIG.Profiles) > 0 }

@@ -59,4 +59,3 @@ func whyMIG(n *Node, p *Pod) string {
 	return fmt.Sprintf("MIG profile %s: fewer than %d GPUs in MIG mode with a free %s instance or a free start slot to create one (%s)",
 		prof, p.GPUCount(), prof, migLayouts(n, p))
 }
-

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,6 +54,18 @@ type MIGInstance struct {
 	UUID string
 	// InUse marks an instance a workload holds.
 	InUse bool
+
+	// q1 caches 1 + the position of Profile in the GPU's Spec (0: not
+	// looked up yet).
+	q1 int
+}
+
+// profileIndex is the instance's position in spec's profiles, or -1.
+func (in *MIGInstance) profileIndex(spec *catalog.MIGSpec) int {
+	if in.q1 > 0 && in.q1 <= len(spec.Profiles) && strings.EqualFold(spec.Profiles[in.q1-1].Name, in.Profile) {
+		return in.q1 - 1
+	}
+	return spec.ProfileIndex(in.Profile)
 }
 
 // MIGChoice is where one MIG instance of a decision lies on its GPU.
@@ -78,14 +91,15 @@ func (m *MIGGPU) clone() *MIGGPU {
 // occupancy is the memory slices the instances hold and whether one is a
 // +me instance; known is false when some instance's start is unknown.
 func (m *MIGGPU) occupancy() (used uint32, media, known bool) {
-	for _, in := range m.Instances {
+	for k := range m.Instances {
+		in := &m.Instances[k]
 		if in.Start < 0 {
 			return 0, false, false
 		}
 		if m.Spec == nil {
 			continue
 		}
-		i := m.Spec.ProfileIndex(in.Profile)
+		i := in.profileIndex(m.Spec)
 		if i < 0 {
 			return 0, false, false
 		}
@@ -98,29 +112,51 @@ func (m *MIGGPU) occupancy() (used uint32, media, known bool) {
 // freeInstance returns the position of the first free existing instance of
 // profile, or -1.
 func (m *MIGGPU) freeInstance(profile string) int {
-	for k, in := range m.Instances {
-		if !in.InUse && strings.EqualFold(in.Profile, profile) && (in.UUID != "" || in.Start >= 0) {
+	for k := range m.Instances {
+		in := &m.Instances[k]
+		if in.InUse || (in.UUID == "" && in.Start < 0) {
+			continue
+		}
+		if in.q1 > 0 && m.Spec != nil && in.q1 <= len(m.Spec.Profiles) {
+			if p := m.Spec.Profiles[in.q1-1].Name; p == profile || strings.EqualFold(p, profile) {
+				return k
+			}
+			continue
+		}
+		if strings.EqualFold(in.Profile, profile) {
 			return k
 		}
 	}
 	return -1
 }
 
-// createStarts returns the starts at which profile could be created now
-// (nil on an unmanaged GPU or one whose layout is not fully known).
-func (m *MIGGPU) createStarts(profile string) []int {
+// createLayout returns what creating profile needs: the spec's index of
+// the profile and the GPU's occupied slices, ok false on an unmanaged GPU,
+// one without geometry or one whose layout is not fully known.
+func (m *MIGGPU) createLayout(profile string) (q int, used uint32, media, ok bool) {
 	if !m.Managed || m.Spec == nil {
-		return nil
+		return -1, 0, false, false
 	}
-	i := m.Spec.ProfileIndex(profile)
-	if i < 0 {
-		return nil
+	if q = m.Spec.ProfileIndex(profile); q < 0 {
+		return -1, 0, false, false
 	}
 	used, media, known := m.occupancy()
-	if !known {
-		return nil
+	return q, used, media, known
+}
+
+// firstStart returns the lowest start at which profile can be created
+// now, or -1.
+func (m *MIGGPU) firstStart(profile string) int {
+	q, used, media, ok := m.createLayout(profile)
+	if !ok {
+		return -1
 	}
-	return m.Spec.FreeStarts(used, media, i)
+	for _, st := range m.Spec.Profiles[q].Starts {
+		if m.Spec.Fits(used, media, q, st) {
+			return st
+		}
+	}
+	return -1
 }
 
 // profileInfo returns the spec's profile of that name.
@@ -165,7 +201,7 @@ func migGPUOK(p *Pod, g *GPU) bool {
 	if g.MIG == nil || !modelAllowed(p, g.Model) {
 		return false
 	}
-	return g.MIG.freeInstance(p.GPU.MIGProfile) >= 0 || len(g.MIG.createStarts(p.GPU.MIGProfile)) > 0
+	return g.MIG.freeInstance(p.GPU.MIGProfile) >= 0 || g.MIG.firstStart(p.GPU.MIGProfile) >= 0
 }
 
 // migUsable appends the positions of n's GPUs that can take an instance.
@@ -228,8 +264,8 @@ func (firstFit) option(g *GPU, p *Pod) (migOption, bool) {
 		in := g.MIG.Instances[k]
 		return migOption{choice: MIGChoice{Start: in.Start, UUID: in.UUID}}, true
 	}
-	if st := g.MIG.createStarts(p.GPU.MIGProfile); len(st) > 0 {
-		return migOption{choice: MIGChoice{Start: st[0], Create: true}}, true
+	if st := g.MIG.firstStart(p.GPU.MIGProfile); st >= 0 {
+		return migOption{choice: MIGChoice{Start: st, Create: true}}, true
 	}
 	return migOption{}, false
 }
@@ -245,13 +281,9 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 	}
 	_, first := pl.(firstFit)
 	want := p.GPUCount()
-	best := Decision{Node: -1}
+	bestNode := -1
 	var bestCost float64
-	type cand struct {
-		gi  int
-		opt migOption
-	}
-	var cands []cand
+	var cands, best []migCand
 	for ni := range c.Nodes {
 		n := &c.Nodes[ni]
 		if !okCPU(n, p) || !okMemory(n, p) || len(n.GPUs) < want {
@@ -264,41 +296,52 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 				continue
 			}
 			if o, ok := pl.option(g, p); ok {
-				cands = append(cands, cand{gi, o})
+				cands = append(cands, migCand{gi, o})
 			}
 		}
 		if len(cands) < want {
 			continue
 		}
-		slices.SortStableFunc(cands, func(a, b cand) int {
-			switch {
-			case a.opt.cost < b.opt.cost:
-				return -1
-			case a.opt.cost > b.opt.cost:
-				return 1
+		switch {
+		case want == 1 && !first: // the cheapest, first on ties
+			m := 0
+			for k := range cands {
+				if cands[k].opt.cost < cands[m].opt.cost {
+					m = k
+				}
 			}
-			return 0
-		})
+			cands[0] = cands[m]
+		case want > 1:
+			slices.SortStableFunc(cands, func(a, b migCand) int { return cmp.Compare(a.opt.cost, b.opt.cost) })
+		}
 		var cost float64
-		d := Decision{Node: ni, GPUs: make([]int, want), MIG: make([]MIGChoice, want)}
 		for k := 0; k < want; k++ {
 			cost += cands[k].opt.cost
-			d.GPUs[k], d.MIG[k] = cands[k].gi, cands[k].opt.choice
+		}
+		better := bestNode < 0 || cost < bestCost ||
+			(cost == bestCost && ch.rank != nil && ch.ranked(c, ni) < ch.ranked(c, bestNode))
+		if better {
+			bestNode, bestCost = ni, cost
+			best = append(best[:0], cands[:want]...)
 		}
 		if first {
-			return d, nil
-		}
-		switch {
-		case best.Node < 0 || cost < bestCost:
-			best, bestCost = d, cost
-		case cost == bestCost && ch.rank != nil && ch.ranked(c, ni) < ch.ranked(c, best.Node):
-			best = d
+			break
 		}
 	}
-	if best.Node < 0 {
+	if bestNode < 0 {
 		return Decision{Node: -1}, noFit(c, p)
 	}
-	return best, nil
+	d := Decision{Node: bestNode, GPUs: make([]int, want), MIG: make([]MIGChoice, want)}
+	for k, x := range best {
+		d.GPUs[k], d.MIG[k] = x.gi, x.opt.choice
+	}
+	return d, nil
+}
+
+// migCand is one GPU's option in chooseMIG.
+type migCand struct {
+	gi  int
+	opt migOption
 }
 
 // applyMIG books (release false) or gives back (release true) a MIG
@@ -336,7 +379,7 @@ func applyMIG(n *Node, p *Pod, d Decision, release bool) error {
 			if why := m.Spec.CanPlace(used, media, i, ch.Start); why != "" {
 				return fmt.Errorf("node %s GPU %d: %s", n.Name, g.Index, why)
 			}
-			m.Instances = append(m.Instances, MIGInstance{Profile: m.Spec.Profiles[i].Name, Start: ch.Start, InUse: true})
+			m.Instances = append(m.Instances, MIGInstance{Profile: m.Spec.Profiles[i].Name, Start: ch.Start, InUse: true, q1: i + 1})
 			continue
 		}
 		k2 := -1
@@ -384,7 +427,8 @@ func migFromInventory(g *inventory.GPU, cat *catalog.Catalog) (*MIGGPU, error) {
 		if in.Start != nil {
 			start = *in.Start
 		}
-		m.Instances = append(m.Instances, MIGInstance{Profile: in.Profile, Start: start, UUID: in.UUID, InUse: in.InUse})
+		m.Instances = append(m.Instances, MIGInstance{Profile: in.Profile, Start: start, UUID: in.UUID, InUse: in.InUse,
+			q1: m.Spec.ProfileIndex(in.Profile) + 1})
 	}
 	if m.Spec != nil {
 		if _, _, err := g.MIGLayout(m.Spec); err != nil {

@@ -51,16 +51,30 @@ const migCreateCost = 1e-9
 type migPlan struct {
 	dist   Distribution // MIG shapes only, weights summing to 1
 	models map[string]*migModel
+	last   *migModel // the model asked last: GPUs of a node are alike
 }
 
 // migModel is what the planner derives for one GPU model.
 type migModel struct {
+	name string
 	spec *catalog.MIGSpec
 	// weight[q] is pi(q) * c(q) for profile q of spec.
 	weight []float64
 	// fit[q][mask] is k_q for the free slices of mask (media extension
 	// free); +me profiles are 0 or 1 and read media separately.
 	fit [][]uint8
+	// me[q] marks the +me profiles.
+	me []bool
+	// memo[q][mask | media<<MemorySlices] is the best new instance of q on
+	// that layout, computed on first use.
+	memo [][]migMemo
+}
+
+type migMemo struct {
+	set   bool
+	ok    bool
+	start int
+	cost  float64
 }
 
 func newMIGPlan(d Distribution) *migPlan {
@@ -73,10 +87,15 @@ func (pl *migPlan) model(g *GPU) *migModel {
 	if spec == nil {
 		return nil
 	}
+	if pl.last != nil && pl.last.spec == spec && pl.last.name == g.Model {
+		return pl.last
+	}
 	if m, ok := pl.models[g.Model]; ok && m.spec == spec {
+		pl.last = m
 		return m
 	}
-	m := &migModel{spec: spec, weight: make([]float64, len(spec.Profiles)), fit: make([][]uint8, len(spec.Profiles))}
+	np := len(spec.Profiles)
+	m := &migModel{name: g.Model, spec: spec, weight: make([]float64, np), fit: make([][]uint8, np), me: make([]bool, np), memo: make([][]migMemo, np)}
 	var total float64
 	for _, t := range pl.dist {
 		if !t.Shape.allows(g.Model) {
@@ -96,6 +115,8 @@ func (pl *migPlan) model(g *GPU) *migModel {
 		}
 	}
 	for q, p := range spec.Profiles {
+		m.memo[q] = make([]migMemo, 2<<spec.MemorySlices)
+		m.me[q] = p.MediaExtended()
 		m.weight[q] *= float64(p.ComputeSlices) / total
 		m.fit[q] = make([]uint8, 1<<spec.MemorySlices)
 		for mask := range m.fit[q] {
@@ -103,6 +124,7 @@ func (pl *migPlan) model(g *GPU) *migModel {
 		}
 	}
 	pl.models[g.Model] = m
+	pl.last = m
 	return m
 }
 
@@ -127,7 +149,7 @@ func (m *migModel) capacity(used uint32, media bool) float64 {
 			continue
 		}
 		k := m.fit[q][used]
-		if m.spec.Profiles[q].MediaExtended() {
+		if m.me[q] {
 			if media {
 				k = 0
 			}
@@ -145,26 +167,41 @@ func (pl *migPlan) option(g *GPU, p *Pod) (migOption, bool) {
 		in := g.MIG.Instances[k]
 		return migOption{choice: MIGChoice{Start: in.Start, UUID: in.UUID}}, true
 	}
-	starts := g.MIG.createStarts(prof)
-	if len(starts) == 0 {
+	q, used, media, ok := g.MIG.createLayout(prof)
+	if !ok {
 		return migOption{}, false
 	}
 	m := pl.model(g)
-	used, media, _ := g.MIG.occupancy()
-	q := m.spec.ProfileIndex(prof)
-	me := m.spec.Profiles[q].MediaExtended()
+	key := used
+	if media {
+		key |= 1 << m.spec.MemorySlices
+	}
+	e := &m.memo[q][key]
+	if !e.set {
+		*e = m.best(q, used, media)
+	}
+	if !e.ok {
+		return migOption{}, false
+	}
+	return migOption{cost: e.cost, choice: MIGChoice{Start: e.start, Create: true}}, true
+}
+
+// best is the cheapest start for a new instance of q on the layout.
+func (m *migModel) best(q int, used uint32, media bool) migMemo {
 	before := m.capacity(used, media)
 	open := 0.0
 	if used == 0 {
 		open = migOpenCost
 	}
-	best := migOption{cost: -1}
-	for _, st := range starts {
-		cost := open + before - m.capacity(used|m.spec.SlotMask(q, st), media || me) + migCreateCost
-		if best.cost < 0 || cost < best.cost {
-			best = migOption{cost: cost, choice: MIGChoice{Start: st, Create: true}}
+	best := migMemo{set: true}
+	for _, st := range m.spec.Profiles[q].Starts {
+		if !m.spec.Fits(used, media, q, st) {
+			continue
+		}
+		cost := open + before - m.capacity(used|m.spec.SlotMask(q, st), media || m.me[q]) + migCreateCost
+		if !best.ok || cost < best.cost {
+			best = migMemo{set: true, ok: true, start: st, cost: cost}
 		}
 	}
-	return best, true
+	return best
 }
-
