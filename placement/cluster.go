@@ -28,7 +28,11 @@ type GPU struct {
 	NUMANode int
 	// MIG is set for a GPU in MIG mode: it takes MIG requests only, and its
 	// FreeMilli and FreeMemoryMiB follow its instances in use (mig.go).
+	// FromInventory sets it and Apply and Release change it; a snapshot
+	// built by hand must not change it afterwards.
 	MIG *MIGGPU
+	// migSum summarises MIG for the chooser, kept by migFree.
+	migSum migSummary
 }
 
 // Node is one host: its CPU and memory, its GPUs and how they are linked.

@@ -130,6 +130,27 @@ func (m *MIGGPU) freeInstance(profile string) int {
 	return -1
 }
 
+// freeInstanceQ is freeInstance for the profile at position q of the
+// GPU's Spec (q >= 0), comparing cached positions rather than names.
+func (m *MIGGPU) freeInstanceQ(q int, profile string) int {
+	for k := range m.Instances {
+		in := &m.Instances[k]
+		if in.InUse || (in.UUID == "" && in.Start < 0) {
+			continue
+		}
+		if in.q1 > 0 {
+			if in.q1-1 == q {
+				return k
+			}
+			continue
+		}
+		if strings.EqualFold(in.Profile, profile) {
+			return k
+		}
+	}
+	return -1
+}
+
 // createLayout returns what creating profile needs: the spec's index of
 // the profile and the GPU's occupied slices, ok false on an unmanaged GPU,
 // one without geometry or one whose layout is not fully known.
@@ -171,10 +192,40 @@ func (m *MIGGPU) profileInfo(profile string) (catalog.MIGProfile, bool) {
 	return m.Spec.Profiles[i], true
 }
 
+// migSummary is what the MIG chooser reads of a MIG GPU without following
+// its pointers: the occupied slices, which profiles have a free instance
+// (bit q for profile q of spec) and whether new instances can be made.
+type migSummary struct {
+	spec  *catalog.MIGSpec
+	used  uint32
+	freeQ uint32
+	media bool
+	// create: managed, with geometry and a fully known layout.
+	create bool
+	ok     bool
+}
+
 // migFree sets g's free compute and memory from its instances in use, so
 // that cluster totals count MIG bookings: a profile takes its compute
-// slices' share of the GPU and its memory.
+// slices' share of the GPU and its memory. It also refreshes g.migSum.
 func migFree(g *GPU) {
+	g.migSum = migSummary{}
+	if m := g.MIG; m.Spec != nil {
+		used, media, known := m.occupancy()
+		s := migSummary{spec: m.Spec, used: used, media: media, create: m.Managed && known, ok: true}
+		for k := range m.Instances {
+			in := &m.Instances[k]
+			if in.InUse || (in.UUID == "" && in.Start < 0) {
+				continue
+			}
+			if q := in.profileIndex(m.Spec); q >= 0 && q < 32 {
+				s.freeQ |= 1 << q
+			} else {
+				s.ok = false // a free instance of a profile the spec lacks
+			}
+		}
+		g.migSum = s
+	}
 	var milli, mem int64
 	for _, in := range g.MIG.Instances {
 		if !in.InUse {

@@ -32,6 +32,9 @@ func checkMIGLayouts(t *testing.T, c *Cluster, step string) {
 			want := *g
 			want.MIG = g.MIG.clone()
 			migFree(&want)
+			if want.migSum != g.migSum {
+				t.Fatalf("%s: node %d GPU %d: stale MIG summary %+v, instances say %+v", step, ni, gi, g.migSum, want.migSum)
+			}
 			if want.FreeMilli != g.FreeMilli || want.FreeMemoryMiB != g.FreeMemoryMiB {
 				t.Fatalf("%s: node %d GPU %d: free %d/%d, instances say %d/%d", step, ni, gi, g.FreeMilli, g.FreeMemoryMiB, want.FreeMilli, want.FreeMemoryMiB)
 			}

@@ -65,6 +65,9 @@ type migModel struct {
 	fit [][]uint8
 	// me[q] marks the +me profiles.
 	me []bool
+	// lastName and lastQ remember the last profile looked up.
+	lastName string
+	lastQ    int
 	// memo[q][mask | media<<MemorySlices] is the best new instance of q on
 	// that layout, computed on first use.
 	memo [][]migMemo
@@ -81,24 +84,23 @@ func newMIGPlan(d Distribution) *migPlan {
 	return &migPlan{dist: d, models: map[string]*migModel{}}
 }
 
-// model returns the planner's view of g's model (nil without geometry).
-func (pl *migPlan) model(g *GPU) *migModel {
-	spec := g.MIG.Spec
+// model returns the planner's view of a model (nil without geometry).
+func (pl *migPlan) model(name string, spec *catalog.MIGSpec) *migModel {
 	if spec == nil {
 		return nil
 	}
-	if pl.last != nil && pl.last.spec == spec && pl.last.name == g.Model {
+	if pl.last != nil && pl.last.spec == spec && pl.last.name == name {
 		return pl.last
 	}
-	if m, ok := pl.models[g.Model]; ok && m.spec == spec {
+	if m, ok := pl.models[name]; ok && m.spec == spec {
 		pl.last = m
 		return m
 	}
 	np := len(spec.Profiles)
-	m := &migModel{name: g.Model, spec: spec, weight: make([]float64, np), fit: make([][]uint8, np), me: make([]bool, np), memo: make([][]migMemo, np)}
+	m := &migModel{name: name, spec: spec, weight: make([]float64, np), fit: make([][]uint8, np), me: make([]bool, np), memo: make([][]migMemo, np)}
 	var total float64
 	for _, t := range pl.dist {
-		if !t.Shape.allows(g.Model) {
+		if !t.Shape.allows(name) {
 			continue
 		}
 		if q := spec.ProfileIndex(t.Shape.MIGProfile); q >= 0 {
@@ -123,7 +125,7 @@ func (pl *migPlan) model(g *GPU) *migModel {
 			m.fit[q][mask] = greedyFit(spec, q, uint32(mask))
 		}
 	}
-	pl.models[g.Model] = m
+	pl.models[name] = m
 	pl.last = m
 	return m
 }
@@ -163,15 +165,48 @@ func (m *migModel) capacity(used uint32, media bool) float64 {
 // option implements migPlanner.
 func (pl *migPlan) option(g *GPU, p *Pod) (migOption, bool) {
 	prof := p.GPU.MIGProfile
-	if k := g.MIG.freeInstance(prof); k >= 0 {
+	if s := &g.migSum; s.ok { // the summary's fast path
+		m := pl.model(g.Model, s.spec)
+		q := m.profile(prof)
+		switch {
+		case q < 0:
+			return migOption{}, false
+		case s.freeQ&(1<<q) != 0:
+			in := g.MIG.Instances[g.MIG.freeInstanceQ(q, prof)]
+			return migOption{choice: MIGChoice{Start: in.Start, UUID: in.UUID}}, true
+		case !s.create:
+			return migOption{}, false
+		}
+		return m.option(q, s.used, s.media)
+	}
+	m := pl.model(g.Model, g.MIG.Spec)
+	if m == nil { // no geometry: existing instances only
+		if k := g.MIG.freeInstance(prof); k >= 0 {
+			in := g.MIG.Instances[k]
+			return migOption{choice: MIGChoice{Start: in.Start, UUID: in.UUID}}, true
+		}
+		return migOption{}, false
+	}
+	q := m.profile(prof)
+	if q < 0 {
+		return migOption{}, false
+	}
+	if k := g.MIG.freeInstanceQ(q, prof); k >= 0 {
 		in := g.MIG.Instances[k]
 		return migOption{choice: MIGChoice{Start: in.Start, UUID: in.UUID}}, true
 	}
-	q, used, media, ok := g.MIG.createLayout(prof)
+	if !g.MIG.Managed {
+		return migOption{}, false
+	}
+	used, media, ok := g.MIG.occupancy()
 	if !ok {
 		return migOption{}, false
 	}
-	m := pl.model(g)
+	return m.option(q, used, media)
+}
+
+// option is the best new instance of profile q on a layout, memoised.
+func (m *migModel) option(q int, used uint32, media bool) (migOption, bool) {
 	key := used
 	if media {
 		key |= 1 << m.spec.MemorySlices
@@ -184,6 +219,14 @@ func (pl *migPlan) option(g *GPU, p *Pod) (migOption, bool) {
 		return migOption{}, false
 	}
 	return migOption{cost: e.cost, choice: MIGChoice{Start: e.start, Create: true}}, true
+}
+
+// profile is spec.ProfileIndex(name), remembering the last name asked.
+func (m *migModel) profile(name string) int {
+	if name != m.lastName || m.lastName == "" {
+		m.lastName, m.lastQ = name, m.spec.ProfileIndex(name)
+	}
+	return m.lastQ
 }
 
 // best is the cheapest start for a new instance of q on the layout.
