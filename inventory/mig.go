@@ -23,3 +23,23 @@ func (g *GPU) MIGLayout(spec *catalog.MIGSpec) (layout []catalog.MIGPlacement, o
 	}
 	return layout, true, nil
 }
+
+// MIGFreeSlots lists the memory slices none of the GPU's instances
+// occupies, ascending; ok is false when an instance's start is unknown or
+// the layout breaks spec's rules.
+func (g *GPU) MIGFreeSlots(spec *catalog.MIGSpec) (free []int, ok bool) {
+	layout, ok, err := g.MIGLayout(spec)
+	if !ok || err != nil {
+		return nil, false
+	}
+	var used uint32
+	for _, pl := range layout {
+		used |= spec.SlotMask(spec.ProfileIndex(pl.Profile), pl.Start)
+	}
+	for k := 0; k < spec.MemorySlices; k++ {
+		if used&(1<<k) == 0 {
+			free = append(free, k)
+		}
+	}
+	return free, true
+}

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,13 @@ func TestMIGLayout(t *testing.T) {
 		}
 		if ok && len(layout) != len(tc.instances) {
 			t.Errorf("%s: layout %v", tc.name, layout)
+		}
+		free, fok := g.MIGFreeSlots(a100.MIG)
+		if fok != ok {
+			t.Errorf("%s: MIGFreeSlots ok %v, MIGLayout ok %v", tc.name, fok, ok)
+		}
+		if tc.name == "valid" && !slices.Equal(free, []int{2, 3}) {
+			t.Errorf("valid: free slots %v, want [2 3]", free)
 		}
 	}
 }

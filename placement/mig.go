@@ -488,3 +488,19 @@ func migFromInventory(g *inventory.GPU, cat *catalog.Catalog) (*MIGGPU, error) {
 	}
 	return m, nil
 }
+
+// FreeSlots lists the memory slices no instance occupies, ascending; ok
+// is false when the model has no geometry or an instance's start is
+// unknown.
+func (m *MIGGPU) FreeSlots() (free []int, ok bool) {
+	used, _, known := m.occupancy()
+	if !known {
+		return nil, false
+	}
+	for k := 0; k < m.Spec.MemorySlices; k++ {
+		if used&(1<<k) == 0 {
+			free = append(free, k)
+		}
+	}
+	return free, true
+}

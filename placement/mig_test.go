@@ -175,6 +175,12 @@ func TestMIGApplyRelease(t *testing.T) {
 	if g0.FreeMilli != Whole-2*(3*Whole/7) || len(g0.MIG.Instances) != 2 || !g0.MIG.Instances[1].InUse {
 		t.Errorf("after apply: free %d, instances %+v", g0.FreeMilli, g0.MIG.Instances)
 	}
+	if free, ok := g0.MIG.FreeSlots(); !ok || len(free) != 0 {
+		t.Errorf("FreeSlots after 3g@0 and 3g@4 = %v, %v", free, ok)
+	}
+	if free, ok := c.Nodes[0].GPUs[1].MIG.FreeSlots(); !ok || len(free) != 8 {
+		t.Errorf("FreeSlots of an empty GPU = %v, %v", free, ok)
+	}
 	if err := c.Apply(&p, existing); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("second apply of an instance in use: %v", err)
 	}
