@@ -3,6 +3,7 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -279,5 +280,34 @@ func TestShapeOfMIG(t *testing.T) {
 	other, mig := d.split()
 	if len(other) != 1 || other[0].Weight != 1 || len(mig) != 1 || mig[0].Weight != 1 {
 		t.Errorf("split = %v, %v", other, mig)
+	}
+}
+
+// TestTypicalKeepsRareMIG: a few MIG requests among many shares survive
+// the popularity cut, and the shares' weights are as without them.
+func TestTypicalKeepsRareMIG(t *testing.T) {
+	var with, without ShapeCounter
+	for i := 0; i < 100; i++ {
+		p := Pod{Name: "s", GPU: request.GPU{Count: 1, ComputeMilli: int64(100 + 100*(i%5)), ComputeLimitMilli: 1000}}
+		with.Add(&p)
+		without.Add(&p)
+	}
+	for _, prof := range []string{"1g.10gb", "1g.10gb", "4g.40gb"} {
+		p := migPod("m", prof, 1)
+		with.Add(&p)
+	}
+	d := with.Typical(0.95)
+	other, mig := d.split()
+	if len(mig) != 2 || mig[0].Shape.MIGProfile != "1g.10gb" || math.Abs(mig[0].Weight-2.0/3) > 1e-9 {
+		t.Errorf("MIG part = %+v", mig)
+	}
+	want := without.Typical(0.95)
+	if len(other) != len(want) {
+		t.Fatalf("shares part = %+v, want %+v", other, want)
+	}
+	for i := range want {
+		if other[i].Shape != want[i].Shape || math.Abs(other[i].Weight-want[i].Weight) > 1e-9 {
+			t.Errorf("share %d = %+v, want %+v", i, other[i], want[i])
+		}
 	}
 }

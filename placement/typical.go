@@ -103,14 +103,35 @@ func (sc *ShapeCounter) Total() float64 { return sc.total }
 // Typical returns the most popular shapes that together make up at least
 // popularity (0..1] of the pods counted, most popular first, weights
 // renormalised to sum to 1. Equal counts are ordered by shape, larger
-// first, so the result is deterministic.
+// first, so the result is deterministic. MIG requests are cut apart:
+// the most popular MIG shapes making up popularity of the MIG requests
+// follow the others, each part weighted by its share of the pods, so that
+// rare MIG requests among many shares still inform the MIG planner.
 func (sc *ShapeCounter) Typical(popularity float64) Distribution {
 	if sc.total == 0 {
 		return nil
 	}
-	all := make(Distribution, 0, len(sc.counts))
+	var other, mig Distribution
+	var migTotal float64
 	for s, n := range sc.counts {
-		all = append(all, Typical{Shape: s, Weight: n, MemoryMiB: sc.mem[s] / n})
+		t := Typical{Shape: s, Weight: n, MemoryMiB: sc.mem[s] / n}
+		if s.MIGProfile != "" {
+			mig = append(mig, t)
+			migTotal += n
+		} else {
+			other = append(other, t)
+		}
+	}
+	out := cutTypical(other, popularity, sc.total-migTotal, sc.total)
+	return append(out, cutTypical(mig, popularity, migTotal, sc.total)...)
+}
+
+// cutTypical sorts shapes (weights are counts) by popularity, keeps the
+// most popular covering popularity of total, and scales their weights to
+// sum to total/all.
+func cutTypical(all Distribution, popularity, total, whole float64) Distribution {
+	if total == 0 {
+		return nil
 	}
 	slices.SortFunc(all, func(a, b Typical) int {
 		if c := cmp.Compare(b.Weight, a.Weight); c != 0 {
@@ -120,13 +141,16 @@ func (sc *ShapeCounter) Typical(popularity float64) Distribution {
 	})
 	var cum float64
 	k := 0
-	for k < len(all) && cum < popularity*sc.total {
+	for k < len(all) && cum < popularity*total {
 		cum += all[k].Weight
 		k++
 	}
 	out := all[:k]
 	for i := range out {
 		out[i].Weight /= cum
+		if total != whole {
+			out[i].Weight *= total / whole
+		}
 	}
 	return out
 }
