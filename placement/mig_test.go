@@ -311,3 +311,29 @@ func TestTypicalKeepsRareMIG(t *testing.T) {
 		}
 	}
 }
+
+// TestMIGPlannerGuideOrder: the guide's 3-2-1-1 layout fails when the
+// driver places 1g, 1g and 2g before the 3g. With 1g, 2g and 3g requests
+// typical, the planner places them arriving in that order and the 3g
+// still fits (at start 4); the capacity loss alone would put the 1g at 6
+// and 4 and leave the 3g nowhere.
+func TestMIGPlannerGuideOrder(t *testing.T) {
+	d := migDist(map[string]float64{"1g.5gb": 0.5, "2g.10gb": 0.25, "3g.20gb": 0.25})
+	c := cluster(t, migInv("n", "A100-40GB", 1, true))
+	pol := NewTessera(d, 1)
+	var got []MIGChoice
+	for _, prof := range []string{"1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"} {
+		p := migPod(prof, prof, 1)
+		dec, err := pol.Place(c, &p)
+		if err != nil {
+			t.Fatalf("%s refused after %v: %v", prof, got, err)
+		}
+		if err := c.Apply(&p, dec); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, dec.MIG[0])
+	}
+	if got[3].Start != 4 {
+		t.Errorf("layout %v, want the 3g at 4", got)
+	}
+}
