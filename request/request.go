@@ -2,7 +2,6 @@ package request
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/catalog"
@@ -170,18 +169,14 @@ func (r GPU) validateMIG(allowed []catalog.Model, models bool) error {
 		if _, ok := m.MIGProfile(r.MIGProfile); ok {
 			return nil
 		}
-		if m.MIG != nil {
-			for _, p := range m.MIG.Profiles {
-				if !slices.Contains(offered, p.Name) {
-					offered = append(offered, p.Name)
-				}
-			}
+		if m.SupportsMIG() {
+			offered = append(offered, m.Name+" has "+strings.Join(m.MIG.ProfileNames(), ", "))
 		}
 	}
 	if len(offered) == 0 {
 		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty: none of the allowed models supports MIG")
 	}
-	return fieldErr(FieldMIGProfile, r.MIGProfile, "a profile the allowed models offer: %s", strings.Join(offered, ", "))
+	return fieldErr(FieldMIGProfile, r.MIGProfile, "a MIG profile of an allowed model (%s)", strings.Join(offered, "; "))
 }
 
 // allowedModels resolves Models against the catalog; an empty list allows
