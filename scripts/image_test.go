@@ -316,14 +316,20 @@ func TestMakeImage(t *testing.T) {
 	})
 
 	t.Run("containerd import", func(t *testing.T) {
-		importIntoContainerd(t, ref, version, filepath.Join(dir, "tessera-image.tar"), filepath.Join(dir, "pause-image.tar"))
+		lib, err := os.ReadFile(filepath.Join(repoRoot(t), "intercept", "build", "libtessera-intercept.so"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		importIntoContainerd(t, ref, version, lib, filepath.Join(dir, "tessera-image.tar"), filepath.Join(dir, "pause-image.tar"))
 	})
 }
 
 // importIntoContainerd imports the tarballs with ctr into a containerd of
-// its own (root only, with containerd, ctr and runc installed) and runs
-// tessera version in the image.
-func importIntoContainerd(t *testing.T, ref, version string, tarballs ...string) {
+// its own (root only, with containerd, ctr and runc installed), runs
+// tessera version in the image, and tessera install-lib the way the
+// agent's init container does, into a host folder: the library it
+// installs must be lib.
+func importIntoContainerd(t *testing.T, ref, version string, lib []byte, tarballs ...string) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run containerd")
 	}
@@ -397,5 +403,20 @@ func importIntoContainerd(t *testing.T, ref, version string, tarballs ...string)
 	}
 	if !strings.HasPrefix(out, "tessera "+version+"\n") {
 		t.Errorf("tessera version in containerd printed %q, want tessera %s first", out, version)
+	}
+	host := filepath.Join(dir, "host-lib")
+	if err := os.Mkdir(host, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(host, 0o777); err != nil { // the image's user writes it
+		t.Fatal(err)
+	}
+	out, err = ctr("run", "--rm", "--mount", "type=bind,src="+host+",dst=/var/lib/tessera/lib,options=rbind:rw", ref, "tessera-install-lib-test",
+		"/usr/local/bin/tessera", "install-lib", "--from", "/usr/local/lib/tessera/libtessera-intercept.so", "--to", "/var/lib/tessera/lib")
+	if err != nil || !strings.HasPrefix(out, "installed libtessera-intercept.so ") {
+		t.Fatalf("tessera install-lib in the image: %v\n%s", err, out)
+	}
+	if got, err := os.ReadFile(filepath.Join(host, "libtessera-intercept.so")); err != nil || !bytes.Equal(got, lib) {
+		t.Errorf("after install-lib in the image, the host's library symlink reads %d bytes (%v), want the image's library", len(got), err)
 	}
 }

@@ -42,8 +42,8 @@ The library is copied to DIR/<version>-<first 12 hex digits of its sha256>/` + l
 DIR/` + libFile + ` is switched to it atomically (a new symlink renamed over
 the old one), so a reader never finds the path missing. Running it again with
 the same library changes nothing. The newest --keep versioned folders are
-kept, and never the one the symlink names is removed; containers that run
-an older version keep their bind-mounted file even after its folder goes.
+kept, never removing the one the symlink names; containers that run an
+older version keep their bind-mounted file even after its folder goes.
 
 The Tessera image has no shell: this is what its init container runs.`,
 		Example: `  tessera install-lib --from /usr/local/lib/tessera/` + libFile + ` --to /var/lib/tessera/lib`,
