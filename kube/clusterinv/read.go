@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -152,4 +154,13 @@ func explain(err error, server, verb, resource string) error {
 		return fmt.Errorf("cluster unreachable: the API server at %s: %w", server, ue.Err)
 	}
 	return fmt.Errorf("%s %s on %s: %w", verb, resource, server, err)
+}
+
+// CheckPoolLabel checks a pool label key as Kubernetes does (an optional
+// DNS subdomain prefix and a name of at most 63 characters).
+func CheckPoolLabel(key string) error {
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		return fmt.Errorf("%q is not a valid label key: %s", key, strings.Join(errs, "; "))
+	}
+	return nil
 }

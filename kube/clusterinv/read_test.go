@@ -161,3 +161,17 @@ func TestReadErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPoolLabel(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		ok  bool
+	}{
+		{"tessera.io/pool", true}, {"cloud.google.com/gke-nodepool", true}, {"pool", true},
+		{"", false}, {"bad key", false}, {"a/b/c", false}, {"-x", false},
+	} {
+		if err := CheckPoolLabel(tc.key); (err == nil) != tc.ok {
+			t.Errorf("CheckPoolLabel(%q) = %v", tc.key, err)
+		}
+	}
+}
