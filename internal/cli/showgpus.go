@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/gpusummary"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/clusterinv"
 )
 
 func newShowGPUsCommand(a *app) *cobra.Command {
@@ -71,6 +73,11 @@ gpunodes.tessera.io. --source auto reads the cluster when one answers within
 				return a.showCluster(cmd.Context(), c, &kube, opt, output)
 			case "auto":
 				c, err := a.autoCluster(cmd.Context(), &kube)
+				var refused *clusterinv.ConfigError
+				if errors.As(err, &refused) && (cmd.Flags().Changed("kubeconfig") || cmd.Flags().Changed("context")) {
+					// A cluster named by flag that cannot be used is an error, not a fallback.
+					return &exitError{code: 1, msg: err.Error()}
+				}
 				if err == nil {
 					fmt.Fprintf(a.stderr, "note: --source auto: reading the Kubernetes cluster (%s)\n", c.Where())
 					return a.showCluster(cmd.Context(), c, &kube, opt, output)

@@ -104,6 +104,8 @@ func TestShowGPUsErrors(t *testing.T) {
 		{[]string{"show-gpus", "--kubeconfig", "/x"}, `--kubeconfig: applies only to --source kube or auto, got --source ""`},
 		{[]string{"show-gpus", "--source", "kube", "--pool-label", "a b"}, `--pool-label: "a b" is not a valid label key`},
 		{[]string{"show-gpus", "--source", "kube", "--kubeconfig", "/does/not/exist"}, "--kubeconfig /does/not/exist: stat /does/not/exist: no such file or directory"},
+		// auto falls back when no cluster answers, not when the one named by flag cannot be used.
+		{[]string{"show-gpus", "--source", "auto", "--kubeconfig", "/does/not/exist"}, "--kubeconfig /does/not/exist: stat"},
 		{[]string{"show-gpus", "a", "b"}, `unexpected argument "b" (usage: tessera show-gpus [NAME] [flags])`},
 		{[]string{"--log-level", "loud", "show-gpus"}, `--log-level: must be one of debug, info, warn, error; got "loud"`},
 	}

@@ -50,9 +50,25 @@ func (c *Cluster) Where() string {
 	return fmt.Sprintf("context %q, server %s", c.Context, c.Server)
 }
 
+// ConfigError is the error of Connect: the kubeconfig or the context
+// cannot be used (as opposed to a cluster that cannot be read).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
 // Connect loads the kubeconfig that opt and the environment select and
-// checks the context. It does not contact the server (see Probe).
+// checks the context. It does not contact the server (see Probe). Its
+// errors are *ConfigError.
 func Connect(opt Options) (*Cluster, error) {
+	c, err := connect(opt)
+	if err != nil {
+		return nil, &ConfigError{Err: err}
+	}
+	return c, nil
+}
+
+func connect(opt Options) (*Cluster, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = opt.Kubeconfig
 	if opt.Kubeconfig != "" {

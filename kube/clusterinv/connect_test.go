@@ -65,6 +65,10 @@ func TestConnect(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
 				}
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Errorf("err %T is not a *ConfigError", err)
+				}
 				if errors.Is(err, ErrNoKubeconfig) != tc.noKubeconf {
 					t.Errorf("errors.Is(err, ErrNoKubeconfig) = %v", !tc.noKubeconf)
 				}
