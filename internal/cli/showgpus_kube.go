@@ -73,7 +73,7 @@ func (a *app) showCluster(ctx context.Context, c *clusterinv.Cluster, k *kubeFla
 	}
 	inv, err := r.Read(ctx)
 	if err != nil {
-		return &exitError{code: 1, msg: fmt.Sprintf("--source kube (%s): %v", c.Where(), err)}
+		return &exitError{code: 1, msg: fmt.Sprintf("--source kube (context %q): %v", c.Context, err)}
 	}
 	for _, w := range inv.Warnings {
 		fmt.Fprintf(a.stderr, "warning: %s\n", w)

@@ -174,7 +174,7 @@ func TestShowGPUsKube(t *testing.T) {
 	}
 
 	// No GPUNode CRD yet: say how to install it.
-	fail(1, []string{`--source kube (context "tessera-test", server ` + c.Host, "Tessera's CRDs are not installed", "kubectl apply -f deploy/crds/"},
+	fail(1, []string{`--source kube (context "tessera-test"): the cluster does not serve GPUNode objects`, "Tessera's CRDs are not installed at " + c.Host, "kubectl apply -f deploy/crds/"},
 		"--source", "kube", "--kubeconfig", c.Kubeconfig)
 	// And auto does not choose a cluster without Tessera, saying why.
 	_, errOut, code := run(t, "show-gpus", "--source", "auto", "--kubeconfig", c.Kubeconfig)
