@@ -89,9 +89,9 @@ func showGPUsNode(ctx context.Context, t *testing.T, core kubernetes.Interface, 
 // to GPU index gpu of node with its assignment, as the scheduler binds.
 func bindShare(ctx context.Context, t *testing.T, core kubernetes.Interface, name, node string, gpu int, fraction string, milli int64) {
 	t.Helper()
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{workload.AnnotationCompute: fraction}},
 		Spec: corev1.PodSpec{SchedulerName: "tessera", Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse(fraction)}}}}}}
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}}}}}
 	p, err := core.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestShowGPUsKube(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	ctx, c, cfg := testcluster.ForTest(t, true)
+	ctx, c, cfg := testcluster.ForTest(t, false)
 	core := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	dir := t.TempDir()
@@ -215,6 +215,7 @@ func TestShowGPUsKube(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
+		t.Logf("show-gpus --source kube:\n%s", out)
 		for _, want := range []string{"Node pools (label tessera.io/pool; nodes without it are pooled by GPU model):",
 			"POOL", "FREE CAPACITY", "H200 (no label)", "Inventory: kube:tessera-test"} {
 			if !strings.Contains(out, want) {
