@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/preemption"
@@ -88,7 +89,7 @@ func bookedResources(b booking) queueing.Resources {
 		r.CPUMilli += part.pod.CPUMilli
 		r.MemoryMiB += part.pod.MemoryMiB
 	}
-	if a, err := assignmentOf(b.pod); err == nil && a != nil {
+	if a, err := boundpods.Assignment(b.pod); err == nil && a != nil {
 		r = r.Add(shareResources(*a))
 	}
 	return r

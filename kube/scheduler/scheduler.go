@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/queues"
@@ -266,7 +267,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	for _, p := range all {
 		seen[p.UID] = true
 		switch {
-		case occupies(p):
+		case boundpods.Occupies(p):
 			occupying = append(occupying, p)
 			s.forget(p.UID)
 		case s.waitsForUs(p):
