@@ -159,50 +159,56 @@ func TestMigration(t *testing.T) {
 			} else if !resp.Allowed {
 				t.Fatalf("denied: %+v", resp.Result)
 			}
-			reqs, err := workload.FromPod(got, cat)
-			if err != nil {
-				t.Fatalf("the patched pod reads as an error: %v", err)
-			}
-			gotReqs := map[string]request.GPU{}
-			for _, r := range reqs {
-				if r.Convention != workload.Tessera {
-					t.Errorf("container %s still uses convention %s", r.Container, r.Convention)
-				}
-				gotReqs[r.Container] = r.GPU
-			}
-			if !reflect.DeepEqual(gotReqs, tc.want) {
-				t.Errorf("requests %+v, want %+v", gotReqs, tc.want)
-			}
-			for _, c := range got.Spec.Containers {
-				_, has := c.Resources.Limits[workload.ResourceGPU]
-				if _, want := tc.want[c.Name]; has != want {
-					t.Errorf("container %s: has %s %v, want %v (%+v)", c.Name, workload.ResourceGPU, has, want, c.Resources)
-				}
-			}
-			policy, _, _, err := workload.PlacementPolicy(got)
-			if err != nil || policy != tc.policy {
-				t.Errorf("placement policy %q (%v), want %q", policy, err, tc.policy)
-			}
-			for k, v := range tc.ann {
-				have := got.Annotations[k]
-				if l, ok := strings.CutPrefix(k, "label:"); ok {
-					have = got.Labels[l]
-				}
-				if have != v {
-					t.Errorf("%s = %q, want %q (annotations %v)", k, have, v, got.Annotations)
-				}
-			}
-			// No key of another system is left that means something the
-			// patched pod does not say, except those the scheduler reads.
-			for _, row := range Table() {
-				if row.How == Scheduler || row.On != OnAnnotation {
-					continue
-				}
-				if _, left := got.Annotations[row.Key]; left {
-					t.Errorf("annotation %s left on the patched pod", row.Key)
-				}
-			}
+			checkMigrated(t, tc, got, cat)
 		})
+	}
+}
+
+// checkMigrated checks a translated pod against its case.
+func checkMigrated(t *testing.T, tc migrationCase, got *corev1.Pod, cat *catalog.Catalog) {
+	t.Helper()
+	reqs, err := workload.FromPod(got, cat)
+	if err != nil {
+		t.Fatalf("the patched pod reads as an error: %v", err)
+	}
+	gotReqs := map[string]request.GPU{}
+	for _, r := range reqs {
+		if r.Convention != workload.Tessera {
+			t.Errorf("container %s still uses convention %s", r.Container, r.Convention)
+		}
+		gotReqs[r.Container] = r.GPU
+	}
+	if !reflect.DeepEqual(gotReqs, tc.want) {
+		t.Errorf("requests %+v, want %+v", gotReqs, tc.want)
+	}
+	for _, c := range got.Spec.Containers {
+		_, has := c.Resources.Limits[workload.ResourceGPU]
+		if _, want := tc.want[c.Name]; has != want {
+			t.Errorf("container %s: has %s %v, want %v (%+v)", c.Name, workload.ResourceGPU, has, want, c.Resources)
+		}
+	}
+	policy, _, _, err := workload.PlacementPolicy(got)
+	if err != nil || policy != tc.policy {
+		t.Errorf("placement policy %q (%v), want %q", policy, err, tc.policy)
+	}
+	for k, v := range tc.ann {
+		have := got.Annotations[k]
+		if l, ok := strings.CutPrefix(k, "label:"); ok {
+			have = got.Labels[l]
+		}
+		if have != v {
+			t.Errorf("%s = %q, want %q (annotations %v)", k, have, v, got.Annotations)
+		}
+	}
+	// No key of another system is left that means something the patched
+	// pod does not say, except those the scheduler reads.
+	for _, row := range Table() {
+		if row.How == Scheduler || row.On != OnAnnotation {
+			continue
+		}
+		if _, left := got.Annotations[row.Key]; left {
+			t.Errorf("annotation %s left on the patched pod", row.Key)
+		}
 	}
 }
 
