@@ -97,7 +97,7 @@ func TestKAIQueueAndMinMember(t *testing.T) {
 	// A bad minimum on a Job is reported on its pods.
 	bad, err := client.BatchV1().Jobs("default").Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default", Annotations: map[string]string{workload.KAIAnnotationMinMember: "two"}},
-		Spec: batchv1.JobSpec{Parallelism: &parallelism, Template: job.Spec.Template},
+		Spec:       batchv1.JobSpec{Parallelism: &parallelism, Template: job.Spec.Template},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
