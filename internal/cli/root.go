@@ -208,6 +208,7 @@ one host or across a Kubernetes cluster.`,
 		newStopCommand(a),
 		newQueueCommand(a),
 		newWebhookCommand(a),
+		newMigrateCommand(a),
 	)
 	root.SetFlagErrorFunc(flagUsageError)
 	usageArgs(root)
