@@ -9,9 +9,9 @@
 //
 //   - KAI-Scheduler's gpu-fraction, gpu-memory and gpu-fraction-num-devices
 //     annotations (no extended resource at all, so kubelet would never call
-//     any plugin): the pod's first container gets tessera.io/gpu and the
-//     annotations become Tessera's keys
-//     (or the container gpu-fraction-container-name names);
+//     any plugin): the pod's first container (or the one
+//     gpu-fraction-container-name names) gets tessera.io/gpu and the
+//     annotations become Tessera's keys;
 //   - the nvidia.com/gpu resource, HAMi's nvidia.com/gpumem,
 //     gpumem-percentage and gpucores resources and Volcano's
 //     volcano.sh/vgpu-* resources (which kubelet would hand to another
