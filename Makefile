@@ -43,7 +43,7 @@ IMAGE_LABELS  = -label org.opencontainers.image.source=https://github.com/tesser
 # Go modules with their own go.mod that unit and lint cover too.
 TOOL_MODULES := tools/image
 
-.PHONY: all build intercept image pause-image run test lint unit fuzz bench bench-kube clean
+.PHONY: all build intercept image pause-image run test lint unit e2e-node fuzz bench bench-kube clean
 
 all: build intercept
 
@@ -130,6 +130,14 @@ fuzz:
 ## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## e2e-node: the end-to-end tests on a real node (kubelet, containerd and
+## runc on this machine, as root): Tessera's image (make image) and the
+## chart's manifests, pods getting GPU shares from the agent's device plugin
+## through kubelet restarts and agent restarts. `make unit` runs them too;
+## they skip, saying why, where the machine cannot run containers.
+e2e-node:
+	$(GO) test -count=1 -timeout 40m -v ./internal/e2enode/
 
 ## bench-kube: pods bound per second, Tessera vs the stock kube-scheduler, on
 ## a real API server with KWOK nodes (TESSERA_BENCH_NODES, TESSERA_BENCH_PODS).

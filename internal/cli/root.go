@@ -209,6 +209,7 @@ one host or across a Kubernetes cluster.`,
 		newQueueCommand(a),
 		newWebhookCommand(a),
 		newInstallLibCommand(a),
+		newMigrateCommand(a),
 	)
 	root.SetFlagErrorFunc(flagUsageError)
 	usageArgs(root)
