@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,21 +120,27 @@ func (h helmCLI) template(t *testing.T, name, ns string, s valueSet) ([]*unstruc
 	return decodeAll([]byte(out))
 }
 
-// decodeAll decodes every object of a multi-document YAML stream.
+// decodeAll decodes every object of a multi-document YAML stream (numbers
+// as int64, as the API machinery reads them).
 func decodeAll(data []byte) ([]*unstructured.Unstructured, error) {
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
 	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return nil, err
 		}
-		if len(obj.Object) > 0 {
-			out = append(out, &obj)
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
 		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", raw, err)
+		}
+		out = append(out, obj)
 	}
 }
 
