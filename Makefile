@@ -147,3 +147,26 @@ bench-kube:
 clean:
 	rm -rf bin .tools
 	$(MAKE) -C intercept clean
+
+## manifests: deploy/tessera.yaml and deploy/webhook.yaml rendered from the
+## chart deploy/helm/tessera with deploy/helm/manifests-values.yaml (release
+## tessera in tessera-system), by helm built from tools/helm (HELM=path to
+## use another build; MANIFESTS_DIR=folder to write elsewhere).
+## deploy/manifests_test.go fails when the checked-in files are stale.
+HELM_VERSION   = $(shell awk '$$1 == "require" && $$2 == "helm.sh/helm/v4" { print $$3 }' tools/helm/go.mod)
+HELM          ?= $(TOOLS_BIN)/helm-$(HELM_VERSION)
+MANIFESTS_DIR ?= deploy
+MANIFESTS_HELM = $(HELM) template tessera deploy/helm/tessera --namespace tessera-system --values deploy/helm/manifests-values.yaml
+MANIFESTS_HEAD = \# Rendered from the chart deploy/helm/tessera by `make manifests` (values:\n\# deploy/helm/manifests-values.yaml). Do not edit: change the chart and run it.\n
+.PHONY: manifests
+manifests: $(HELM)
+	@mkdir -p '$(MANIFESTS_DIR)'
+	@{ printf '$(MANIFESTS_HEAD)'; $(MANIFESTS_HELM) --set webhook.enabled=false; } > '$(MANIFESTS_DIR)/tessera.yaml.tmp'
+	@{ printf '$(MANIFESTS_HEAD)'; $(MANIFESTS_HELM) --set scheduler.enabled=false,agent.enabled=false,createNamespace=false; } > '$(MANIFESTS_DIR)/webhook.yaml.tmp'
+	@mv '$(MANIFESTS_DIR)/tessera.yaml.tmp' '$(MANIFESTS_DIR)/tessera.yaml'
+	@mv '$(MANIFESTS_DIR)/webhook.yaml.tmp' '$(MANIFESTS_DIR)/webhook.yaml'
+	@echo 'rendered $(MANIFESTS_DIR)/tessera.yaml and $(MANIFESTS_DIR)/webhook.yaml'
+
+$(TOOLS_BIN)/helm-%: tools/helm/go.mod tools/helm/go.sum tools/helm/main.go
+	@mkdir -p $(TOOLS_BIN)
+	cd tools/helm && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $@ .

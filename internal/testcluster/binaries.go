@@ -37,6 +37,7 @@ func knownTools() map[string]tool {
 		"kwok":           {name: "kwok", dir: "tools/kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
 		"kubelet": {name: "kubelet", dir: "tools/kubelet", pkg: "k8s.io/kubernetes/cmd/kubelet", pinned: "k8s.io/kubernetes",
 			versionFlag: "k8s.io/component-base/version.gitVersion"},
+		"helm": {name: "helm", dir: "tools/helm", pkg: ".", pinned: "helm.sh/helm/v4"},
 	}
 }
 
