@@ -121,6 +121,11 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 		}
 		paths.HostInterceptLibrary = lib
 	}
+	if kerr == nil {
+		if err := a.releaseStale(ctx, kpods); err != nil {
+			a.cfg.Log.Warn("cannot release the allocations of finished pods before this one", "error", err)
+		}
+	}
 	key := handoff.Key(deviceIDs, choice.Pod.UID, choice.Container)
 	if err := os.MkdirAll(a.cfg.Paths.HostStateDir(key), 0o755); err != nil {
 		return nil, fmt.Errorf("create container state folder: %w", err)
@@ -300,6 +305,16 @@ func (a *Allocator) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return a.releaseStale(ctx, kpods)
+}
+
+// releaseStale drops the allocations of pods absent from kubelet's report
+// kpods: their checkpoint entries, enforcer registrations and state
+// folders. Allocate calls it too, before it registers a new container:
+// the scheduler binds a pod to the room a deleted pod left as soon as the
+// deletion is visible, and kubelet may call Allocate for it before the
+// periodic reconcile has released the deleted pod's shares.
+func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod) error {
 	active := map[handoff.PodRef]bool{}
 	for _, kp := range kpods {
 		active[kp.Ref()] = true

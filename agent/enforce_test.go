@@ -74,3 +74,47 @@ func TestAllocationsAreEnforcedByTheArbiter(t *testing.T) {
 		t.Fatalf("after two pods finished, arbiter seats = %v, want 2", got)
 	}
 }
+
+// TestAllocateReleasesDeletedPodsFirst: the scheduler binds a pod to the
+// room a deleted pod left as soon as the deletion is visible, and kubelet
+// may call Allocate for it before the agent's periodic reconcile has run
+// (found on the real node). Allocate releases the shares of pods kubelet no
+// longer lists before it registers the new one, instead of refusing it as
+// an overbooking (which kubelet turns into a failed pod).
+func TestAllocateReleasesDeletedPodsFirst(t *testing.T) {
+	h := newHarness(t, "1xH100-SXM")
+	arb, err := arbiter.New(arbiter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config() // ReconcileInterval: an hour, so only Allocate can release
+	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
+	h.startAgent(cfg)
+	admit := func(name string) error {
+		p := h.bind("team", name, oneGPU, map[string][]binding.Share{"main": {h.share(0, 500, 1000, 1024)}})
+		_, err := h.kubelet.Admit(context.Background(), p, kubeletsim.AdmitOptions{})
+		return err
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := admit(name); err != nil {
+			t.Fatalf("admit %s: %v", name, err)
+		}
+	}
+	// a is deleted: gone from kubelet and the API server, but the agent
+	// has not reconciled.
+	h.kubelet.Remove("team", "a")
+	h.api.remove("team", "a")
+	if got := seats(arb); len(got) != 2 {
+		t.Fatalf("before c, arbiter seats = %v, want a's and b's", got)
+	}
+	if err := admit("c"); err != nil {
+		t.Fatalf("admit c into the room a left: %v", err)
+	}
+	if got := seats(arb); len(got) != 2 {
+		t.Fatalf("after c, arbiter seats = %v, want b's and c's", got)
+	}
+	// A fourth half still overbooks: nothing was released that runs.
+	if err := admit("d"); err == nil || !strings.Contains(err.Error(), "enforce GPU shares") {
+		t.Fatalf("admit d on a full GPU: %v, want an overbooking refusal", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,32 +130,45 @@ func startNode(t *testing.T, gpus string) *node {
 	return n
 }
 
-// manifests reads the chart's rendered manifests (deploy/crds,
-// deploy/tessera.yaml, deploy/webhook.yaml: kept equal to a fresh render
-// of deploy/helm/tessera by deploy's tests) and adapts them to this node;
-// each change is one a test cluster without a pod network needs, named
-// where it is made.
+// manifests renders the chart (deploy/helm/tessera, with Helm built from
+// the pinned tools/helm module) with its own webhook certificate, this
+// image and simulated GPUs, and adapts the objects to this node; each
+// change is one a test cluster without a pod network needs, named where it
+// is made.
 func (n *node) manifests(gpus string) []*unstructured.Unstructured {
 	n.t.Helper()
 	root := repoRoot(n.t)
-	var objs []*unstructured.Unstructured
-	crds, err := filepath.Glob(filepath.Join(root, "deploy", "crds", "*.yaml"))
-	if err != nil || len(crds) == 0 {
-		n.t.Fatalf("no CRDs in deploy/crds (%v)", err)
+	helm, err := testcluster.Binary(n.ctx, "helm")
+	if err != nil {
+		n.t.Fatalf("build helm: %v", err)
 	}
-	for _, f := range append(crds, filepath.Join(root, "deploy", "tessera.yaml"), filepath.Join(root, "deploy", "webhook.yaml")) {
-		objs = append(objs, readManifest(n.t, f)...)
+	i := strings.LastIndex(n.image, ":")
+	if i < strings.LastIndex(n.image, "/") {
+		n.t.Fatalf("image reference %q has no tag", n.image)
 	}
+	repo, tag := n.image[:i], n.image[i+1:]
+	cmd := exec.CommandContext(n.ctx, helm, "template", "tessera", filepath.Join(root, "deploy", "helm", "tessera"),
+		"--namespace", "tessera-system", "--include-crds",
+		"--set", "createNamespace=true",
+		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
+		"--set", "agent.source=sim:"+gpus,
+		// One node: one replica each (two would fight over host ports).
+		"--set", "scheduler.replicas=1", "--set", "webhook.replicas=1")
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		n.t.Fatalf("helm template: %v\n%s", err, stderr)
+	}
+	objs := decodeManifests(n.t, "helm template", out)
 	host, port := n.apiServerHostPort()
 	for _, o := range objs {
 		if o.GetKind() != "Deployment" && o.GetKind() != "DaemonSet" {
 			continue
 		}
 		spec := o.Object["spec"].(map[string]any)
-		// One node: one replica each (two would fight over host ports).
-		if o.GetKind() == "Deployment" {
-			spec["replicas"] = int64(1)
-		}
 		pod := spec["template"].(map[string]any)["spec"].(map[string]any)
 		// No pod network here (loopback CNI): the chart's pods use the
 		// host's, and reach the API server at its loopback address rather
@@ -165,17 +179,10 @@ func (n *node) manifests(gpus string) []*unstructured.Unstructured {
 			cs, _ := pod[key].([]any)
 			for _, ci := range cs {
 				ctr := ci.(map[string]any)
-				if img, _ := ctr["image"].(string); strings.Contains(img, "tessera") {
-					ctr["image"] = n.image
-					ctr["imagePullPolicy"] = "Never"
-				}
 				env, _ := ctr["env"].([]any)
 				ctr["env"] = append(env,
 					map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": host},
 					map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port})
-				if o.GetKind() == "DaemonSet" && ctr["name"] == "agent" {
-					ctr["args"] = replaceArg(ctr["args"].([]any), "--source=", "--source=sim:"+gpus)
-				}
 			}
 		}
 		if o.GetKind() == "DaemonSet" {
@@ -250,14 +257,19 @@ func (n *node) apply(objs []*unstructured.Unstructured) {
 // the agent has published the node's GPUs.
 func (n *node) waitRollout() {
 	n.t.Helper()
-	for _, app := range []string{"tessera-agent", "tessera-scheduler", "tessera-webhook"} {
-		n.waitPods("tessera-system", "app.kubernetes.io/name="+app, 1, "ready", podReady)
+	for _, component := range []string{"agent", "scheduler", "webhook"} {
+		n.waitPods("tessera-system", componentSelector(component), 1, "ready", podReady)
 	}
 	gpunodes := schema.GroupVersionResource{Group: "tessera.io", Version: "v1alpha1", Resource: "gpunodes"}
 	n.eventually(3*time.Minute, "the agent publishes the node's GPUNode", func() error {
 		_, err := n.dyn.Resource(gpunodes).Get(n.ctx, n.rn.Name, metav1.GetOptions{})
 		return err
 	})
+}
+
+// componentSelector selects the pods of one of the chart's components.
+func componentSelector(component string) string {
+	return "app.kubernetes.io/name=tessera,app.kubernetes.io/component=" + component
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -414,12 +426,8 @@ func (n *node) logs(ctx context.Context, ns, pod, container string, tail int64) 
 	return string(b)
 }
 
-func readManifest(t *testing.T, path string) []*unstructured.Unstructured {
+func decodeManifests(t *testing.T, what string, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
 	for {
@@ -428,7 +436,7 @@ func readManifest(t *testing.T, path string) []*unstructured.Unstructured {
 			if errors.Is(err, io.EOF) {
 				return out
 			}
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		if len(obj.Object) > 0 {
 			out = append(out, &obj)

@@ -300,11 +300,11 @@ func (n *node) stillPending(name string, d time.Duration) {
 // agentPodDeleted: the DaemonSet brings the agent back, and what it
 // recovers agrees with the pods still running.
 func agentPodDeleted(t *testing.T, n *node, uuid string) {
-	old := n.waitPods("tessera-system", "app.kubernetes.io/name=tessera-agent", 1, "ready", podReady)[0]
+	old := n.waitPods("tessera-system", componentSelector("agent"), 1, "ready", podReady)[0]
 	if err := n.cs.CoreV1().Pods("tessera-system").Delete(n.ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete the agent pod: %v", err)
 	}
-	n.waitPods("tessera-system", "app.kubernetes.io/name=tessera-agent", 1, "ready (a new pod)", func(p *corev1.Pod) bool {
+	n.waitPods("tessera-system", componentSelector("agent"), 1, "ready (a new pod)", func(p *corev1.Pod) bool {
 		return p.UID != old.UID && podReady(p)
 	})
 	// before-b and after hold the GPU: the agent's metrics say so, and a
