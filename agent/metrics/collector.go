@@ -90,11 +90,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(descTemp, s.TemperatureC, lv...)
 		ch <- gauge(descPower, s.PowerW, lv...)
 	}
-	c.collectContainers(ctx, ch, inv.Name, src, index)
+	gpus := make([]string, 0, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		gpus = append(gpus, g.UUID)
+	}
+	c.collectContainers(ctx, ch, inv.Name, src, index, gpus)
 }
 
-func (c *Collector) collectContainers(ctx context.Context, ch chan<- prometheus.Metric, node, src string, index map[string]string) {
+// collectContainers reports each container's shares and, per GPU, the sum
+// of the guarantees on it: 0 for a GPU no container holds, so that a freed
+// GPU reads 0 rather than vanishing from the series.
+func (c *Collector) collectContainers(ctx context.Context, ch chan<- prometheus.Metric, node, src string, index map[string]string, gpus []string) {
 	granted := map[string]float64{}
+	for _, u := range gpus {
+		granted[u] = 0
+	}
 	type cg struct{ key, uuid string }
 	who := map[cg][]string{}
 	for _, e := range c.node.Allocations() {

@@ -55,6 +55,9 @@ func TestSimulatedSeriesAreLabelledAndContainersCarryTheirShares(t *testing.T) {
 		`tessera_gpu_utilization_ratio{gpu="0",node="n1",source="simulated",uuid="GPU-a"} 0.25`,
 		`tessera_gpu_memory_total_bytes{gpu="0",node="n1",source="simulated",uuid="GPU-a"} 8.589934592e+10`,
 		`tessera_gpu_compute_guaranteed_ratio{gpu="0",node="n1",source="simulated",uuid="GPU-a"} 0.25`,
+		// No container on GPU-b: its sum reads 0 (a freed GPU must not
+		// vanish from the series).
+		`tessera_gpu_compute_guaranteed_ratio{gpu="1",node="n1",source="simulated",uuid="GPU-b"} 0`,
 		`tessera_container_gpu_memory_limit_bytes{container="c",gpu="0",namespace="ns",node="n1",pod="p",uuid="GPU-a"} 2.147483648e+09`,
 		`tessera_container_gpu_compute_limit_ratio{container="c",gpu="0",namespace="ns",node="n1",pod="p",uuid="GPU-a"} 0.5`,
 	} {
