@@ -21,6 +21,28 @@ type Report struct {
 	// All is true when every catalog model was listed, not only the common ones.
 	All  bool  `json:"all"`
 	Rows []Row `json:"gpus"`
+	// PoolLabel is the node label that names node pools; empty when the
+	// inventory has no pools (a host, a simulation).
+	PoolLabel string `json:"poolLabel,omitempty"`
+	// Pools breaks the counted GPUs down by node pool and model; absent
+	// when the inventory has no pools.
+	Pools []PoolRow `json:"pools,omitempty"`
+}
+
+// PoolRow counts one model's GPUs in one node pool.
+type PoolRow struct {
+	// Pool is the value of the pool label, or the model's name for nodes
+	// without the label (then Labeled is false).
+	Pool    string `json:"pool"`
+	Labeled bool   `json:"labeled"`
+	Model   string `json:"model"`
+	// Nodes counts the nodes of the pool with GPUs of this model.
+	Nodes     int `json:"nodes"`
+	Total     int `json:"total"`
+	Free      int `json:"free"`
+	Unhealthy int `json:"unhealthy"`
+	// FreeCapacity is the unallocated compute of healthy GPUs, in GPUs.
+	FreeCapacity float64 `json:"freeCapacity"`
 }
 
 // Row describes one model.
@@ -52,6 +74,12 @@ type Options struct {
 	All bool
 	// Filter keeps only models a name, alias or family denotes (case-insensitive).
 	Filter string
+	// Pools, when not nil, names the node pool of each node (node name to
+	// the value of PoolLabel, "" where a node has none) and adds the pool
+	// breakdown to the report; nodes without a pool are pooled by model.
+	Pools map[string]string
+	// PoolLabel is the label Pools was read from, for the report.
+	PoolLabel string
 }
 
 // Build makes a report. nodes is nil when no inventory was read (catalog
@@ -81,6 +109,7 @@ func Build(cat *catalog.Catalog, source string, nodes []inventory.Node, opt Opti
 			add(fromModel(m))
 		}
 	}
+	pools := newPools(opt)
 	for _, n := range nodes {
 		for _, g := range n.GPUs {
 			name, known := g.Model, g.Model != ""
@@ -98,6 +127,7 @@ func Build(cat *catalog.Catalog, source string, nodes []inventory.Node, opt Opti
 					ComputeCapability: g.ComputeCapability, MIG: g.MIGMode != inventory.MIGUnsupported, MIGProfiles: []string{}})
 			}
 			count(r, g)
+			pools.count(n.Name, r.Model, g)
 		}
 	}
 	if opt.Filter != "" && len(order) == 0 {
@@ -119,6 +149,10 @@ func Build(cat *catalog.Catalog, source string, nodes []inventory.Node, opt Opti
 	})
 	for _, name := range order {
 		rep.Rows = append(rep.Rows, *rows[name])
+	}
+	if opt.Pools != nil {
+		rep.PoolLabel = opt.PoolLabel
+		rep.Pools = pools.sorted()
 	}
 	return rep, nil
 }
@@ -158,4 +192,69 @@ func count(r *Row, g inventory.GPU) {
 		*r.Free++
 	}
 	*r.FreeCapacity += float64(1000-g.AllocatedMilli) / 1000
+}
+
+// poolCounter accumulates PoolRows.
+type poolCounter struct {
+	of    map[string]string // node -> pool label value; nil: no pools
+	rows  map[poolKey]*PoolRow
+	nodes map[poolKey]map[string]bool
+}
+
+type poolKey struct {
+	pool, model string
+	labeled     bool
+}
+
+func newPools(opt Options) *poolCounter {
+	return &poolCounter{of: opt.Pools, rows: map[poolKey]*PoolRow{}, nodes: map[poolKey]map[string]bool{}}
+}
+
+func (p *poolCounter) count(node, model string, g inventory.GPU) {
+	if p.of == nil {
+		return
+	}
+	k := poolKey{pool: p.of[node], model: model, labeled: p.of[node] != ""}
+	if !k.labeled {
+		k.pool = model
+	}
+	r := p.rows[k]
+	if r == nil {
+		r = &PoolRow{Pool: k.pool, Labeled: k.labeled, Model: model}
+		p.rows[k] = r
+		p.nodes[k] = map[string]bool{}
+	}
+	if !p.nodes[k][node] {
+		p.nodes[k][node] = true
+		r.Nodes++
+	}
+	r.Total++
+	if g.Health != inventory.Healthy {
+		r.Unhealthy++
+		return
+	}
+	if g.AllocatedMilli == 0 {
+		r.Free++
+	}
+	r.FreeCapacity += float64(1000-g.AllocatedMilli) / 1000
+}
+
+// sorted returns the pools sorted: labelled pools by name, then the pools of
+// unlabelled nodes; within a pool, by model.
+func (p *poolCounter) sorted() []PoolRow {
+	out := make([]PoolRow, 0, len(p.rows))
+	for _, r := range p.rows {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Labeled != b.Labeled {
+			return a.Labeled
+		}
+		if a.Pool != b.Pool {
+			return a.Pool < b.Pool
+		}
+		return a.Model < b.Model
+	})
+	return out
 }

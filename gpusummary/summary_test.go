@@ -82,3 +82,63 @@ func TestBuildCountsInventory(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildPools(t *testing.T) {
+	cat := catalogtest.Small()
+	gpu := func(model string, milli int64, h inventory.Health) inventory.GPU {
+		return inventory.GPU{Model: model, Health: h, AllocatedMilli: milli}
+	}
+	node := func(name string, gpus ...inventory.GPU) inventory.Node {
+		for i := range gpus {
+			gpus[i].Index = i
+		}
+		return inventory.Node{Name: name, GPUs: gpus}
+	}
+	nodes := []inventory.Node{
+		node("t1", gpu("H200", 0, inventory.Healthy), gpu("H200", 500, inventory.Healthy)),
+		node("t2", gpu("H200", 1000, inventory.Healthy), gpu("H200", 0, inventory.Unhealthy)),
+		node("i1", gpu("L4", 250, inventory.Healthy), gpu("H200", 0, inventory.Healthy)),
+		node("loose", gpu("L4", 0, inventory.Healthy)),
+		node("cpu"),
+	}
+	pools := map[string]string{"t1": "train", "t2": "train", "i1": "infer", "loose": "", "cpu": "train"}
+	tests := []struct {
+		name string
+		opt  Options
+		want []PoolRow
+	}{
+		{"no pools", Options{}, nil},
+		{"pools", Options{Pools: pools, PoolLabel: "tessera.io/pool"}, []PoolRow{
+			{Pool: "infer", Labeled: true, Model: "H200", Nodes: 1, Total: 1, Free: 1, FreeCapacity: 1},
+			{Pool: "infer", Labeled: true, Model: "L4", Nodes: 1, Total: 1, Free: 0, FreeCapacity: 0.75},
+			{Pool: "train", Labeled: true, Model: "H200", Nodes: 2, Total: 4, Free: 1, Unhealthy: 1, FreeCapacity: 1.5},
+			{Pool: "L4", Labeled: false, Model: "L4", Nodes: 1, Total: 1, Free: 1, FreeCapacity: 1},
+		}},
+		{"filtered", Options{Filter: "l4", Pools: pools, PoolLabel: "tessera.io/pool"}, []PoolRow{
+			{Pool: "infer", Labeled: true, Model: "L4", Nodes: 1, Total: 1, Free: 0, FreeCapacity: 0.75},
+			{Pool: "L4", Labeled: false, Model: "L4", Nodes: 1, Total: 1, Free: 1, FreeCapacity: 1},
+		}},
+	}
+	for _, tc := range tests {
+		rep, err := Build(cat, "kube:test", nodes, tc.opt)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if rep.PoolLabel != tc.opt.PoolLabel {
+			t.Errorf("%s: pool label %q", tc.name, rep.PoolLabel)
+		}
+		if len(rep.Pools) != len(tc.want) {
+			t.Fatalf("%s: pools %+v, want %+v", tc.name, rep.Pools, tc.want)
+		}
+		for i := range tc.want {
+			if rep.Pools[i] != tc.want[i] {
+				t.Errorf("%s: pools[%d] = %+v, want %+v", tc.name, i, rep.Pools[i], tc.want[i])
+			}
+		}
+	}
+	// No pools given: the JSON keeps its v1 shape (no pools key).
+	rep, _ := Build(cat, "sim:x", nodes, Options{})
+	if rep.Pools != nil || rep.PoolLabel != "" {
+		t.Errorf("report without pools: %+v", rep)
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,11 +12,13 @@ import (
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/gpusummary"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/clusterinv"
 )
 
 func newShowGPUsCommand(a *app) *cobra.Command {
 	var (
 		host   hostFlags
+		kube   kubeFlags
 		all    bool
 		source string
 		output string
@@ -31,12 +34,23 @@ GPUs there: total, free (healthy and unallocated) and free fractional capacity.
 Without --source, the inventory of a running host daemon (tessera up, found
 by --socket / --state-dir) is read, else the local host through NVML when an
 NVIDIA driver is present, else only the catalog is shown. Where a host
-daemon runs, free capacity is what its jobs leave (live bookings).`,
+daemon runs, free capacity is what its jobs leave (live bookings).
+
+--source kube reads a Kubernetes cluster running Tessera: the GPUs its
+agents publish (GPUNode objects) less what the pods bound to them hold, as
+Tessera's scheduler counts them, with a breakdown per node pool (the node
+label --pool-label; nodes without it are pooled by GPU model). The cluster
+is found as kubectl finds it: --kubeconfig, else $KUBECONFIG (a list of
+files, merged), else ~/.kube/config, else the in-cluster service account;
+--context picks a context. It needs list on nodes, pods and
+gpunodes.tessera.io. --source auto reads the cluster when one answers within
+2 seconds, else this host, and says on stderr which it used.`,
 		Example: `  tessera show-gpus
   tessera show-gpus -a
   tessera show-gpus h100 -o json
   tessera show-gpus --source sim:8xH200
-  tessera show-gpus --source sim:4xA100-80GB+2xL4 -o yaml`,
+  tessera show-gpus --source sim:4xA100-80GB+2xL4 -o yaml
+  tessera show-gpus --source kube --context prod --pool-label cloud.google.com/gke-nodepool`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(output); err != nil {
@@ -45,6 +59,30 @@ daemon runs, free capacity is what its jobs leave (live bookings).`,
 			filter := ""
 			if len(args) == 1 {
 				filter = args[0]
+			}
+			if err := kube.check(cmd, source); err != nil {
+				return err
+			}
+			opt := gpusummary.Options{All: all, Filter: filter}
+			switch source {
+			case "kube":
+				c, err := kube.connect()
+				if err != nil {
+					return err
+				}
+				return a.showCluster(cmd.Context(), c, &kube, opt, output)
+			case "auto":
+				c, err := a.autoCluster(cmd.Context(), &kube)
+				var refused *clusterinv.ConfigError
+				if errors.As(err, &refused) && (cmd.Flags().Changed("kubeconfig") || cmd.Flags().Changed("context")) {
+					// A cluster named by flag that cannot be used is an error, not a fallback.
+					return &exitError{code: 1, msg: err.Error()}
+				}
+				if err == nil {
+					fmt.Fprintf(a.stderr, "note: --source auto: reading the Kubernetes cluster (%s)\n", c.Where())
+					return a.showCluster(cmd.Context(), c, &kube, opt, output)
+				}
+				fmt.Fprintf(a.stderr, "note: --source auto: no Kubernetes cluster to read (%v); reading this host\n", err)
 			}
 			// A running host daemon knows what its jobs hold: without
 			// --source, read its inventory; with one, overlay its bookings.
@@ -62,7 +100,7 @@ daemon runs, free capacity is what its jobs leave (live bookings).`,
 			if live && overlayBookings(st, nodes) > 0 {
 				fmt.Fprintf(a.stderr, "note: free capacity as booked by the host daemon at %s\n", socket)
 			}
-			rep, err := gpusummary.Build(a.catalog, srcName, nodes, gpusummary.Options{All: all, Filter: filter})
+			rep, err := gpusummary.Build(a.catalog, srcName, nodes, opt)
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
@@ -73,8 +111,9 @@ daemon runs, free capacity is what its jobs leave (live bookings).`,
 		},
 	}
 	host.register(cmd)
+	kube.register(cmd)
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "list every model in the catalog, not only the common ones")
-	cmd.Flags().StringVar(&source, "source", "", discovery.SourceHelp+"; default: local when an NVIDIA driver is present, else the catalog only")
+	cmd.Flags().StringVar(&source, "source", "", discovery.SourceHelp+`, "kube" (a Kubernetes cluster running Tessera; auto tries it first); default: a running host daemon, else local when an NVIDIA driver is present, else the catalog only`)
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
 	return cmd
 }
@@ -119,7 +158,7 @@ func writeGPUTable(w io.Writer, rep gpusummary.Report) error {
 		total, free, capacity := "-", "-", "-"
 		if r.Total != nil {
 			total, free = fmt.Sprint(*r.Total), fmt.Sprint(*r.Free)
-			capacity = strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", *r.FreeCapacity), "0"), ".")
+			capacity = gpuAmount(*r.FreeCapacity)
 			if *r.Unhealthy > 0 {
 				total += fmt.Sprintf(" (%d unhealthy)", *r.Unhealthy)
 			}
@@ -129,6 +168,11 @@ func writeGPUTable(w io.Writer, rep gpusummary.Report) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
+	if rep.PoolLabel != "" {
+		if err := writePoolTable(w, rep); err != nil {
+			return err
+		}
+	}
 	if rep.Source != "" {
 		fmt.Fprintf(w, "\nInventory: %s\n", rep.Source)
 	}
@@ -136,6 +180,37 @@ func writeGPUTable(w io.Writer, rep gpusummary.Report) error {
 		fmt.Fprintln(w, "Common models shown; use -a for all.")
 	}
 	return nil
+}
+
+// writePoolTable prints the per-pool breakdown of a cluster's GPUs.
+func writePoolTable(w io.Writer, rep gpusummary.Report) error {
+	fmt.Fprintf(w, "\nNode pools (label %s; nodes without it are pooled by GPU model):\n", rep.PoolLabel)
+	if len(rep.Pools) == 0 {
+		fmt.Fprintln(w, "No GPUs found (no node has a GPUNode object).")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tMODEL\tNODES\tTOTAL\tFREE\tFREE CAPACITY")
+	for _, p := range rep.Pools {
+		pool := p.Pool
+		if !p.Labeled {
+			pool += " (no label)"
+		}
+		total := fmt.Sprint(p.Total)
+		if p.Unhealthy > 0 {
+			total += fmt.Sprintf(" (%d unhealthy)", p.Unhealthy)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", pool, p.Model, p.Nodes, total, p.Free, gpuAmount(p.FreeCapacity))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+// gpuAmount renders a capacity in GPUs with at most three decimals ("6.5").
+func gpuAmount(v float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
 }
 
 // humanMiB renders memory in GiB with one decimal ("140.4 GiB", "80 GiB").

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,7 +74,13 @@ func TestShowGPUsYAMLAndTable(t *testing.T) {
 }
 
 func TestShowGPUsAutoFallsBackToSimulation(t *testing.T) {
+	// No cluster: auto reads this host and says why.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	out, errOut, code := run(t, "show-gpus", "--source", "auto")
+	if !strings.Contains(errOut, "note: --source auto: no Kubernetes cluster to read (no kubeconfig found") {
+		t.Errorf("auto does not say why it reads this host:\n%s", errOut)
+	}
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -93,6 +100,12 @@ func TestShowGPUsErrors(t *testing.T) {
 		{[]string{"show-gpus", "--source", "sim:8xH2000"}, `unknown GPU model "H2000"`},
 		{[]string{"show-gpus", "--source", "cloud"}, `source "cloud": must be one of auto, local, sim:SPEC, sim:FILE.yaml`},
 		{[]string{"show-gpus", "--source", "local"}, "NVML is not available"},
+		{[]string{"show-gpus", "--source", "sim:8xH200", "--context", "prod"}, `--context: applies only to --source kube or auto, got --source "sim:8xH200"`},
+		{[]string{"show-gpus", "--kubeconfig", "/x"}, `--kubeconfig: applies only to --source kube or auto, got --source ""`},
+		{[]string{"show-gpus", "--source", "kube", "--pool-label", "a b"}, `--pool-label: "a b" is not a valid label key`},
+		{[]string{"show-gpus", "--source", "kube", "--kubeconfig", "/does/not/exist"}, "--kubeconfig /does/not/exist: stat /does/not/exist: no such file or directory"},
+		// auto falls back when no cluster answers, not when the one named by flag cannot be used.
+		{[]string{"show-gpus", "--source", "auto", "--kubeconfig", "/does/not/exist"}, "--kubeconfig /does/not/exist: stat"},
 		{[]string{"show-gpus", "a", "b"}, `unexpected argument "b" (usage: tessera show-gpus [NAME] [flags])`},
 		{[]string{"--log-level", "loud", "show-gpus"}, `--log-level: must be one of debug, info, warn, error; got "loud"`},
 	}

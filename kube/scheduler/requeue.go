@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tessera-gpu/tessera/kube/boundpods"
 )
 
 // This file decides when a pod that failed is tried again: every failure
@@ -109,7 +111,7 @@ func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 			cur, okNew := n.(*corev1.Pod)
 			switch {
 			case !okOld || !okNew:
-			case occupies(old) && !occupies(cur):
+			case boundpods.Occupies(old) && !boundpods.Occupies(cur):
 				s.backoff.clusterChanged()
 			case s.waitsForUs(cur):
 				s.podChanged(old, cur)
@@ -120,7 +122,7 @@ func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			if p, ok := obj.(*corev1.Pod); !ok || occupies(p) {
+			if p, ok := obj.(*corev1.Pod); !ok || boundpods.Occupies(p) {
 				s.backoff.clusterChanged()
 			}
 			s.poke()

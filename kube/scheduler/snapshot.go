@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"log/slog"
 	"sort"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -115,7 +115,7 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 	}
 	cpu, mem := podHostRequests(p)
 	host := placement.Pod{Name: p.Namespace + "/" + p.Name, CPUMilli: cpu, MemoryMiB: mem}
-	a, err := assignmentOf(p)
+	a, err := boundpods.Assignment(p)
 	if err != nil {
 		log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", host.Name, "err", err)
 	}
@@ -180,19 +180,6 @@ func shareRequest(gpus []binding.Share) request.GPU {
 	return request.GPU{Count: len(gpus), ComputeMilli: g.ComputeMilli, ComputeLimitMilli: g.ComputeLimitMilli, MemoryMiB: g.MemoryMiB, MemoryLimitMiB: g.MemoryLimitMiB}
 }
 
-// assignmentOf decodes the pod's assignment annotation; nil when absent.
-func assignmentOf(p *corev1.Pod) (*binding.Assignment, error) {
-	v, ok := p.Annotations[binding.AnnotationKey]
-	if !ok {
-		return nil, nil
-	}
-	a, err := binding.Decode(v)
-	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", binding.AnnotationKey, err)
-	}
-	return &a, nil
-}
-
 // podHostRequests is the pod's CPU (milli) and memory (MiB) requests as the
 // kube-scheduler counts them (containers, init containers, overhead).
 func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
@@ -204,11 +191,6 @@ func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
 		memMiB = (q.Value() + (1 << 20) - 1) >> 20
 	}
 	return cpuMilli, memMiB
-}
-
-// occupies reports whether a pod holds node resources: bound and not finished.
-func occupies(p *corev1.Pod) bool {
-	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // record adds a booking on node ni.
