@@ -59,6 +59,10 @@ type Config struct {
 	// MPS client variables; it needs Enforcer (the same arbiter), which
 	// registers the container first. See docs/handoff.md, "MPS mode".
 	MPS MPS
+	// MIG, set on a node with GPUs whose MIG layout the operator hands to
+	// Tessera, creates and destroys the MIG instances assignments ask for
+	// (migctl.Manager).
+	MIG MIGInstances
 	// ReconcileInterval is how often finished pods' allocations are
 	// released (default 30s); PluginCheckInterval how often a kubelet
 	// restart is looked for (default 1s).
@@ -124,7 +128,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	alloc, err := NewAllocator(AllocatorConfig{
 		Node: cfg.NodeName, Paths: cfg.Paths, Pods: cfg.Pods, Kubelet: cfg.Kubelet,
-		Store: store, Devices: devices, Enforcer: cfg.Enforcer, MPS: cfg.MPS, Log: cfg.Log,
+		Store: store, Devices: devices, Enforcer: cfg.Enforcer, MPS: cfg.MPS, MIG: cfg.MIG, Log: cfg.Log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

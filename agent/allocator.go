@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/deviceplugin"
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/migctl"
 )
 
 // AllocatorConfig configures an Allocator.
@@ -33,6 +35,11 @@ type AllocatorConfig struct {
 	// MPS, set on an MPS node, gives each container its MPS client
 	// variables once Enforcer has registered it; it needs Enforcer.
 	MPS MPS
+	// MIG, set on a node with GPUs whose MIG layout Tessera manages,
+	// creates the instances assignments ask for (binding.MIGInstance with
+	// Create) before the container gets them, and destroys them when it
+	// ends (migctl.Manager).
+	MIG MIGInstances
 	Log *slog.Logger
 	// PreferTimeout bounds the API call of GetPreferredAllocation, which
 	// kubelet makes while holding its device lock (default 2s).
@@ -113,6 +120,15 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	if err := a.checkMPS(choice); err != nil {
 		return nil, err
 	}
+	if kerr == nil {
+		if err := a.releaseStale(ctx, kpods); err != nil {
+			a.cfg.Log.Warn("cannot release the allocations of finished pods before this one", "error", err)
+		}
+	}
+	key := handoff.Key(deviceIDs, choice.Pod.UID, choice.Container)
+	if choice.GPUs, err = a.createMIG(key, choice.GPUs); err != nil {
+		return nil, fmt.Errorf("pod %s container %s: %w", choice.Pod.Ref(), choice.Container, err)
+	}
 	paths := a.cfg.Paths
 	if paths.HostInterceptLibrary != "" {
 		lib, err := resolveLibrary(paths.HostInterceptLibrary)
@@ -121,13 +137,8 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 		}
 		paths.HostInterceptLibrary = lib
 	}
-	if kerr == nil {
-		if err := a.releaseStale(ctx, kpods); err != nil {
-			a.cfg.Log.Warn("cannot release the allocations of finished pods before this one", "error", err)
-		}
-	}
-	key := handoff.Key(deviceIDs, choice.Pod.UID, choice.Container)
 	if err := os.MkdirAll(a.cfg.Paths.HostStateDir(key), 0o755); err != nil {
+		a.releaseMIG(key)
 		return nil, fmt.Errorf("create container state folder: %w", err)
 	}
 	entry := checkpoint.Entry{
@@ -136,12 +147,14 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 		GPUs: choice.GPUs, Verified: kerr == nil && !choice.Ambiguous, Created: a.now().UTC(),
 	}
 	if err := a.cfg.Store.Put(entry); err != nil {
+		a.releaseMIG(key)
 		return nil, fmt.Errorf("record allocation: %w", err)
 	}
 	refuse := func(err error) (*pluginapi.ContainerAllocateResponse, error) {
 		if rerr := a.cfg.Store.Remove(key); rerr != nil {
 			a.cfg.Log.Warn("cannot drop the allocation record of a refused container", "key", key, "error", rerr)
 		}
+		a.releaseMIG(key)
 		return nil, fmt.Errorf("pod %s container %s: %w", choice.Pod.Ref(), choice.Container, err)
 	}
 	if err := a.enforce(ctx, entry); err != nil {
@@ -158,6 +171,46 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	}
 	a.cfg.Log.Info("allocated", "pod", choice.Pod.Ref(), "container", choice.Container, "key", key, "devices", deviceIDs, "ambiguous", choice.Ambiguous)
 	return deviceplugin.Response(h), nil
+}
+
+// MIGInstances creates and destroys the MIG instances of containers
+// (migctl.Manager on a node with managed MIG GPUs).
+type MIGInstances interface {
+	Acquire(workload string, w migctl.Want) (migctl.Instance, error)
+	Release(workload string) error
+}
+
+// createMIG creates, for container key, each MIG instance its shares ask
+// the node to create, and returns the shares naming the new instances'
+// UUIDs. On a failure nothing created for key is kept.
+func (a *Allocator) createMIG(key string, gpus []binding.Share) ([]binding.Share, error) {
+	out := slices.Clone(gpus)
+	for i, g := range out {
+		if g.MIG == nil || !g.MIG.Create {
+			continue
+		}
+		if a.cfg.MIG == nil {
+			return nil, fmt.Errorf("annotation %s: gpus[%d].mig asks this node to create a %s instance at slice %d of GPU %s, but the agent manages no MIG GPU", binding.AnnotationKey, i, g.MIGProfile, g.MIG.Start, g.MIG.GPU)
+		}
+		inst, err := a.cfg.MIG.Acquire(key, migctl.Want{GPU: g.MIG.GPU, Profile: g.MIGProfile, Start: g.MIG.Start})
+		if err != nil {
+			a.releaseMIG(key)
+			return nil, fmt.Errorf("annotation %s: gpus[%d]: create MIG instance: %w", binding.AnnotationKey, i, err)
+		}
+		out[i].UUID = inst.UUID
+	}
+	return out, nil
+}
+
+// releaseMIG destroys the MIG instances created for container key; one
+// still in use stays booked (logged) and is retried by a later release.
+func (a *Allocator) releaseMIG(key string) {
+	if a.cfg.MIG == nil {
+		return
+	}
+	if err := a.cfg.MIG.Release(key); err != nil {
+		a.cfg.Log.Warn("cannot destroy a container's MIG instances", "key", key, "error", err)
+	}
 }
 
 // resolveLibrary returns the file the interception library path names,
@@ -339,6 +392,7 @@ func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod
 		}
 	}
 	for _, k := range stale {
+		a.releaseMIG(k)
 		if err := os.RemoveAll(a.cfg.Paths.HostStateDir(k)); err != nil {
 			a.cfg.Log.Warn("cannot remove container state folder", "key", k, "error", err)
 		}

@@ -229,6 +229,16 @@ func (d *Daemon) neverFits(job api.Job, fields map[string]string, r placement.Re
 	f := r.GPUs
 	count := fmt.Sprint(gpu.Count)
 	allowed := d.hostGroups(allowedBy(engine), true)
+	if gpu.MIGProfile != "" {
+		offering := d.hostGroups(func(g *placement.GPU) bool { return allowedBy(engine)(g) && migOffers(g, gpu.MIGProfile) }, true)
+		if gpuCount(offering) == 0 {
+			return &InputError{Field: request.FieldMIGProfile, Msg: fmt.Sprintf("must be the profile of an instance this host's GPUs in MIG mode have (their layout is fixed: not marked migManaged, Tessera creates no instance on them), got %q", gpu.MIGProfile)}
+		}
+		if n := gpuCount(offering); n < gpu.Count {
+			return &InputError{Field: request.FieldCount, Msg: fmt.Sprintf("must be at most %d with %s (this host's GPUs in MIG mode that can hold a %s instance: %s; one instance per GPU), got %q",
+				n, constraint(gpu, fields, false), gpu.MIGProfile, describeGroups(offering), count)}
+		}
+	}
 	switch {
 	case r.Unit != placement.UnitGPUs:
 	case f.Have < f.Want:
@@ -251,7 +261,35 @@ func (d *Daemon) neverFits(job api.Job, fields map[string]string, r placement.Re
 		return &InputError{Field: request.FieldCount, Msg: fmt.Sprintf("must be at most %d with %s (this host's GPUs with that much memory: %s), got %q",
 			f.Usable(), constraint(gpu, fields, true), describeGroups(roomy), count)}
 	}
-	return &InputError{Field: "gpu", Msg: fmt.Sprintf("this host cannot take %s even with nothing else running (this host has %s)", describeRequest(gpu), describeGroups(d.hostGroups(nil, true)))}
+	return &InputError{Field: "gpu", Msg: fmt.Sprintf("this host cannot take %s even with nothing else running (this host has %s)%s", describeRequest(gpu), describeGroups(d.hostGroups(nil, true)), d.migNote(gpu))}
+}
+
+// migOffers reports whether g, idle, is in MIG mode and can hold an
+// instance of profile: an existing one, or a new one where Tessera manages
+// its layout.
+func migOffers(g *placement.GPU, profile string) bool {
+	if g.MIG == nil {
+		return false
+	}
+	for _, in := range g.MIG.Instances {
+		if strings.EqualFold(in.Profile, profile) {
+			return true
+		}
+	}
+	return g.MIG.Managed && g.MIG.Spec != nil && g.MIG.Spec.ProfileIndex(profile) >= 0
+}
+
+// migNote tells a job without --mig that the host's GPUs in MIG mode take
+// --mig jobs only ("" when none is in MIG mode or the job is a MIG job).
+func (d *Daemon) migNote(gpu request.GPU) string {
+	if gpu.MIGProfile != "" {
+		return ""
+	}
+	n := gpuCount(d.hostGroups(func(g *placement.GPU) bool { return g.MIG != nil }, false))
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s in MIG mode, which take only --mig jobs", plural(n, "GPU is", "GPUs are"))
 }
 
 // checkMemoryLimit checks a memory cap against the GPUs the request may

@@ -12,7 +12,7 @@ import (
 )
 
 func decisionOf(j api.Job) placement.Decision {
-	return placement.Decision{Node: j.Node, GPUs: j.GPUs}
+	return placement.Decision{Node: j.Node, GPUs: j.GPUs, MIG: migChoices(j)}
 }
 
 // recover re-books running jobs whose supervisor still runs (checked by

@@ -76,9 +76,6 @@ func (d *Daemon) waitingLocked() ([]api.Job, []api.Job, error) {
 }
 
 func podOf(j api.Job) placement.Pod {
-	if j.EngineGPU != nil {
-		return placement.Pod{Name: j.ID, GPU: *j.EngineGPU}
-	}
 	return placement.Pod{Name: j.ID, GPU: j.GPU}
 }
 
@@ -98,7 +95,7 @@ func (d *Daemon) sharesOf(j api.Job, dec placement.Decision) ([]binding.Share, e
 		gpus = append(gpus, *g)
 	}
 	if j.GPU.MIGProfile != "" {
-		return migShares(j, gpus, d.inUseLocked()), nil
+		return d.migShares(j, dec, gpus)
 	}
 	var out []binding.Share
 	for _, g := range gpus {
@@ -207,10 +204,13 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 }
 
 // jobNeed is what a queued job will take (its GPU compute and memory as
-// requested, or as booked for a MIG request; a memory-only share's compute
-// is known once placed).
+// requested, or a MIG request's equivalent share; a memory-only share's
+// compute is known once placed).
 func jobNeed(j api.Job) queueing.Resources {
-	g := podOf(j).GPU
+	g := j.GPU
+	if j.EngineGPU != nil {
+		g = *j.EngineGPU
+	}
 	n := int64(g.Count)
 	return queueing.Resources{GPUMilli: n * g.ComputeMilli, GPUMemoryMiB: n * g.MemoryMiB}
 }

@@ -71,11 +71,10 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	}
 	var engine *request.GPU
 	if gpu.MIGProfile != "" {
-		share, err := d.migShare(gpu)
-		if err != nil {
+		if err := d.checkMIG(gpu); err != nil {
 			return api.Job{}, err
 		}
-		engine = &share
+		engine = d.migEquivalent(gpu)
 	}
 	if len(r.Command) == 0 || r.Command[0] == "" {
 		return api.Job{}, &InputError{Field: "command", Msg: "must name a program to run"}

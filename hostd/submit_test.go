@@ -41,10 +41,6 @@ func TestSubmitSaysWhatThisHostAllows(t *testing.T) {
 			[]string{`must be a model this host has (H100-SXM), got "H200"`}, nil},
 		{"model nobody knows", "1xH100", map[string]string{"model": "Z9000"}, "model",
 			[]string{`must be a model this host has (H100-SXM), got "Z9000"`}, nil},
-		{"MIG profile of another model", "1xH100", map[string]string{"mig-profile": "1g.18gb"}, "mig-profile",
-			[]string{`must be a MIG profile this host's GPUs offer (1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb), got "1g.18gb"`}, nil},
-		{"more MIG GPUs than offer the profile", "1xH100+1xL4", map[string]string{"mig-profile": "1g.10gb", "count": "2"}, "count",
-			[]string{`must be at most 1 with --mig 1g.10gb (this host has 1 H100-SXM of 79.6Gi), got "2"`}, nil},
 		{"memory limit above the GPU", "1xH100", map[string]string{"compute": "0.5", "memory-limit": "100Gi"}, "memory-limit",
 			[]string{`must be at most 81559Mi (about 79.6Gi), the memory of this host's largest GPU (H100-SXM), got "100Gi"`}, nil},
 		{"memory limit just above the GPU", "1xH100", map[string]string{"memory": "10Gi", "memory-limit": "80Gi"}, "memory-limit",
@@ -87,7 +83,6 @@ func TestSubmitAcceptsWhatThisHostAllows(t *testing.T) {
 		{"memory": "81559Mi", "memory-limit": "81559Mi"},
 		{"compute": "0.5", "memory-limit": "60Gi"},
 		{"model": "h100|H200"},
-		{"mig-profile": "1g.10gb"},
 	} {
 		j, err := d.Submit(api.SubmitRequest{GPU: fields, Command: []string{"/bin/true"}})
 		if err != nil {

@@ -50,9 +50,31 @@ func (s *Source) readMIG(dev nvml.Device, where string, totalMiB int64) (invento
 		if err != nil {
 			return inventory.MIGEnabled, nil, err
 		}
+		inst.Start = migStart(dev, mig)
 		out = append(out, inst)
 	}
 	return inventory.MIGEnabled, out, nil
+}
+
+// migStart reads the start slot of a MIG device's GPU instance (its
+// placement on the parent), nil when it cannot be read: listing GPU
+// instances needs privileges the MIG device handles do not, so an
+// unprivileged agent reports instances without starts (the engine then
+// uses them as they are and creates nothing beside them).
+func migStart(parent, mig nvml.Device) *int {
+	id, ret := mig.GetGpuInstanceId()
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	gi, ret := parent.GetGpuInstanceById(id)
+	if ret != nvml.SUCCESS || gi == nil {
+		return nil
+	}
+	info, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	return inventory.Slot(int(info.Placement.Start))
 }
 
 // readMIGDevice reads one MIG device (a compute instance in a GPU instance).

@@ -143,19 +143,50 @@ func migParent(d *mock.Device, migs ...*mock.Device) {
 func migDevice(uuid string, id int) *mock.Device {
 	a := attrsOf(gpus.H100_SXM5_80GB.MIGProfiles.GpuInstanceProfiles[id])
 	return &mock.Device{
-		GetUUIDFunc:       func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
-		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) { return a, nvml.SUCCESS },
+		GetUUIDFunc:          func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
+		GetAttributesFunc:    func() (nvml.DeviceAttributes, nvml.Return) { return a, nvml.SUCCESS },
+		GetGpuInstanceIdFunc: func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED },
+	}
+}
+
+// withStarts gives parent's MIG devices GPU instance ids (their slot
+// index + 1) whose placements start at starts[uuid]; a device absent from
+// starts has an instance NVML refuses to read (no privileges).
+func withStarts(parent *mock.Device, migs []*mock.Device, starts map[string]int) {
+	byID := map[int]int{}
+	for k, m := range migs {
+		if m == nil {
+			continue
+		}
+		uuid, _ := m.GetUUID()
+		id := k + 1
+		m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return id, nvml.SUCCESS }
+		if s, ok := starts[uuid]; ok {
+			byID[id] = s
+		}
+	}
+	parent.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		s, ok := byID[id]
+		if !ok {
+			return nil, nvml.ERROR_NO_PERMISSION
+		}
+		return &mock.GpuInstance{GetInfoFunc: func() (nvml.GpuInstanceInfo, nvml.Return) {
+			return nvml.GpuInstanceInfo{Id: uint32(id), Placement: nvml.GpuInstancePlacement{Start: uint32(s)}}, nvml.SUCCESS
+		}}, nvml.SUCCESS
 	}
 }
 
 func TestDiscoverMIG(t *testing.T) {
 	d0, d1 := fakeDevice(0), fakeDevice(1)
-	migParent(d0,
+	migs := []*mock.Device{
 		migDevice("MIG-a", nvml.GPU_INSTANCE_PROFILE_3_SLICE),
 		nil,
 		migDevice("MIG-b", nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1),
 		migDevice("MIG-c", nvml.GPU_INSTANCE_PROFILE_2_SLICE),
-		nil, nil, nil)
+		nil, nil, nil}
+	migParent(d0, migs...)
+	// MIG-a and MIG-b's placements are read; MIG-c's is refused.
+	withStarts(d0, migs, map[string]int{"MIG-a": 4, "MIG-b": 0})
 	migParent(d1) // enabled, nothing configured
 	nodes, err := newTestSource(fakeLib(d0, d1)).Discover(context.Background())
 	if err != nil {
@@ -163,8 +194,8 @@ func TestDiscoverMIG(t *testing.T) {
 	}
 	g0, g1 := nodes[0].GPUs[0], nodes[0].GPUs[1]
 	want := []inventory.MIGInstance{
-		{UUID: "MIG-a", Profile: "3g.40gb", MemoryMiB: 40960, SMCount: 48},
-		{UUID: "MIG-b", Profile: "1g.10gb+me", MemoryMiB: 10240, SMCount: 16},
+		{UUID: "MIG-a", Profile: "3g.40gb", MemoryMiB: 40960, SMCount: 48, Start: inventory.Slot(4)},
+		{UUID: "MIG-b", Profile: "1g.10gb+me", MemoryMiB: 10240, SMCount: 16, Start: inventory.Slot(0)},
 		{UUID: "MIG-c", Profile: "2g.20gb", MemoryMiB: 20480, SMCount: 32},
 	}
 	if g0.MIGMode != inventory.MIGEnabled || !reflect.DeepEqual(g0.MIGInstances, want) {

@@ -61,8 +61,10 @@ type Job struct {
 	Queue    string      `json:"queue"`
 	Priority int         `json:"priority"`
 	GPU      request.GPU `json:"gpu"`
-	// EngineGPU is what the placement engine books for a MIG request (its
-	// equivalent share; see docs/host.md); nil for other requests.
+	// EngineGPU is a MIG request's equivalent share (compute slices over
+	// the GPU's, the profile's memory), counted toward fair-share usage
+	// only: the placement engine places the MIG request itself. Nil for
+	// other requests.
 	EngineGPU *request.GPU `json:"engineGpu,omitempty"`
 	Command   []string     `json:"command"`
 	Env       []string     `json:"env,omitempty"`

@@ -154,19 +154,25 @@ func waitForState(t *testing.T, host []string, id string, want api.State) {
 	}
 }
 
-// `tessera run --mig` on a simulated host: the job sees its MIG instance.
+// `tessera run --mig` on a simulated host whose H200 is in MIG mode with
+// its layout managed by Tessera: the job sees the instance created for it
+// (MIG-<GPU UUID>/<start slot>).
 func TestRunMIG(t *testing.T) {
-	host := startUp(t, "1xH200").host
+	nodes := filepath.Join(t.TempDir(), "nodes.yaml")
+	if err := os.WriteFile(nodes, []byte("nodes: [{name: h, gpus: 1xH200, overrides: [{index: 0, migManaged: true}]}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := startUp(t, nodes).host
 	code, out, errs := tessera(append(append([]string{"run", "--mig", "1g.18gb"}, host...), "--", "sh", "-c", `echo "$CUDA_VISIBLE_DEVICES $TESSERA_MIG_PROFILES"`)...)
-	if code != 0 || !strings.HasPrefix(out, "MIG-GPU-") || !strings.HasSuffix(out, "/0 1g.18gb\n") {
+	if code != 0 || !strings.HasPrefix(out, "MIG-GPU-") || !strings.Contains(out, "/") || !strings.HasSuffix(out, " 1g.18gb\n") {
 		t.Errorf("run --mig: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--mig", "1g.10gb"}, "--mig: must be a MIG profile this host's GPUs offer"},
-		{[]string{"--mig", "9g.1tb"}, `--mig: must be a MIG profile this host's GPUs offer (1g.18gb`},
+		{[]string{"--mig", "1g.10gb"}, "--mig: must be a MIG profile this host's GPUs in MIG mode offer (H200 has 1g.18gb"},
+		{[]string{"--mig", "9g.1tb"}, `--mig: must be a MIG profile this host's GPUs in MIG mode offer (H200 has 1g.18gb`},
 		{[]string{"--mig", "1g.18gb", "--gpu-fraction", "0.5"}, "--mig: must be empty when --gpu-fraction or --gpu-limit is set"},
 	} {
 		code, _, errs := tessera(append(append(append([]string{"run"}, host...), tt.args...), "--", "true")...)

@@ -32,6 +32,7 @@ type gpuStatus struct {
 	PCIBusID          string        `json:"pciBusId"`
 	MIGMode           string        `json:"migMode"`
 	MIGInstances      []migInstance `json:"migInstances"`
+	MIGManaged        bool          `json:"migManaged"`
 	Health            string        `json:"health"`
 	HealthReason      string        `json:"healthReason"`
 	Sharing           string        `json:"sharing"`
@@ -43,6 +44,8 @@ type migInstance struct {
 	Profile   string `json:"profile"`
 	MemoryMiB int64  `json:"memoryMiB"`
 	SMCount   int    `json:"smCount"`
+	Start     *int   `json:"start"`
+	InUse     bool   `json:"inUse"`
 }
 
 type peer struct {
@@ -67,11 +70,11 @@ func FromObject(u *unstructured.Unstructured) (inventory.Node, error) {
 		ig := inventory.GPU{
 			UUID: g.UUID, Index: g.Index, Model: g.Model, Product: g.Product, Vendor: g.Vendor,
 			MemoryMiB: g.MemoryMiB, SMCount: g.SMCount, ComputeCapability: g.ComputeCapability,
-			NUMANode: g.NUMANode, PCIBusID: g.PCIBusID, MIGMode: inventory.MIGMode(g.MIGMode),
+			NUMANode: g.NUMANode, PCIBusID: g.PCIBusID, MIGMode: inventory.MIGMode(g.MIGMode), MIGManaged: g.MIGManaged,
 			Health: inventory.Health(g.Health), HealthReason: g.HealthReason, Sharing: g.Sharing,
 		}
 		for _, m := range g.MIGInstances {
-			ig.MIGInstances = append(ig.MIGInstances, inventory.MIGInstance{UUID: m.UUID, Profile: m.Profile, MemoryMiB: m.MemoryMiB, SMCount: m.SMCount})
+			ig.MIGInstances = append(ig.MIGInstances, inventory.MIGInstance{UUID: m.UUID, Profile: m.Profile, MemoryMiB: m.MemoryMiB, SMCount: m.SMCount, Start: m.Start, InUse: m.InUse})
 		}
 		n.GPUs = append(n.GPUs, ig)
 		for _, p := range g.NVLinkPeers {

@@ -47,7 +47,11 @@ func Object(node inventory.Node, slotsPerGPU int, sharing string) *unstructured.
 		}
 		migs := make([]any, 0, len(g.MIGInstances))
 		for _, m := range g.MIGInstances {
-			migs = append(migs, map[string]any{"uuid": m.UUID, "profile": m.Profile, "memoryMiB": m.MemoryMiB, "smCount": int64(m.SMCount)})
+			mi := map[string]any{"uuid": m.UUID, "profile": m.Profile, "memoryMiB": m.MemoryMiB, "smCount": int64(m.SMCount), "inUse": m.InUse}
+			if m.Start != nil {
+				mi["start"] = int64(*m.Start)
+			}
+			migs = append(migs, mi)
 		}
 		peers := []any{}
 		for _, l := range node.Links {
@@ -63,7 +67,7 @@ func Object(node inventory.Node, slotsPerGPU int, sharing string) *unstructured.
 		gpus = append(gpus, map[string]any{
 			"uuid": g.UUID, "index": int64(g.Index), "model": g.Model, "product": g.Product, "vendor": g.Vendor,
 			"memoryMiB": g.MemoryMiB, "smCount": int64(g.SMCount), "computeCapability": g.ComputeCapability,
-			"numaNode": int64(g.NUMANode), "pciBusId": g.PCIBusID, "migMode": string(g.MIGMode), "migInstances": migs,
+			"numaNode": int64(g.NUMANode), "pciBusId": g.PCIBusID, "migMode": string(g.MIGMode), "migInstances": migs, "migManaged": g.MIGManaged,
 			"health": string(g.Health), "healthReason": g.HealthReason, "sharing": mode, "nvlinkPeers": peers,
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -137,4 +138,52 @@ func TestCRDAllowsEverySharingMode(t *testing.T) {
 		return
 	}
 	t.Fatal("no sharing field in the CRD")
+}
+
+// TestMIGRoundTrip: a GPU in MIG mode keeps, through the GPUNode and JSON,
+// whether Tessera manages its layout and each instance's start slot and
+// whether it is in use; an instance whose start was not read keeps none.
+func TestMIGRoundTrip(t *testing.T) {
+	src, err := simulated.FromSpec("2xH100", catalogtest.Small())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := src.Discover(context.Background())
+	in := nodes[0]
+	in.GPUs[0].MIGMode, in.GPUs[0].MIGManaged = inventory.MIGEnabled, true
+	in.GPUs[0].MIGInstances = []inventory.MIGInstance{
+		{UUID: "MIG-a", Profile: "3g.40gb", MemoryMiB: 40448, Start: inventory.Slot(4), InUse: true},
+		{UUID: "MIG-b", Profile: "1g.10gb", MemoryMiB: 9984, Start: inventory.Slot(0)},
+	}
+	in.GPUs[1].MIGMode = inventory.MIGEnabled
+	in.GPUs[1].MIGInstances = []inventory.MIGInstance{{UUID: "MIG-c", Profile: "7g.80gb", MemoryMiB: 81152}}
+	data, err := json.Marshal(Object(in, 16, SharingShared).Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back unstructured.Unstructured
+	if err := json.Unmarshal(data, &back.Object); err != nil {
+		t.Fatal(err)
+	}
+	out, err := FromObject(&back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in.GPUs {
+		if !reflect.DeepEqual(in.GPUs[i].MIGInstances, out.GPUs[i].MIGInstances) || in.GPUs[i].MIGManaged != out.GPUs[i].MIGManaged {
+			t.Errorf("GPU %d: in managed=%v %+v\nout managed=%v %+v", i, in.GPUs[i].MIGManaged, in.GPUs[i].MIGInstances, out.GPUs[i].MIGManaged, out.GPUs[i].MIGInstances)
+		}
+	}
+	if out.GPUs[1].MIGInstances[0].Start != nil {
+		t.Errorf("unknown start read back as %d", *out.GPUs[1].MIGInstances[0].Start)
+	}
+	// A managed GPU not in MIG mode is refused, naming the field.
+	bad := Object(in, 16, SharingShared)
+	gpus := bad.Object["status"].(map[string]any)["gpus"].([]any)
+	gpus[1].(map[string]any)["migMode"] = "Disabled"
+	gpus[1].(map[string]any)["migInstances"] = []any{}
+	gpus[1].(map[string]any)["migManaged"] = true
+	if _, err := FromObject(bad); err == nil || !strings.Contains(err.Error(), "migManaged must be false") {
+		t.Errorf("managed GPU not in MIG mode: %v", err)
+	}
 }

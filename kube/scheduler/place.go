@@ -275,9 +275,13 @@ func (s *Scheduler) decide(pol placement.Policy, view *placement.Cluster, viewNo
 func (s *Scheduler) shares(snap *snapshot, ni int, d placement.Decision, r request.GPU) []binding.Share {
 	var out []binding.Share
 	n := &snap.cluster.Nodes[ni]
-	for _, pos := range d.GPUs {
+	for k, pos := range d.GPUs {
 		g := n.GPUs[pos]
 		inv, _ := findGPU(&snap.inv[ni], g.Index)
+		if r.MIGProfile != "" && k < len(d.MIG) {
+			out = append(out, migShare(g, inv.UUID, d.MIG[k], r.MIGProfile))
+			continue
+		}
 		c, cl := r.ResolveCompute(g.MemoryMiB)
 		m, ml := r.ResolveMemory(g.MemoryMiB)
 		if r.Exclusive {
@@ -286,6 +290,28 @@ func (s *Scheduler) shares(snap *snapshot, ni int, d placement.Decision, r reque
 		out = append(out, binding.Share{UUID: inv.UUID, Index: g.Index, ComputeMilli: c, ComputeLimitMilli: cl, MemoryMiB: max(m, 1), MemoryLimitMiB: max(ml, m, 1), MIGProfile: r.MIGProfile})
 	}
 	return out
+}
+
+// migShare is the share of one MIG instance the engine chose on GPU g
+// (parent UUID parent): the instance taken (its UUID), or the one the node
+// must create at ch.Start (the parent's UUID until it exists), with the
+// profile's compute slices over the GPU's and its memory.
+func migShare(g placement.GPU, parent string, ch placement.MIGChoice, profile string) binding.Share {
+	s := binding.Share{UUID: ch.UUID, Index: g.Index, MIGProfile: profile,
+		ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, MemoryMiB: 1, MemoryLimitMiB: 1,
+		MIG: &binding.MIGInstance{GPU: parent, Start: ch.Start, Create: ch.Create}}
+	if ch.Create {
+		s.UUID = parent
+	}
+	if g.MIG != nil && g.MIG.Spec != nil {
+		if i := g.MIG.Spec.ProfileIndex(profile); i >= 0 {
+			p := g.MIG.Spec.Profiles[i]
+			c := int64(p.ComputeSlices) * request.Whole / int64(g.MIG.Spec.ComputeSlices)
+			s.MIGProfile, s.ComputeMilli, s.ComputeLimitMilli = p.Name, c, c
+			s.MemoryMiB, s.MemoryLimitMiB = p.MemoryMiB, p.MemoryMiB
+		}
+	}
+	return s
 }
 
 func describe(r request.GPU) string {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"log/slog"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -134,12 +135,21 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 		}
 		d := placement.Decision{Node: ni}
 		for _, g := range c.GPUs {
-			pos, ok := s.uuidPos[ni][g.UUID]
+			uuid := g.UUID
+			if g.MIG != nil {
+				uuid = g.MIG.GPU
+			}
+			pos, ok := s.uuidPos[ni][uuid]
 			if !ok {
-				log.Warn("assignment names a GPU the node does not report", "pod", host.Name, "gpu", g.UUID)
+				log.Warn("assignment names a GPU the node does not report", "pod", host.Name, "gpu", uuid)
 				continue
 			}
 			d.GPUs = append(d.GPUs, pos)
+			if g.MIG != nil {
+				// A MIG instance books as the MIG request it answered.
+				pp.GPU = request.GPU{ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, MIGProfile: g.MIGProfile}
+				d.MIG = append(d.MIG, s.migChoice(ni, pos, g))
+			}
 		}
 		pp.GPU.Count = len(d.GPUs)
 		if !s.apply(log, &pp, d) {
@@ -147,6 +157,23 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 		}
 		b.parts = append(b.parts, placed{pod: pp, dec: d})
 	}
+}
+
+// migChoice is the engine choice that books a bound MIG share again: the
+// instance by its UUID, or, for one the node was asked to create, the
+// instance the node now reports at its start, else a creation at its start.
+func (s *snapshot) migChoice(ni, pos int, g binding.Share) placement.MIGChoice {
+	if !g.MIG.Create {
+		return placement.MIGChoice{Start: g.MIG.Start, UUID: g.UUID}
+	}
+	if m := s.cluster.Nodes[ni].GPUs[pos].MIG; m != nil {
+		for _, in := range m.Instances {
+			if in.Start == g.MIG.Start && strings.EqualFold(in.Profile, g.MIGProfile) {
+				return placement.MIGChoice{Start: g.MIG.Start, UUID: in.UUID}
+			}
+		}
+	}
+	return placement.MIGChoice{Start: g.MIG.Start, Create: true}
 }
 
 // apply books with the engine's checked Apply and falls back to saturating

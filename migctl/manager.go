@@ -1,0 +1,220 @@
+package migctl
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/tessera-gpu/tessera/catalog"
+)
+
+// GPU is a managed GPU: its UUID, NVML handle and the catalog's MIG
+// geometry for its model.
+type GPU struct {
+	UUID   string
+	Device nvml.Device
+	Spec   *catalog.MIGSpec
+}
+
+// Want is an instance a workload holds or is to hold: the engine's choice
+// (binding.MIGInstance with Create set).
+type Want struct {
+	GPU     string
+	Profile string
+	Start   int
+}
+
+// Manager creates and destroys the instances of workloads on managed GPUs
+// and books them by workload, so no slot is handed to two workloads. Safe
+// for concurrent use.
+type Manager struct {
+	mu   sync.Mutex
+	gpus map[string]GPU
+	// held maps a workload to its instances.
+	held map[string][]held
+}
+
+type held struct {
+	want Want
+	inst Instance
+}
+
+// NewManager manages gpus (GPUs in MIG mode whose layout the operator
+// hands to Tessera; never others).
+func NewManager(gpus []GPU) *Manager {
+	m := &Manager{gpus: map[string]GPU{}, held: map[string][]held{}}
+	for _, g := range gpus {
+		m.gpus[g.UUID] = g
+	}
+	return m
+}
+
+// overlapLocked names the workload holding a slice w would take, "" if none.
+func (m *Manager) overlapLocked(w Want, size int, except string) string {
+	for id, hs := range m.held {
+		for _, h := range hs {
+			if id == except || h.want.GPU != w.GPU {
+				continue
+			}
+			hp := m.gpus[w.GPU].Spec.Profiles[m.gpus[w.GPU].Spec.ProfileIndex(h.want.Profile)]
+			if w.Start < h.want.Start+hp.MemorySlices && h.want.Start < w.Start+size {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// Acquire creates workload's instance w before the workload starts. A
+// second call for the same workload and instance returns the instance it
+// holds; a slot another workload holds is refused without asking the
+// driver.
+func (m *Manager) Acquire(workload string, w Want) (Instance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.gpus[w.GPU]
+	if !ok {
+		return Instance{}, fmt.Errorf("GPU %s: not a GPU whose MIG layout Tessera manages", w.GPU)
+	}
+	i := g.Spec.ProfileIndex(w.Profile)
+	if i < 0 {
+		return Instance{}, fmt.Errorf("GPU %s: MIG profile %s is not a profile of it", w.GPU, w.Profile)
+	}
+	for _, h := range m.held[workload] {
+		if h.want == w {
+			return h.inst, nil
+		}
+	}
+	if other := m.overlapLocked(w, g.Spec.Profiles[i].MemorySlices, workload); other != "" {
+		return Instance{}, fmt.Errorf("GPU %s: %s at slice %d overlaps an instance workload %s holds", w.GPU, w.Profile, w.Start, other)
+	}
+	inst, err := Create(g.Device, g.Spec, w.Profile, w.Start)
+	if err != nil {
+		return Instance{}, fmt.Errorf("GPU %s: %w", w.GPU, err)
+	}
+	m.held[workload] = append(m.held[workload], held{want: w, inst: inst})
+	return inst, nil
+}
+
+// Release destroys workload's instances after it ended. An instance still
+// in use stays booked (ErrInUse, retry later); the others are destroyed
+// and forgotten.
+func (m *Manager) Release(workload string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keep []held
+	var errs []error
+	for _, h := range m.held[workload] {
+		g := m.gpus[h.want.GPU]
+		if err := Destroy(g.Device, g.Spec, h.want.Profile, h.want.Start); err != nil {
+			keep = append(keep, h)
+			errs = append(errs, fmt.Errorf("GPU %s: %w", h.want.GPU, err))
+		}
+	}
+	if len(keep) == 0 {
+		delete(m.held, workload)
+	} else {
+		m.held[workload] = keep
+	}
+	return errors.Join(errs...)
+}
+
+// Holds returns the instances workload holds.
+func (m *Manager) Holds(workload string) []Instance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Instance
+	for _, h := range m.held[workload] {
+		out = append(out, h.inst)
+	}
+	return out
+}
+
+// Report is what Reconcile did.
+type Report struct {
+	// Adopted are workloads' instances found on the GPUs.
+	Adopted []string
+	// Created are workloads' instances that were missing and were made.
+	Created []string
+	// Destroyed are ended workloads' instances removed.
+	Destroyed []string
+	// Busy are ended workloads' instances left because they are in use.
+	Busy []string
+}
+
+// Reconcile runs after a restart. wanted are the instances running or
+// starting workloads hold (from their bindings): one found on its GPU at
+// its start with its profile is adopted as it is, a missing one is
+// created. ended are instances Tessera created for workloads that have
+// ended: each is destroyed unless in use, when it is left and reported
+// busy (still booked to its workload, so Release retries it). Instances
+// in neither list are never touched.
+func (m *Manager) Reconcile(wanted, ended map[string][]Want) (Report, error) {
+	var rep Report
+	var errs []error
+	found := map[string][]Instance{}
+	for uuid, g := range m.gpus {
+		list, err := List(g.Device, g.Spec)
+		if err != nil {
+			return rep, fmt.Errorf("GPU %s: list MIG instances: %w", uuid, err)
+		}
+		found[uuid] = list
+	}
+	for _, id := range sortedKeys(wanted) {
+		for _, w := range wanted[id] {
+			var inst *Instance
+			for k := range found[w.GPU] {
+				if f := found[w.GPU][k]; f.Start == w.Start && f.Profile == w.Profile {
+					inst = &found[w.GPU][k]
+				}
+			}
+			label := fmt.Sprintf("%s: %s at slice %d on %s", id, w.Profile, w.Start, w.GPU)
+			if inst != nil {
+				m.mu.Lock()
+				m.held[id] = append(m.held[id], held{want: w, inst: *inst})
+				m.mu.Unlock()
+				rep.Adopted = append(rep.Adopted, label)
+				continue
+			}
+			if _, err := m.Acquire(id, w); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", label, err))
+				continue
+			}
+			rep.Created = append(rep.Created, label)
+		}
+	}
+	for _, id := range sortedKeys(ended) {
+		for _, w := range ended[id] {
+			g, ok := m.gpus[w.GPU]
+			if !ok {
+				continue
+			}
+			label := fmt.Sprintf("%s: %s at slice %d on %s", id, w.Profile, w.Start, w.GPU)
+			err := Destroy(g.Device, g.Spec, w.Profile, w.Start)
+			switch {
+			case errors.Is(err, ErrInUse):
+				rep.Busy = append(rep.Busy, label)
+				m.mu.Lock()
+				m.held[id] = append(m.held[id], held{want: w, inst: Instance{Profile: w.Profile, Start: w.Start}})
+				m.mu.Unlock()
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s: %w", label, err))
+			default:
+				rep.Destroyed = append(rep.Destroyed, label)
+			}
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func sortedKeys(m map[string][]Want) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
