@@ -26,7 +26,24 @@ GO_LDFLAGS    = -X $(CLI_PKG).version=$(VERSION) -X $(CLI_PKG).commit=$(COMMIT) 
 CGO_QUIET    := -Wno-deprecated-declarations
 export CGO_CFLAGS := $(filter-out $(CGO_QUIET),$(or $(shell $(GO) env CGO_CFLAGS 2>/dev/null),-O2 -g)) $(CGO_QUIET)
 
-.PHONY: all build intercept run test lint unit fuzz bench bench-kube clean
+# The container image (make image) and the real test node's pause image
+# (make pause-image): docker-archive tarballs in IMAGE_DIR that `docker load`
+# and `ctr -n k8s.io images import` read, packed by tools/image without
+# Docker, a registry or a base image. Reproducible: file times and the
+# binary's build date come from SOURCE_DATE_EPOCH (default: the commit's
+# time), so the same tree gives the same image digest.
+IMAGE_DIR    ?= bin
+IMAGE        ?= ghcr.io/tessera-gpu/tessera:$(VERSION)
+PAUSE_IMAGE  ?= registry.k8s.io/pause:3.10
+SOURCE_DATE_EPOCH ?= $(or $(shell git log -1 --format=%ct 2>/dev/null),0)
+IMAGE_OUT     = $(abspath $(IMAGE_DIR))
+IMAGE_LABELS  = -label org.opencontainers.image.source=https://github.com/tessera-gpu/tessera \
+                -label org.opencontainers.image.licenses=Apache-2.0 \
+                -label org.opencontainers.image.revision=$(COMMIT)
+# Go modules with their own go.mod that unit and lint cover too.
+TOOL_MODULES := tools/image
+
+.PHONY: all build intercept image pause-image run test lint unit e2e-node fuzz bench bench-kube clean
 
 all: build intercept
 
@@ -37,6 +54,38 @@ build:
 ## intercept: the CUDA interception library, intercept/build/libtessera-intercept.so.
 intercept:
 	$(MAKE) -C intercept
+
+## image: IMAGE_DIR/tessera-image.tar, the image IMAGE (its name also in
+## IMAGE_DIR/tessera-image.ref): /usr/local/bin/tessera, the interception
+## library at /usr/local/lib/tessera/libtessera-intercept.so, and the C
+## libraries tessera loads (ldd), as user 65532. tessera links glibc
+## dynamically on purpose: go-nvml dlopens the host's libnvidia-ml.so.1,
+## which needs the shared libc.so.6, and a static glibc binary may not
+## dlopen it (the linker warns "Using 'dlopen' in statically linked
+## applications requires at runtime the shared libraries from the glibc
+## version used for linking", and two libcs in one process are unsound).
+## It also makes pause-image.
+image: BUILD_DATE = $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+image: build intercept pause-image
+	@cd tools/image && $(GO) run . -ref '$(IMAGE)' -out '$(IMAGE_OUT)/tessera-image.tar' \
+	  -ref-file '$(IMAGE_OUT)/tessera-image.ref' -epoch '$(SOURCE_DATE_EPOCH)' \
+	  -add /usr/local/bin/tessera='$(abspath $(BIN))' \
+	  -add /usr/local/lib/tessera/libtessera-intercept.so='$(CURDIR)/intercept/build/libtessera-intercept.so' \
+	  -libs-of /usr/local/bin/tessera -basics -entrypoint /usr/local/bin/tessera -user 65532:65532 \
+	  -label org.opencontainers.image.title=tessera \
+	  -label org.opencontainers.image.description='Tessera: GPU sharing and fraction-aware scheduling' \
+	  -label org.opencontainers.image.version='$(VERSION)' $(IMAGE_LABELS)
+
+## pause-image: IMAGE_DIR/pause-image.tar, PAUSE_IMAGE for the real test
+## node's pods: tools/image/pause, static (CGO_ENABLED=0), as user 65535.
+pause-image:
+	@mkdir -p '$(IMAGE_OUT)'
+	@cd tools/image && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '-s -w' -o '$(IMAGE_OUT)/pause' ./pause
+	@cd tools/image && $(GO) run . -ref '$(PAUSE_IMAGE)' -out '$(IMAGE_OUT)/pause-image.tar' -ref-file '$(IMAGE_OUT)/pause-image.ref' \
+	  -epoch '$(SOURCE_DATE_EPOCH)' -add /pause='$(IMAGE_OUT)/pause' -entrypoint /pause -user 65535:65535 \
+	  -label org.opencontainers.image.title=pause \
+	  -label org.opencontainers.image.description="Tessera's sandbox program for the real test node, named $(PAUSE_IMAGE)" \
+	  -label org.opencontainers.image.version='$(lastword $(subst :, ,$(PAUSE_IMAGE)))' $(IMAGE_LABELS)
 
 ## run: the demo (scripts/demo.sh): the host daemon on one simulated H200
 ## sharing it between three jobs at once, with a fourth queued until room
@@ -53,12 +102,14 @@ test: lint unit
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
+	@for m in $(TOOL_MODULES); do echo "cd $$m && $(GO) test -count=1 ./..."; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	@for m in $(TOOL_MODULES); do echo "cd $$m && $(GO) vet ./... && staticcheck ./..."; (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...) || exit 1; done
 
 $(STATICCHECK):
 	@mkdir -p $(TOOLS_BIN)
@@ -80,6 +131,14 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+## e2e-node: the end-to-end tests on a real node (kubelet, containerd and
+## runc on this machine, as root): Tessera's image (make image) and the
+## chart's manifests, pods getting GPU shares from the agent's device plugin
+## through kubelet restarts and agent restarts. `make unit` runs them too;
+## they skip, saying why, where the machine cannot run containers.
+e2e-node:
+	$(GO) test -count=1 -timeout 40m -v ./internal/e2enode/
+
 ## bench-kube: pods bound per second, Tessera vs the stock kube-scheduler, on
 ## a real API server with KWOK nodes (TESSERA_BENCH_NODES, TESSERA_BENCH_PODS).
 bench-kube:
@@ -88,3 +147,26 @@ bench-kube:
 clean:
 	rm -rf bin .tools
 	$(MAKE) -C intercept clean
+
+## manifests: deploy/tessera.yaml and deploy/webhook.yaml rendered from the
+## chart deploy/helm/tessera with deploy/helm/manifests-values.yaml (release
+## tessera in tessera-system), by helm built from tools/helm (HELM=path to
+## use another build; MANIFESTS_DIR=folder to write elsewhere).
+## deploy/manifests_test.go fails when the checked-in files are stale.
+HELM_VERSION   = $(shell awk '$$1 == "require" && $$2 == "helm.sh/helm/v4" { print $$3 }' tools/helm/go.mod)
+HELM          ?= $(TOOLS_BIN)/helm-$(HELM_VERSION)
+MANIFESTS_DIR ?= deploy
+MANIFESTS_HELM = $(HELM) template tessera deploy/helm/tessera --namespace tessera-system --values deploy/helm/manifests-values.yaml
+MANIFESTS_HEAD = \# Rendered from the chart deploy/helm/tessera by `make manifests` (values:\n\# deploy/helm/manifests-values.yaml). Do not edit: change the chart and run it.\n
+.PHONY: manifests
+manifests: $(HELM)
+	@mkdir -p '$(MANIFESTS_DIR)'
+	@{ printf '$(MANIFESTS_HEAD)'; $(MANIFESTS_HELM) --set webhook.enabled=false; } > '$(MANIFESTS_DIR)/tessera.yaml.tmp'
+	@{ printf '$(MANIFESTS_HEAD)'; $(MANIFESTS_HELM) --set scheduler.enabled=false,agent.enabled=false,createNamespace=false; } > '$(MANIFESTS_DIR)/webhook.yaml.tmp'
+	@mv '$(MANIFESTS_DIR)/tessera.yaml.tmp' '$(MANIFESTS_DIR)/tessera.yaml'
+	@mv '$(MANIFESTS_DIR)/webhook.yaml.tmp' '$(MANIFESTS_DIR)/webhook.yaml'
+	@echo 'rendered $(MANIFESTS_DIR)/tessera.yaml and $(MANIFESTS_DIR)/webhook.yaml'
+
+$(TOOLS_BIN)/helm-%: tools/helm/go.mod tools/helm/go.sum tools/helm/main.go
+	@mkdir -p $(TOOLS_BIN)
+	cd tools/helm && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $@ .

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -57,6 +59,11 @@ func NewAllocator(cfg AllocatorConfig) (*Allocator, error) {
 	if err := cfg.Paths.Validate(); err != nil {
 		return nil, fmt.Errorf("allocator: %w", err)
 	}
+	if lib := cfg.Paths.HostInterceptLibrary; lib != "" {
+		if _, err := resolveLibrary(lib); err != nil {
+			return nil, fmt.Errorf("allocator: %w", err)
+		}
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +113,14 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	if err := a.checkMPS(choice); err != nil {
 		return nil, err
 	}
+	paths := a.cfg.Paths
+	if paths.HostInterceptLibrary != "" {
+		lib, err := resolveLibrary(paths.HostInterceptLibrary)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s container %s: %w", choice.Pod.Ref(), choice.Container, err)
+		}
+		paths.HostInterceptLibrary = lib
+	}
 	key := handoff.Key(deviceIDs, choice.Pod.UID, choice.Container)
 	if err := os.MkdirAll(a.cfg.Paths.HostStateDir(key), 0o755); err != nil {
 		return nil, fmt.Errorf("create container state folder: %w", err)
@@ -127,7 +142,7 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	if err := a.enforce(ctx, entry); err != nil {
 		return refuse(err)
 	}
-	h := handoff.Build(a.cfg.Paths, key, choice.GPUs)
+	h := handoff.Build(paths, key, choice.GPUs)
 	if a.cfg.MPS != nil {
 		if err := a.addMPS(ctx, &h, key); err != nil {
 			if uerr := a.cfg.Enforcer.Unregister(ctx, key); uerr != nil {
@@ -138,6 +153,31 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 	}
 	a.cfg.Log.Info("allocated", "pod", choice.Pod.Ref(), "container", choice.Container, "key", key, "devices", deviceIDs, "ambiguous", choice.Ambiguous)
 	return deviceplugin.Response(h), nil
+}
+
+// resolveLibrary returns the file the interception library path names,
+// following symlinks: `tessera install-lib` keeps each version in its own
+// folder and points a stable symlink at the current one, and a container
+// must be given the versioned file itself, so that a later upgrade, which
+// swaps the symlink, never changes the library under a running container.
+// The path is resolved where the agent runs, so the agent must see the
+// library's folder at its host path (the DaemonSet mounts it there).
+func resolveLibrary(path string) (string, error) {
+	lib, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("intercept library %q: does not exist on this node (install it with \"tessera install-lib\", or give no library to run containers without in-container enforcement)", path)
+		}
+		return "", fmt.Errorf("intercept library %q: %w", path, err)
+	}
+	fi, err := os.Stat(lib)
+	if err != nil {
+		return "", fmt.Errorf("intercept library %q: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("intercept library %q: %s is not a regular file", path, lib)
+	}
+	return lib, nil
 }
 
 // checkMPS applies an MPS node's rules to the container Allocate chose,

@@ -105,11 +105,25 @@ func (h *harness) pluginDir() string          { return filepath.Join(h.dir, "dp"
 func (h *harness) podResourcesSocket() string { return filepath.Join(h.dir, "pr.sock") }
 func (h *harness) stateDir() string           { return filepath.Join(h.dir, "state") }
 
+// interceptLib is a stand-in interception library file (the agent refuses
+// to start without the file it is told to hand out).
+func (h *harness) interceptLib() string {
+	h.t.Helper()
+	lib := filepath.Join(h.dir, "lib", "libtessera-intercept.so")
+	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, []byte("\x7fELF stand-in"), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	return lib
+}
+
 func (h *harness) config() agent.Config {
 	return agent.Config{
 		NodeName: nodeName, Node: h.node, SlotsPerGPU: 8, ResourceName: kube.ResourceGPU,
 		PluginDir: h.pluginDir(), StateDir: h.stateDir(),
-		Paths: handoff.Paths{HostStateRoot: filepath.Join(h.dir, "run"), HostArbiterDir: "/run/tessera/arbiter", HostInterceptLibrary: "/opt/tessera/lib/libtessera-intercept.so"},
+		Paths: handoff.Paths{HostStateRoot: filepath.Join(h.dir, "run"), HostArbiterDir: "/run/tessera/arbiter", HostInterceptLibrary: h.interceptLib()},
 		Pods:  h.api, Kubelet: h.kubePods, PluginCheckInterval: 20 * time.Millisecond,
 		ReconcileInterval: time.Hour,
 		Log:               slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -48,6 +48,24 @@ type Share struct {
 	MemoryLimitMiB int64 `json:"memoryLimitMiB"`
 	// MIGProfile is set when the share is a whole MIG instance.
 	MIGProfile string `json:"migProfile,omitempty"`
+	// MIG says where the MIG instance lies (set by the engine's MIG
+	// placement; absent in records that predate it). For an existing
+	// instance UUID is the instance's; for one the node must create,
+	// UUID is the parent GPU's until the node has created it.
+	MIG *MIGInstance `json:"mig,omitempty"`
+}
+
+// MIGInstance is the MIG instance of a share.
+type MIGInstance struct {
+	// GPU is the parent GPU's UUID.
+	GPU string `json:"gpu"`
+	// Start is the instance's first memory slice (its placement start);
+	// -1 when the node reported an existing instance without it.
+	Start int `json:"start"`
+	// Create asks the node to create the instance (GPU instance and
+	// compute instance of MIGProfile at Start) before the workload starts
+	// and to destroy it when the workload ends.
+	Create bool `json:"create,omitempty"`
 }
 
 // Encode returns the assignment's JSON form after validating it.
@@ -135,6 +153,22 @@ func (g Share) validate(path string) error {
 		return fmt.Errorf("%s.memoryMiB: must be >= 1, got %d", path, g.MemoryMiB)
 	case g.MemoryLimitMiB < g.MemoryMiB:
 		return fmt.Errorf("%s.memoryLimitMiB: must be >= memoryMiB (%d), got %d", path, g.MemoryMiB, g.MemoryLimitMiB)
+	}
+	if m := g.MIG; m != nil {
+		switch {
+		case g.MIGProfile == "":
+			return fmt.Errorf("%s.migProfile: must be set when mig is set", path)
+		case m.GPU == "":
+			return fmt.Errorf("%s.mig.gpu: must not be empty", path)
+		case m.Start < -1:
+			return fmt.Errorf("%s.mig.start: must be >= 0, or -1 when unknown, got %d", path, m.Start)
+		case m.Create && m.Start < 0:
+			return fmt.Errorf("%s.mig.start: must be >= 0 when create is true, got %d", path, m.Start)
+		case m.Create && g.UUID != m.GPU:
+			return fmt.Errorf("%s.uuid: must be the parent GPU's UUID %q while the instance is to be created, got %q", path, m.GPU, g.UUID)
+		case !m.Create && g.UUID == m.GPU:
+			return fmt.Errorf("%s.uuid: must be the MIG instance's UUID, not the parent GPU's %q", path, m.GPU)
+		}
 	}
 	return nil
 }

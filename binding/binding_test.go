@@ -87,3 +87,47 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestMIGShares(t *testing.T) {
+	share := func(uuid string, m *MIGInstance) Assignment {
+		a := valid()
+		a.Containers[0].GPUs[0] = Share{UUID: uuid, Index: 2, ComputeMilli: 428, ComputeLimitMilli: 428,
+			MemoryMiB: 40192, MemoryLimitMiB: 40192, MIGProfile: "3g.40gb", MIG: m}
+		return a
+	}
+	ok := []Assignment{
+		share("MIG-1", &MIGInstance{GPU: "GPU-a", Start: 4}),
+		share("MIG-1", &MIGInstance{GPU: "GPU-a", Start: -1}),
+		share("GPU-a", &MIGInstance{GPU: "GPU-a", Start: 0, Create: true}),
+	}
+	for _, a := range ok {
+		s, err := Encode(a)
+		if err != nil {
+			t.Fatalf("%+v: %v", a.Containers[0].GPUs[0].MIG, err)
+		}
+		got, err := Decode(s)
+		if err != nil || !reflect.DeepEqual(got, a) {
+			t.Errorf("round trip of %s: %+v, %v", s, got, err)
+		}
+	}
+	bad := []struct {
+		a    Assignment
+		want string
+	}{
+		{func() Assignment {
+			a := share("MIG-1", &MIGInstance{GPU: "GPU-a"})
+			a.Containers[0].GPUs[0].MIGProfile = ""
+			return a
+		}(), "migProfile: must be set when mig is set"},
+		{share("MIG-1", &MIGInstance{Start: 4}), "mig.gpu: must not be empty"},
+		{share("MIG-1", &MIGInstance{GPU: "GPU-a", Start: -2}), "mig.start: must be >= 0, or -1 when unknown, got -2"},
+		{share("GPU-a", &MIGInstance{GPU: "GPU-a", Start: -1, Create: true}), "mig.start: must be >= 0 when create is true"},
+		{share("MIG-1", &MIGInstance{GPU: "GPU-a", Start: 0, Create: true}), `uuid: must be the parent GPU's UUID "GPU-a" while the instance is to be created, got "MIG-1"`},
+		{share("GPU-a", &MIGInstance{GPU: "GPU-a", Start: 4}), `uuid: must be the MIG instance's UUID, not the parent GPU's "GPU-a"`},
+	}
+	for _, tc := range bad {
+		if _, err := Encode(tc.a); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Encode: %v, want %q", err, tc.want)
+		}
+	}
+}

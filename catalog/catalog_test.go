@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,8 +56,19 @@ func TestMIGProfilesConsistent(t *testing.T) {
 				} else {
 					seen[k] = true
 				}
-				if got, ok := m.MIGProfile(p.Name); !ok || got != p {
+				if got, ok := m.MIGProfile(p.Name); !ok || !reflect.DeepEqual(got, p) {
 					t.Errorf("%s: MIGProfile lookup = %+v, %v", p.Name, got, ok)
+				}
+				if len(p.Starts) == 0 || !sort.IntsAreSorted(p.Starts) {
+					t.Errorf("%s: starts %v, want at least one, ascending", p.Name, p.Starts)
+				}
+				for _, st := range p.Starts {
+					if st < 0 || st+p.MemorySlices > spec.MemorySlices {
+						t.Errorf("%s: start %d with size %d leaves the GPU's %d memory slices", p.Name, st, p.MemorySlices, spec.MemorySlices)
+					}
+				}
+				if spec.ProfileIndex(p.Name) < 0 {
+					t.Errorf("%s: ProfileIndex = -1", p.Name)
 				}
 				if p.ComputeSlices < 1 || p.ComputeSlices > spec.ComputeSlices {
 					t.Errorf("%s: %d compute slices, GPU has %d", p.Name, p.ComputeSlices, spec.ComputeSlices)

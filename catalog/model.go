@@ -1,5 +1,7 @@
 package catalog
 
+import "strings"
+
 // Vendor names the company that makes an accelerator.
 type Vendor string
 
@@ -67,9 +69,24 @@ type MIGProfile struct {
 	Name          string `json:"name"`
 	MemoryMiB     int64  `json:"memoryMiB"`
 	ComputeSlices int    `json:"computeSlices"`
-	MemorySlices  int    `json:"memorySlices"`
-	SMCount       int    `json:"smCount"`
-	MaxInstances  int    `json:"maxInstances"`
+	// MemorySlices is also the instance's placement size: the number of
+	// consecutive memory slices it occupies from its start slot (the
+	// ":size" of `nvidia-smi mig -lgipp`).
+	MemorySlices int `json:"memorySlices"`
+	SMCount      int `json:"smCount"`
+	MaxInstances int `json:"maxInstances"`
+	// Starts are the memory slices an instance of the profile may start at
+	// (the "{starts}" of `nvidia-smi mig -lgipp`), ascending. An instance
+	// at start s occupies slices s .. s+MemorySlices-1.
+	Starts []int `json:"starts"`
+}
+
+// MediaExtended reports whether the profile is a media-extension variant
+// ("1g.10gb+me"): it takes the GPU's single set of media engines (OFA,
+// JPEG, and on Hopper NVENC), so a GPU holds at most one such instance.
+func (p MIGProfile) MediaExtended() bool {
+	n := p.Name
+	return len(n) >= 3 && strings.EqualFold(n[len(n)-3:], "+me")
 }
 
 // SupportsMIG reports whether the model can be partitioned with MIG.

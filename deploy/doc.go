@@ -1,5 +1,10 @@
-// Package deploy holds Tessera's Kubernetes manifests (CRDs, RBAC, the
-// scheduler Deployment, the agent DaemonSet and the optional admission
-// webhook). Its Go files only test that
-// a real API server accepts every object; nothing imports it.
+// Package deploy holds Tessera's Kubernetes install: the Helm chart
+// (helm/tessera: CRDs, RBAC, the scheduler Deployment, the agent DaemonSet
+// per node pool and the admission webhook) and the plain manifests rendered
+// from it (tessera.yaml, webhook.yaml; `make manifests`). Its Go files only
+// test them, with helm built from tools/helm and a real API server: lint,
+// renders of several value sets, refused values, objects created with
+// strict field validation, the webhook certificate across helm upgrade,
+// and the scheduler and agent at work under the chart's RBAC. Nothing
+// imports it.
 package deploy

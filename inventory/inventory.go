@@ -55,6 +55,13 @@ type GPU struct {
 	MIGMode           MIGMode `json:"migMode"`
 	// MIGInstances are the GPU instances configured when MIGMode is Enabled.
 	MIGInstances []MIGInstance `json:"migInstances,omitempty"`
+	// MIGManaged marks a GPU in MIG mode whose layout Tessera manages: the
+	// operator put it in MIG mode and lets Tessera create an instance at a
+	// free start slot when a workload needs one and destroy it when the
+	// workload ends (dynamic MIG). Unmanaged MIG GPUs are used as they are
+	// (static MIG: only their existing instances). Tessera never switches
+	// MIG mode itself.
+	MIGManaged bool `json:"migManaged,omitempty"`
 	// NUMANode is the host NUMA node the GPU is attached to, -1 when unknown.
 	NUMANode int    `json:"numaNode"`
 	PCIBusID string `json:"pciBusId,omitempty"`
@@ -75,7 +82,19 @@ type MIGInstance struct {
 	Profile   string `json:"profile"`
 	MemoryMiB int64  `json:"memoryMiB"`
 	SMCount   int    `json:"smCount,omitempty"`
+	// Start is the memory slice the GPU instance starts at (the "Start" of
+	// `nvidia-smi mig -lgi`'s Placement column, NVML's
+	// nvmlGpuInstancePlacement_t.start); nil when the source did not read
+	// it. Its size is the profile's memory slices (catalog). The engine
+	// creates nothing on a GPU with an instance whose start is unknown.
+	Start *int `json:"start,omitempty"`
+	// InUse marks an instance a workload holds; a source that cannot tell
+	// leaves it false and the front door sets it from its bookings.
+	InUse bool `json:"inUse,omitempty"`
 }
+
+// Slot returns a pointer to start, for MIGInstance.Start literals.
+func Slot(start int) *int { return &start }
 
 // PCIePath is the closest common PCIe ancestor of two GPUs, named as
 // `nvidia-smi topo -m` names it.
@@ -168,6 +187,23 @@ func (n *Node) Validate() error {
 		}
 		if g.AllocatedMilli < 0 || g.AllocatedMilli > 1000 {
 			return fmt.Errorf("node %s: gpus[%d].allocatedMilli must be in [0, 1000], got %d", n.Name, i, g.AllocatedMilli)
+		}
+		if g.MIGManaged && g.MIGMode != MIGEnabled {
+			return fmt.Errorf("node %s: gpus[%d].migManaged must be false when migMode is %s (Tessera never switches MIG mode)", n.Name, i, g.MIGMode)
+		}
+		if len(g.MIGInstances) > 0 && g.MIGMode != MIGEnabled {
+			return fmt.Errorf("node %s: gpus[%d].migInstances must be empty when migMode is %s", n.Name, i, g.MIGMode)
+		}
+		for k, m := range g.MIGInstances {
+			if m.Start != nil && *m.Start < 0 {
+				return fmt.Errorf("node %s: gpus[%d].migInstances[%d].start must be >= 0, got %d", n.Name, i, k, *m.Start)
+			}
+			if m.UUID != "" {
+				if uuids[m.UUID] {
+					return fmt.Errorf("node %s: gpus[%d].migInstances[%d].uuid %q is used twice", n.Name, i, k, m.UUID)
+				}
+				uuids[m.UUID] = true
+			}
 		}
 	}
 	for i, l := range n.Links {

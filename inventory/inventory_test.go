@@ -25,6 +25,17 @@ func TestValidate(t *testing.T) {
 		{"no memory", func(n *Node) { n.GPUs[0].MemoryMiB = 0 }, "gpus[0].memoryMiB must be > 0"},
 		{"used above total", func(n *Node) { n.GPUs[0].MemoryUsedMiB = 101 }, "gpus[0].memoryUsedMiB must be in [0, 100], got 101"},
 		{"over-allocated", func(n *Node) { n.GPUs[0].AllocatedMilli = 1001 }, "gpus[0].allocatedMilli must be in [0, 1000], got 1001"},
+		{"managed without MIG", func(n *Node) { n.GPUs[0].MIGManaged = true }, "gpus[0].migManaged must be false when migMode is "},
+		{"instances without MIG", func(n *Node) { n.GPUs[0].MIGInstances = []MIGInstance{{Profile: "1g.10gb"}} }, "gpus[0].migInstances must be empty"},
+		{"negative start", func(n *Node) {
+			n.GPUs[0].MIGMode = MIGEnabled
+			n.GPUs[0].MIGInstances = []MIGInstance{{Profile: "1g.10gb", Start: Slot(-1)}}
+		}, "gpus[0].migInstances[0].start must be >= 0, got -1"},
+		{"instance uuid twice", func(n *Node) {
+			n.GPUs[0].MIGMode = MIGEnabled
+			n.GPUs[0].MIGInstances = []MIGInstance{{UUID: "MIG-1"}, {UUID: "MIG-1"}}
+		}, `gpus[0].migInstances[1].uuid "MIG-1" is used twice`},
+		{"managed MIG", func(n *Node) { n.GPUs[0].MIGMode, n.GPUs[0].MIGManaged = MIGEnabled, true }, ""},
 		{"link to unknown GPU", func(n *Node) { n.Links[0].B = 7 }, "links[0] joins GPUs 0 and 7"},
 		{"self link", func(n *Node) { n.Links[0].B = 0 }, "links[0] joins GPUs 0 and 0"},
 		{"negative nvlinks", func(n *Node) { n.Links[0].NVLinks = -1 }, "links[0].nvlinks must be >= 0"},

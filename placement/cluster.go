@@ -1,6 +1,11 @@
 package placement
 
-import "github.com/tessera-gpu/tessera/inventory"
+import (
+	"fmt"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/inventory"
+)
 
 // Whole is one whole GPU in thousandths of compute.
 const Whole int64 = 1000
@@ -21,6 +26,13 @@ type GPU struct {
 	FreeMemoryMiB int64
 	// NUMANode is the host NUMA node, -1 when unknown.
 	NUMANode int
+	// MIG is set for a GPU in MIG mode: it takes MIG requests only, and its
+	// FreeMilli and FreeMemoryMiB follow its instances in use (mig.go).
+	// FromInventory sets it and Apply and Release change it; a snapshot
+	// built by hand must not change it afterwards.
+	MIG *MIGGPU
+	// migSum summarises MIG for the chooser, kept by migFree.
+	migSum migSummary
 }
 
 // Node is one host: its CPU and memory, its GPUs and how they are linked.
@@ -68,6 +80,11 @@ func (c *Cluster) Clone() *Cluster {
 		at := len(gpus)
 		gpus = append(gpus, n.GPUs...)
 		out.Nodes[i] = n.clone(gpus[at:len(gpus):len(gpus)])
+		for k := range out.Nodes[i].GPUs {
+			if g := &out.Nodes[i].GPUs[k]; g.MIG != nil {
+				g.MIG = g.MIG.clone()
+			}
+		}
 	}
 	return out
 }
@@ -147,8 +164,26 @@ func NewNode(name string, cpuMilli, memMiB int64, count int, model string, gpuMe
 
 // FromInventory adapts discovered nodes into a snapshot. Allocations the
 // inventory reports (AllocatedMilli, MemoryUsedMiB) are taken as already
-// used; GPUs whose health is Unhealthy are left out.
+// used; GPUs whose health is Unhealthy are left out. A GPU in MIG mode
+// becomes a MIG GPU (GPU.MIG) whose geometry comes from the built-in
+// catalog (FromInventoryCatalog takes another); its instances in use
+// (MIGInstance.InUse), not AllocatedMilli, make its used share.
 func FromInventory(nodes []inventory.Node) (*Cluster, error) {
+	var cat *catalog.Catalog
+	for i := range nodes {
+		for _, g := range nodes[i].GPUs {
+			if g.MIGMode == inventory.MIGEnabled && cat == nil {
+				cat = catalog.Default()
+			}
+		}
+	}
+	return FromInventoryCatalog(nodes, cat)
+}
+
+// FromInventoryCatalog is FromInventory with the MIG geometry of GPUs in
+// MIG mode taken from cat (nil: no geometry, existing instances only). A
+// MIG layout that breaks the catalog's placement rules is an error.
+func FromInventoryCatalog(nodes []inventory.Node, cat *catalog.Catalog) (*Cluster, error) {
 	c := &Cluster{Nodes: make([]Node, 0, len(nodes))}
 	for i := range nodes {
 		in := &nodes[i]
@@ -166,6 +201,15 @@ func FromInventory(nodes []inventory.Node) (*Cluster, error) {
 				FreeMilli: Whole - g.AllocatedMilli, FreeMemoryMiB: g.MemoryMiB - g.MemoryUsedMiB,
 				NUMANode: g.NUMANode,
 			})
+			if g.MIGMode == inventory.MIGEnabled {
+				pg := &n.GPUs[len(n.GPUs)-1]
+				m, err := migFromInventory(&g, cat)
+				if err != nil {
+					return nil, fmt.Errorf("node %s: %w", in.Name, err)
+				}
+				pg.MIG = m
+				migFree(pg)
+			}
 			idx = append(idx, g.Index)
 		}
 		if len(in.Links) > 0 {

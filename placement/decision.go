@@ -13,6 +13,10 @@ var ErrNoFit = errors.New("no feasible node")
 type Decision struct {
 	Node int
 	GPUs []int
+	// MIG, for a MIG request, says where each instance lies on the GPU at
+	// the same position of GPUs (an existing instance, or one to create at
+	// a start slot); nil otherwise.
+	MIG []MIGChoice
 }
 
 // Apply books the pod on the snapshot as decided. It checks every
@@ -27,6 +31,16 @@ func (c *Cluster) Apply(p *Pod, d Decision) error {
 	}
 	if n.MemoryMiB > 0 && n.FreeMemoryMiB < p.MemoryMiB {
 		return fmt.Errorf("apply pod %s: node %s has %d MiB free, pod needs %d MiB", p.Name, n.Name, n.FreeMemoryMiB, p.MemoryMiB)
+	}
+	if p.MIG() {
+		if err := applyMIG(n, p, d, false); err != nil {
+			return fmt.Errorf("apply pod %s: %w", p.Name, err)
+		}
+		n.book(p, false)
+		return nil
+	}
+	if len(d.MIG) > 0 {
+		return fmt.Errorf("apply pod %s: decision names MIG instances for a request without a MIG profile", p.Name)
 	}
 	for _, gi := range d.GPUs {
 		if reason := gpuFits(p, &n.GPUs[gi]); reason != "" {
@@ -53,6 +67,36 @@ func (c *Cluster) Apply(p *Pod, d Decision) error {
 	return nil
 }
 
+// book takes (or, with release, gives back) the pod's host CPU and
+// memory and its shape count; Apply and Release check the amounts first.
+func (n *Node) book(p *Pod, release bool) {
+	sign := int64(1)
+	if release {
+		sign = -1
+	}
+	if n.CPUMilli > 0 {
+		n.FreeCPUMilli -= sign * p.CPUMilli
+	}
+	if n.MemoryMiB > 0 {
+		n.FreeMemoryMiB -= sign * p.MemoryMiB
+	}
+	if p.GPUCount() == 0 {
+		return
+	}
+	if !release {
+		if n.Shapes == nil {
+			n.Shapes = map[GPUShape]int{}
+		}
+		n.Shapes[p.shape()]++
+		return
+	}
+	if n.Shapes[p.shape()] > 0 {
+		if n.Shapes[p.shape()]--; n.Shapes[p.shape()] == 0 {
+			delete(n.Shapes, p.shape())
+		}
+	}
+}
+
 // Release gives back what Apply booked for the same pod and decision.
 func (c *Cluster) Release(p *Pod, d Decision) error {
 	n, err := c.checkDecision(p, d)
@@ -64,6 +108,13 @@ func (c *Cluster) Release(p *Pod, d Decision) error {
 	}
 	if n.MemoryMiB > 0 && n.FreeMemoryMiB+p.MemoryMiB > n.MemoryMiB {
 		return fmt.Errorf("release pod %s: node %s would have more memory free than its capacity", p.Name, n.Name)
+	}
+	if p.MIG() {
+		if err := applyMIG(n, p, d, true); err != nil {
+			return fmt.Errorf("release pod %s: %w", p.Name, err)
+		}
+		n.book(p, true)
+		return nil
 	}
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]

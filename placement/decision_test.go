@@ -38,19 +38,19 @@ func TestApplyRejectsOverAllocationWithoutChange(t *testing.T) {
 		d    Decision
 		want string
 	}{
-		{"cpu", sharePod("p", 5000, 100), Decision{0, []int{0}}, "CPU"},
-		{"gpu share", sharePod("p", 1, 600), Decision{0, []int{0}}, ""},
-		{"node index", sharePod("p", 1, 100), Decision{3, []int{0}}, "out of range"},
-		{"gpu index", sharePod("p", 1, 100), Decision{0, []int{7}}, "out of range"},
-		{"count", wholePod("p", 1, 2), Decision{0, []int{0}}, "names 1 GPUs"},
-		{"twice", wholePod("p", 1, 2), Decision{0, []int{1, 1}}, "twice"},
+		{"cpu", sharePod("p", 5000, 100), Decision{Node: 0, GPUs: []int{0}}, "CPU"},
+		{"gpu share", sharePod("p", 1, 600), Decision{Node: 0, GPUs: []int{0}}, ""},
+		{"node index", sharePod("p", 1, 100), Decision{Node: 3, GPUs: []int{0}}, "out of range"},
+		{"gpu index", sharePod("p", 1, 100), Decision{Node: 0, GPUs: []int{7}}, "out of range"},
+		{"count", wholePod("p", 1, 2), Decision{Node: 0, GPUs: []int{0}}, "names 1 GPUs"},
+		{"twice", wholePod("p", 1, 2), Decision{Node: 0, GPUs: []int{1, 1}}, "twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base.Clone()
 			if tc.name == "gpu share" {
 				pre := sharePod("pre", 1, 500)
-				if err := c.Apply(&pre, Decision{0, []int{0}}); err != nil {
+				if err := c.Apply(&pre, Decision{Node: 0, GPUs: []int{0}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -3,6 +3,7 @@
 //
 // It owns the cluster snapshot (Cluster, Node, GPU: free CPU, memory, GPU
 // compute and GPU memory, model labels, NUMA and NVLink topology), the
+// MIG GPUs (their instances and free start slots; mig.go, docs/mig.md), the
 // feasibility units (one small check per resource, whose rejections
 // Explain and NoFitError give as figures an adapter can put in its own
 // words), the scoring policies

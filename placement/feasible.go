@@ -39,6 +39,9 @@ func feasible(n *Node, p *Pod) bool {
 // usableGPUs appends to dst the positions of n's GPUs that can each take
 // one GPU's worth of p (model allowed, enough compute and memory free).
 func usableGPUs(dst []int, n *Node, p *Pod) []int {
+	if p.MIG() {
+		return migUsable(dst, n, p)
+	}
 	for i := range n.GPUs {
 		if gpuOK(p, &n.GPUs[i]) {
 			dst = append(dst, i)
@@ -54,7 +57,7 @@ func usableGPUs(dst []int, n *Node, p *Pod) []int {
 // checks the two agree.)
 type podFit struct {
 	p     *Pod
-	mig   bool  // a MIG request: infeasible everywhere (okMIG)
+	mig   bool  // a MIG request (okMIG decides; see mig.go)
 	want  int   // GPUs wanted
 	milli int64 // compute per GPU, when fixed
 	// fixedMilli: milliOn is milli on every GPU (not a memory-only share).
@@ -66,7 +69,7 @@ func newPodFit(p *Pod) podFit {
 	m := p.MilliPerGPU()
 	return podFit{
 		p:          p,
-		mig:        !okMIG(nil, p),
+		mig:        p.MIG(),
 		want:       p.GPUCount(),
 		milli:      m,
 		fixedMilli: !(m == 0 && p.GPU.Count > 0 && p.GPU.MemoryMiB > 0),
@@ -76,6 +79,9 @@ func newPodFit(p *Pod) podFit {
 
 // gpuOK is gpuOK(f.p, g).
 func (f *podFit) gpuOK(g *GPU) bool {
+	if g.MIG != nil {
+		return false
+	}
 	milli := f.milli
 	if !f.fixedMilli {
 		milli = f.p.milliOn(g)
@@ -93,7 +99,13 @@ func (f *podFit) gpuOK(g *GPU) bool {
 // to dst.
 func (f *podFit) fit(dst []int, n *Node) ([]int, bool) {
 	p := f.p
-	if f.mig || !okCPU(n, p) || !okMemory(n, p) || len(n.GPUs) < f.want {
+	if f.mig {
+		if !okCPU(n, p) || !okMemory(n, p) || !okMIG(n, p) {
+			return dst, false
+		}
+		return migUsable(dst, n, p), true
+	}
+	if !okCPU(n, p) || !okMemory(n, p) || len(n.GPUs) < f.want {
 		return dst, false
 	}
 	base := len(dst)
@@ -101,7 +113,7 @@ func (f *podFit) fit(dst []int, n *Node) ([]int, bool) {
 		milli, whole := f.milli, f.milli >= Whole
 		for i := range n.GPUs {
 			g := &n.GPUs[i]
-			if g.FreeMilli < milli || (whole && g.FreeMilli < Whole) ||
+			if g.MIG != nil || g.FreeMilli < milli || (whole && g.FreeMilli < Whole) ||
 				(!f.anyModel && !modelAllowed(p, g.Model)) ||
 				(g.MemoryMiB != 0 && p.memoryOn(g) > g.FreeMemoryMiB) {
 				continue

@@ -10,7 +10,7 @@ import (
 // allowed model.
 func okGPUs(n *Node, p *Pod) bool {
 	want := p.GPUCount()
-	if want == 0 {
+	if want == 0 || p.MIG() { // MIG requests: okMIG
 		return true
 	}
 	if len(n.GPUs) < want {
@@ -32,15 +32,20 @@ func whyGPUs(n *Node, p *Pod) string {
 	if len(n.GPUs) < want {
 		return fmt.Sprintf("node has %d GPUs, %d requested", len(n.GPUs), want)
 	}
-	allowed := 0
+	allowed, inMIG := 0, 0
 	for i := range n.GPUs {
 		if modelAllowed(p, n.GPUs[i].Model) {
 			allowed++
+			if n.GPUs[i].MIG != nil {
+				inMIG++
+			}
 		}
 	}
 	switch {
 	case allowed == 0:
 		return fmt.Sprintf("no GPU of an allowed model (%v)", p.GPU.Models)
+	case allowed-inMIG < want:
+		return fmt.Sprintf("%d of the node's GPUs of an allowed model are in MIG mode and take MIG requests only; %d GPUs requested", inMIG, want)
 	case p.Sharing():
 		return fmt.Sprintf("no GPU has %dm compute (and the memory) free", p.MilliPerGPU())
 	}
@@ -58,7 +63,7 @@ func gpuOK(p *Pod, g *GPU) bool {
 	if g.FreeMilli < milli || (milli >= Whole && g.FreeMilli < Whole) {
 		return false
 	}
-	if !modelAllowed(p, g.Model) {
+	if !modelAllowed(p, g.Model) || g.MIG != nil {
 		return false
 	}
 	return g.MemoryMiB == 0 || p.memoryOn(g) <= g.FreeMemoryMiB
@@ -71,6 +76,9 @@ func gpuFits(p *Pod, g *GPU) string {
 	}
 	if !modelAllowed(p, g.Model) {
 		return fmt.Sprintf("model %s not allowed", g.Model)
+	}
+	if g.MIG != nil {
+		return "in MIG mode: MIG requests only"
 	}
 	if g.FreeMilli < p.milliOn(g) {
 		return fmt.Sprintf("%dm free, %dm requested", g.FreeMilli, p.milliOn(g))

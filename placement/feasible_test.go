@@ -28,7 +28,7 @@ func TestFeasibilityUnits(t *testing.T) {
 		{wholePod("two", 1, 2), false, "whole GPUs"},
 		{wholePod("model", 1, 1, "A100"), false, "allowed model"},
 		{wholePod("model ok", 1, 1, "A100", "T4"), true, ""},
-		{mig, false, "MIG placement is not supported yet"},
+		{mig, false, "the node has no GPU in MIG mode"},
 		{gpuMem, false, "no GPU has 200m"},
 	}
 	for _, tc := range cases {

@@ -30,6 +30,7 @@ const memoLimit = 1 << 21
 const memoMaxFree = 1<<10 - 1
 
 func newFragMeter(d Distribution) *fragMeter {
+	d, _ = d.split() // MIG requests are placed by slots, not fragments (mig.go)
 	return &fragMeter{dist: d}
 }
 

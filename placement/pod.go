@@ -38,7 +38,7 @@ func (p *Pod) milliOn(g *GPU) int64 {
 }
 
 // Sharing reports whether the pod takes a fraction of one GPU.
-func (p *Pod) Sharing() bool { return p.GPU.Count == 1 && p.MilliPerGPU() < Whole }
+func (p *Pod) Sharing() bool { return p.GPU.Count == 1 && p.MilliPerGPU() < Whole && !p.MIG() }
 
 // TotalGPUMilli is the GPU compute the pod takes in all.
 func (p *Pod) TotalGPUMilli() int64 { return int64(p.GPU.Count) * p.MilliPerGPU() }
@@ -58,6 +58,9 @@ func (p *Pod) memoryOn(g *GPU) int64 {
 // shape is the pod's GPU affinity class: all sharing pods form one class
 // (Milli 0), whole-GPU pods one class per GPU count.
 func (p *Pod) shape() GPUShape {
+	if p.MIG() {
+		return GPUShape{Count: p.GPUCount(), Milli: -1} // MIG pods: one class per count
+	}
 	if p.Sharing() {
 		return GPUShape{Count: 1}
 	}

@@ -54,6 +54,8 @@ type chooser struct {
 	tuning  parallelTuning
 	pace    pace
 	par     parallelScratch
+	// mig places MIG requests; nil is first fit.
+	mig migPlanner
 }
 
 func newChooser(seed uint64) chooser {
@@ -65,6 +67,9 @@ func newUniformChooser(seed uint64) chooser {
 }
 
 func (ch *chooser) choose(c *Cluster, p *Pod, score nodeScore) (Decision, error) {
+	if p.MIG() {
+		return ch.chooseMIG(c, p, ch.mig)
+	}
 	pf := newPodFit(p)
 	var best Decision
 	w := ch.parallelWorkers(len(c.Nodes))

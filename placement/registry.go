@@ -25,6 +25,11 @@ type Options struct {
 	// goroutine; more always uses that many. Decisions are the same
 	// whatever the value.
 	Workers int
+	// MIGFirstFit makes the default policy place MIG requests first fit
+	// (first node, first GPU, lowest free start) instead of with its MIG
+	// planner: the baseline the planner is measured against. Every other
+	// policy always places MIG requests first fit.
+	MIGFirstFit bool
 }
 
 // Names lists the policies New knows by their canonical names, baselines
@@ -68,6 +73,11 @@ func Canonical(name string) (string, error) {
 // Canonical), and the policy's Name is the canonical one.
 func New(name string, o Options) (Policy, error) {
 	p, err := newPolicy(name, o)
+	if err == nil && o.MIGFirstFit {
+		if t := tesseraOf(p); t != nil {
+			t.migFirstFit, t.ch.mig = true, nil
+		}
+	}
 	if err == nil && o.Workers != 0 {
 		if ch := chooserOf(p); ch != nil {
 			ch.workers = o.Workers
@@ -99,6 +109,19 @@ func chooserOf(p Policy) *chooser {
 		return chooserOf(x.Policy)
 	case selfLearning:
 		return chooserOf(x.o.Policy)
+	}
+	return nil
+}
+
+// tesseraOf returns the default policy inside a policy New builds, or nil.
+func tesseraOf(p Policy) *Tessera {
+	switch x := p.(type) {
+	case *Tessera:
+		return x
+	case *online:
+		return tesseraOf(x.Policy)
+	case selfLearning:
+		return tesseraOf(x.o.Policy)
 	}
 	return nil
 }

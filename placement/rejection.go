@@ -7,7 +7,8 @@ type Unit int
 
 // Feasibility units.
 const (
-	// UnitMIG rejects MIG requests (MIG placement is not implemented).
+	// UnitMIG is a MIG request's GPUs: GPUs in MIG mode of an allowed model
+	// with a free instance of the profile or a free start slot for one.
 	UnitMIG Unit = iota + 1
 	// UnitCPU is the node's free CPU.
 	UnitCPU
@@ -47,11 +48,14 @@ type GPUFigures struct {
 	// ShortMemory counts the allowed GPUs with the compute free but not
 	// the pod's GPU memory.
 	ShortMemory int
+	// InMIGMode counts the allowed GPUs in MIG mode, which take MIG
+	// requests only (counted before compute and memory).
+	InMIGMode int
 }
 
 // Usable is the number of GPUs that could each take one GPU's worth of
 // the pod.
-func (f GPUFigures) Usable() int { return f.Allowed - f.ShortCompute - f.ShortMemory }
+func (f GPUFigures) Usable() int { return f.Allowed - f.InMIGMode - f.ShortCompute - f.ShortMemory }
 
 // Explain reports whether node n can take pod p and, when it cannot, why.
 func Explain(n *Node, p *Pod) (Rejection, bool) {
@@ -78,6 +82,8 @@ func gpuFigures(n *Node, p *Pod) GPUFigures {
 		f.Allowed++
 		milli := p.milliOn(g)
 		switch {
+		case g.MIG != nil:
+			f.InMIGMode++
 		case g.FreeMilli < milli || (milli >= Whole && g.FreeMilli < Whole):
 			f.ShortCompute++
 		case g.MemoryMiB != 0 && p.memoryOn(g) > g.FreeMemoryMiB:

@@ -44,6 +44,9 @@ type Tessera struct {
 	// MemoryWeight weigh stranded GPU compute (by CPU, by memory). All are
 	// in GPU milli.
 	HoleWeight, CPUWeight, MemoryWeight float64
+	// migPlan places MIG requests (migplanner.go) unless migFirstFit.
+	migPlan     *migPlan
+	migFirstFit bool
 }
 
 // Default weights, chosen on the openb traces (seeds 42-45; see
@@ -67,6 +70,11 @@ func NewTessera(d Distribution, seed uint64) *Tessera {
 // It must not run while Place does (the online wrappers call it between
 // arrivals).
 func (t *Tessera) setDistribution(d Distribution) {
+	d, migDist := d.split()
+	t.migPlan = newMIGPlan(migDist)
+	if !t.migFirstFit {
+		t.ch.mig = t.migPlan
+	}
 	f := fillable(d)
 	t.holes = newHoleWaste(d, f)
 	t.supply = newHoleSupply(d, f)

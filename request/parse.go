@@ -37,7 +37,9 @@ func Fields() []string {
 // empty map is an error: it asks for nothing.
 //
 // Values: count is a whole number; compute and compute-limit are shares
-// ("0.25", "25%", "250m"); memory and memory-limit are sizes ("20Gi");
+// ("0.25", "25%", "250m"); memory and memory-limit are sizes ("20Gi"), and
+// memory may instead be a percentage of the chosen GPU's memory ("25%",
+// which needs compute);
 // exclusive is true or false; model is a list separated by "," or "|".
 //
 // With a nil catalog Parse checks only what does not depend on GPU models
@@ -72,6 +74,10 @@ func Parse(fields map[string]string, cat *catalog.Catalog) (GPU, error) {
 	if !hasCompute && hasMemoryLimit && !hasMemory {
 		return GPU{}, fieldErr(FieldMemory, "", "set when %s is set without %s: a size such as 20Gi", ref(FieldMemoryLimit), ref(FieldCompute))
 	}
+	memoryShare := hasMemory && strings.HasSuffix(strings.TrimSpace(fields[FieldMemory]), "%")
+	if memoryShare && !hasCompute {
+		return GPU{}, fieldErr(FieldCompute, "", "set when %s is a percentage of the GPU's memory (a share such as 0.25)", ref(FieldMemory))
+	}
 	if !hasCompute && hasMemory {
 		r.ComputeMilli = 0 // memory-only share: compute follows memory
 	}
@@ -86,7 +92,11 @@ func Parse(fields map[string]string, cat *catalog.Catalog) (GPU, error) {
 			return GPU{}, err
 		}
 	}
-	if v, ok := fields[FieldMemory]; ok {
+	if v, ok := fields[FieldMemory]; ok && memoryShare {
+		if r.MemoryShareMilli, err = quantity.ParseShare(strings.TrimSpace(v)); err != nil || r.MemoryShareMilli < 1 || r.MemoryShareMilli > Whole {
+			return GPU{}, fieldErr(FieldMemory, v, "a size such as 20Gi, or a percentage of the GPU's memory in (0%%, 100%%] such as 25%%")
+		}
+	} else if ok {
 		if r.MemoryMiB, err = parseMemory(FieldMemory, v); err != nil {
 			return GPU{}, err
 		}

@@ -2,7 +2,6 @@ package request
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/catalog"
@@ -35,6 +34,12 @@ type GPU struct {
 	// MemoryLimitMiB is the memory the workload may use on each GPU, at
 	// least MemoryMiB; 0 means equal to the (resolved) MemoryMiB.
 	MemoryLimitMiB int64 `json:"memoryLimitMiB"`
+	// MemoryShareMilli is the guaranteed memory of each GPU as a share of
+	// the chosen GPU's memory, in thousandths (250: a quarter), independent
+	// of ComputeMilli (as HAMi's gpumem-percentage next to gpucores asks).
+	// 0 means unset; when set, MemoryMiB and MemoryLimitMiB must be 0 (the
+	// limit equals the resolved memory) and ComputeMilli must be set.
+	MemoryShareMilli int64 `json:"memoryShareMilli,omitempty"`
 	// Exclusive asks for whole GPUs that no other workload shares.
 	Exclusive bool `json:"exclusive,omitempty"`
 	// MIGProfile asks for Count MIG instances of this profile ("1g.10gb").
@@ -105,6 +110,20 @@ func (r GPU) Validate(cat *catalog.Catalog) error {
 	if r.Count < 1 || r.Count > MaxCount {
 		return fieldErr(FieldCount, fmt.Sprint(r.Count), "a whole number in [1, %d]", MaxCount)
 	}
+	if r.MemoryShareMilli != 0 {
+		switch {
+		case r.MemoryShareMilli < 1 || r.MemoryShareMilli > Whole:
+			return fieldErr(FieldMemory, quantity.FormatShare(r.MemoryShareMilli)+" of the GPU", "a share in (0, 1] of the GPU's memory, or a size")
+		case r.MemoryMiB != 0:
+			return fieldErr(FieldMemory, quantity.FormatMiB(r.MemoryMiB), "either a size or a share of the GPU's memory, not both")
+		case r.MemoryLimitMiB != 0:
+			return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "empty when %s is a share of the GPU's memory (the limit is that share)", ref(FieldMemory))
+		case r.ComputeMilli == 0:
+			return fieldErr(FieldCompute, "", "set when %s is a share of the GPU's memory", ref(FieldMemory))
+		case r.MIGProfile != "":
+			return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own memory)", ref(FieldMemory), ref(FieldMemoryLimit))
+		}
+	}
 	if r.ComputeMilli == 0 && r.MemoryMiB > 0 {
 		// Memory-only share: compute follows memory on the chosen GPU.
 		if r.ComputeLimitMilli < 0 || r.ComputeLimitMilli > Whole {
@@ -170,18 +189,14 @@ func (r GPU) validateMIG(allowed []catalog.Model, models bool) error {
 		if _, ok := m.MIGProfile(r.MIGProfile); ok {
 			return nil
 		}
-		if m.MIG != nil {
-			for _, p := range m.MIG.Profiles {
-				if !slices.Contains(offered, p.Name) {
-					offered = append(offered, p.Name)
-				}
-			}
+		if m.SupportsMIG() {
+			offered = append(offered, m.Name+" has "+strings.Join(m.MIG.ProfileNames(), ", "))
 		}
 	}
 	if len(offered) == 0 {
 		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty: none of the allowed models supports MIG")
 	}
-	return fieldErr(FieldMIGProfile, r.MIGProfile, "a profile the allowed models offer: %s", strings.Join(offered, ", "))
+	return fieldErr(FieldMIGProfile, r.MIGProfile, "a MIG profile of an allowed model (%s)", strings.Join(offered, "; "))
 }
 
 // allowedModels resolves Models against the catalog; an empty list allows
@@ -217,7 +232,9 @@ func (r GPU) ResolveCompute(gpuMemMiB int64) (guarantee, limit int64) {
 // takes on a GPU with gpuMemMiB of memory, applying the documented defaults.
 func (r GPU) ResolveMemory(gpuMemMiB int64) (request, limit int64) {
 	request = r.MemoryMiB
-	if request == 0 && r.MIGProfile == "" {
+	if r.MemoryShareMilli > 0 {
+		request = gpuMemMiB * r.MemoryShareMilli / Whole
+	} else if request == 0 && r.MIGProfile == "" {
 		request = gpuMemMiB * r.ComputeMilli / Whole
 	}
 	limit = r.MemoryLimitMiB

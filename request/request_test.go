@@ -20,6 +20,8 @@ func TestParseValid(t *testing.T) {
 			GPU{Count: 2, ComputeMilli: 1000, ComputeLimitMilli: 1000}},
 		{"fraction with burst", map[string]string{"compute": "0.25", "compute-limit": "0.8"},
 			GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 800}},
+		{"memory percentage apart from compute", map[string]string{"compute": "0.5", "memory": "25%"},
+			GPU{Count: 1, ComputeMilli: 500, ComputeLimitMilli: 500, MemoryShareMilli: 250}},
 		{"percent and memory", map[string]string{"compute": "25%", "memory": "20Gi", "memory-limit": "30Gi"},
 			GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 20480, MemoryLimitMiB: 30720}},
 		{"milli share", map[string]string{"compute": "500m"},
@@ -68,6 +70,10 @@ func TestParseInvalid(t *testing.T) {
 		{map[string]string{"count": "two"}, `count: must be a whole number in [1, 16], got "two"`},
 		{map[string]string{"count": "1.5"}, `count: must be a whole number in [1, 16], got "1.5"`},
 		{map[string]string{"count": ""}, `count: must be a whole number in [1, 16], got ""`},
+		{map[string]string{"memory": "25%"}, `compute: must be set when memory is a percentage of the GPU's memory`},
+		{map[string]string{"compute": "0.5", "memory": "150%"}, `memory: must be a size such as 20Gi, or a percentage of the GPU's memory in (0%, 100%] such as 25%, got "150%"`},
+		{map[string]string{"compute": "0.5", "memory": "25%", "memory-limit": "10Gi"}, `memory-limit: must be empty when memory is a share of the GPU's memory`},
+		{map[string]string{"memory": "25%", "mig-profile": "1g.10gb", "compute": "1"}, `mig-profile: must be empty when memory or memory-limit is set`},
 		{map[string]string{"compute": "1.5"}, `compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got "1.5"`},
 		{map[string]string{"compute": "0"}, `compute: must be a share in (0, 1]`},
 		{map[string]string{"compute": "-0.25"}, `compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got "-0.25"`},
@@ -94,7 +100,8 @@ func TestParseInvalid(t *testing.T) {
 		{map[string]string{"model": "zzzz"}, `model: must be a model from`},
 		{map[string]string{"model": " , |"}, `model: must be a list of GPU models such as H200 or A100-80GB|H100, got " , |"`},
 		{map[string]string{"mig-profile": ""}, `mig-profile: must be a MIG profile name such as 1g.10gb, got ""`},
-		{map[string]string{"mig-profile": "1g.10gb"}, `mig-profile: must be a profile the allowed models offer: 1g.18gb, 7g.141gb, got "1g.10gb"`},
+		{map[string]string{"mig-profile": "1g.10gb"}, `mig-profile: must be a MIG profile of an allowed model (H200 has 1g.18gb, 7g.141gb), got "1g.10gb"`},
+		{map[string]string{"mig-profile": "3g.71gb", "model": "H200|L4|H100"}, `mig-profile: must be a MIG profile of an allowed model (H200 has 1g.18gb, 7g.141gb), got "3g.71gb"`},
 		{map[string]string{"mig-profile": "1g.18gb", "model": "L4"}, `mig-profile: must be empty: none of the allowed models supports MIG, got "1g.18gb"`},
 		{map[string]string{"mig-profile": "1g.18gb", "compute": "0.5"}, `mig-profile: must be empty when compute or compute-limit is set`},
 		{map[string]string{"mig-profile": "1g.18gb", "compute": "1", "memory": "1Gi"}, `mig-profile: must be empty when memory or memory-limit is set`},
@@ -172,6 +179,7 @@ func TestResolveMemory(t *testing.T) {
 		{GPU{ComputeMilli: 250, MemoryMiB: 1024}, 80000, 1024, 1024},
 		{GPU{ComputeMilli: 250, MemoryMiB: 1024, MemoryLimitMiB: 4096}, 80000, 1024, 4096},
 		{GPU{ComputeMilli: 1000}, 81559, 81559, 81559},
+		{GPU{ComputeMilli: 500, MemoryShareMilli: 250}, 80000, 20000, 20000},
 	}
 	for _, tc := range tests {
 		req, lim := tc.r.ResolveMemory(tc.gpu)

@@ -12,8 +12,8 @@ func Small() *catalog.Catalog {
 		{Vendor: catalog.NVIDIA, Name: "H200", Family: "H200", Aliases: []string{"NVIDIA H200"}, Architecture: "Hopper",
 			ComputeCapability: "9.0", MemoryMiB: 143771, SMCount: 132, NVLinkGeneration: 4, NVLinks: 18, PCIeGeneration: 5,
 			MIG: &catalog.MIGSpec{ComputeSlices: 7, MemorySlices: 8, Profiles: []catalog.MIGProfile{
-				{Name: "1g.18gb", MemoryMiB: 16384, ComputeSlices: 1, MemorySlices: 1, SMCount: 16, MaxInstances: 7},
-				{Name: "7g.141gb", MemoryMiB: 143360, ComputeSlices: 7, MemorySlices: 8, SMCount: 132, MaxInstances: 1},
+				{Name: "1g.18gb", MemoryMiB: 16384, ComputeSlices: 1, MemorySlices: 1, SMCount: 16, MaxInstances: 7, Starts: []int{0, 1, 2, 3, 4, 5, 6}},
+				{Name: "7g.141gb", MemoryMiB: 143360, ComputeSlices: 7, MemorySlices: 8, SMCount: 132, MaxInstances: 1, Starts: []int{0}},
 			}}},
 		{Vendor: catalog.NVIDIA, Name: "H100-SXM", Family: "H100", Aliases: []string{"H100"}, Architecture: "Hopper",
 			ComputeCapability: "9.0", MemoryMiB: 81559, SMCount: 132, NVLinkGeneration: 4, NVLinks: 18, PCIeGeneration: 5},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -51,13 +53,19 @@ type NodeSpec struct {
 
 // GPUOverride changes one simulated GPU of a node.
 type GPUOverride struct {
-	Index        int      `json:"index"`
-	Health       string   `json:"health,omitempty"`
-	HealthReason string   `json:"healthReason,omitempty"`
-	MemoryUsed   string   `json:"memoryUsed,omitempty"`
-	Allocated    string   `json:"allocated,omitempty"`
-	NUMANode     *int     `json:"numaNode,omitempty"`
+	Index        int    `json:"index"`
+	Health       string `json:"health,omitempty"`
+	HealthReason string `json:"healthReason,omitempty"`
+	MemoryUsed   string `json:"memoryUsed,omitempty"`
+	Allocated    string `json:"allocated,omitempty"`
+	NUMANode     *int   `json:"numaNode,omitempty"`
+	// MIGInstances puts the GPU in MIG mode with these instances, each a
+	// profile name, optionally with its start slot ("3g.40gb@4"); an
+	// instance without a start takes the lowest free valid one, in order.
 	MIGInstances []string `json:"migInstances,omitempty"`
+	// MIGManaged puts the GPU in MIG mode with its layout managed by
+	// Tessera (dynamic MIG), with or without instances.
+	MIGManaged bool `json:"migManaged,omitempty"`
 }
 
 // FromFile reads a YAML File and builds its nodes.
@@ -183,7 +191,7 @@ func (o GPUOverride) apply(n *inventory.Node, cat *catalog.Catalog) error {
 		}
 		g.NUMANode = *o.NUMANode
 	}
-	if len(o.MIGInstances) > 0 {
+	if len(o.MIGInstances) > 0 || o.MIGManaged {
 		return o.applyMIG(g, cat)
 	}
 	return nil
@@ -194,26 +202,47 @@ func (o GPUOverride) applyMIG(g *inventory.GPU, cat *catalog.Catalog) error {
 	if !ok || !m.SupportsMIG() {
 		return fmt.Errorf("migInstances: GPU %d (%s) does not support MIG", g.Index, g.Model)
 	}
-	compute, memory := 0, 0
-	for _, name := range o.MIGInstances {
-		p, ok := m.MIGProfile(name)
-		if !ok {
-			names := make([]string, 0, len(m.MIG.Profiles))
-			for _, p := range m.MIG.Profiles {
-				names = append(names, p.Name)
-			}
-			return fmt.Errorf("migInstances: %q is not a %s profile; use one of %v", name, m.Name, names)
+	spec := m.MIG
+	var used uint32
+	media := false
+	var layout []catalog.MIGPlacement
+	for _, entry := range o.MIGInstances {
+		name, startText, explicit := strings.Cut(strings.TrimSpace(entry), "@")
+		q := spec.ProfileIndex(name)
+		if q < 0 {
+			return fmt.Errorf("migInstances: %q is not a %s profile; use one of %v", name, m.Name, spec.ProfileNames())
 		}
-		compute += p.ComputeSlices
-		memory += p.MemorySlices
+		p := spec.Profiles[q]
+		start := -1
+		if explicit {
+			n, err := strconv.Atoi(startText)
+			if err != nil {
+				return fmt.Errorf("migInstances: %q: the start after @ must be a memory slice number, got %q", entry, startText)
+			}
+			if why := spec.CanPlace(used, media, q, n); why != "" {
+				return fmt.Errorf("migInstances: %q: %s (layout so far %v)", entry, why, layout)
+			}
+			start = n
+		} else {
+			if st := spec.FreeStarts(used, media, q); len(st) > 0 {
+				start = st[0]
+			}
+			if start < 0 {
+				return fmt.Errorf("migInstances: %q: no free start for %s beside %v (valid starts %v)", entry, p.Name, layout, p.Starts)
+			}
+		}
+		used |= spec.SlotMask(q, start)
+		media = media || p.MediaExtended()
+		layout = append(layout, catalog.MIGPlacement{Profile: p.Name, Start: start})
 		g.MIGInstances = append(g.MIGInstances, inventory.MIGInstance{
 			UUID:    fmt.Sprintf("MIG-%s/%d", g.UUID, len(g.MIGInstances)),
-			Profile: p.Name, MemoryMiB: p.MemoryMiB, SMCount: p.SMCount,
+			Profile: p.Name, MemoryMiB: p.MemoryMiB, SMCount: p.SMCount, Start: inventory.Slot(start),
 		})
 	}
-	if compute > m.MIG.ComputeSlices || memory > m.MIG.MemorySlices {
-		return fmt.Errorf("migInstances: need %d compute and %d memory slices, %s has %d and %d", compute, memory, m.Name, m.MIG.ComputeSlices, m.MIG.MemorySlices)
+	if err := spec.CheckLayout(layout); err != nil {
+		return fmt.Errorf("migInstances: %w", err)
 	}
 	g.MIGMode = inventory.MIGEnabled
+	g.MIGManaged = o.MIGManaged
 	return nil
 }

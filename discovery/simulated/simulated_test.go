@@ -128,6 +128,11 @@ nodes:
     allocated: "0.5"
   - index: 4
     migInstances: [1g.18gb, 1g.18gb]
+  - index: 5
+    migInstances: [1g.18gb@4, 1g.18gb]
+    migManaged: true
+  - index: 6
+    migManaged: true
 - name: edge
   gpus: 2xL4
   topology: none
@@ -142,8 +147,15 @@ nodes:
 	if g.Health != inventory.Unhealthy || g.MemoryUsedMiB != 10240 || g.AllocatedMilli != 500 || g.HealthReason != "XID 79" {
 		t.Errorf("override not applied: %+v", g)
 	}
-	if m := nodes[0].GPUs[4]; m.MIGMode != inventory.MIGEnabled || len(m.MIGInstances) != 2 || m.MIGInstances[0].MemoryMiB != 16384 {
+	if m := nodes[0].GPUs[4]; m.MIGMode != inventory.MIGEnabled || len(m.MIGInstances) != 2 || m.MIGInstances[0].MemoryMiB != 16384 ||
+		*m.MIGInstances[0].Start != 0 || *m.MIGInstances[1].Start != 1 || m.MIGManaged {
 		t.Errorf("MIG override not applied: %+v", m)
+	}
+	if m := nodes[0].GPUs[5]; !m.MIGManaged || len(m.MIGInstances) != 2 || *m.MIGInstances[0].Start != 4 || *m.MIGInstances[1].Start != 0 {
+		t.Errorf("MIG layout with starts not applied: %+v", m)
+	}
+	if m := nodes[0].GPUs[6]; !m.MIGManaged || m.MIGMode != inventory.MIGEnabled || len(m.MIGInstances) != 0 {
+		t.Errorf("managed MIG GPU not applied: %+v", m)
 	}
 	if nodes[0].CPUMilli != 192000 || nodes[0].MemoryMiB != 2<<20 {
 		t.Errorf("cpu/memory = %d/%d", nodes[0].CPUMilli, nodes[0].MemoryMiB)
@@ -170,7 +182,11 @@ func TestParseFileErrors(t *testing.T) {
 		{`nodes: [{name: a, gpus: 2xH200, overrides: [{index: 0, allocated: "1.5"}]}]`, "allocated: must be a share in [0, 1]"},
 		{`nodes: [{name: a, gpus: 2xL4, overrides: [{index: 0, migInstances: [1g.18gb]}]}]`, "does not support MIG"},
 		{`nodes: [{name: a, gpus: 2xH200, overrides: [{index: 0, migInstances: [2g.35gb]}]}]`, `"2g.35gb" is not a H200 profile`},
-		{`nodes: [{name: a, gpus: 2xH200, overrides: [{index: 0, migInstances: [7g.141gb, 1g.18gb]}]}]`, "need 8 compute and 9 memory slices"},
+		{`nodes: [{name: a, gpus: 2xH200, overrides: [{index: 0, migInstances: [7g.141gb, 1g.18gb]}]}]`, "no free start for 1g.18gb beside [7g.141gb@0]"},
+		{`nodes: [{name: a, gpus: 2xH200, overrides: [{index: 0, migInstances: [7g.141gb@2]}]}]`, `"7g.141gb@2": 7g.141gb cannot start at memory slice 2 (valid starts: {0})`},
+		{`nodes: [{name: a, gpus: 2xH200, overrides: [{index: 0, migInstances: [1g.18gb@5, 7g.141gb@0]}]}]`, "overlaps memory slices {5}"},
+		{`nodes: [{name: a, gpus: 2xH200, overrides: [{index: 0, migInstances: [1g.18gb@x]}]}]`, `the start after @ must be a memory slice number, got "x"`},
+		{`nodes: [{name: a, gpus: 2xL4, overrides: [{index: 0, migManaged: true}]}]`, "does not support MIG"},
 		{`nodes: [{name: a, gpus: 2xH200, links: [{a: 0, b: 5}]}]`, "links[0] joins GPUs 0 and 5"},
 		{`nodes: [{name: a, gpus: 1xL4}, {name: a, gpus: 1xL4}]`, `node name "a" is used twice`},
 		{`nodes: {`, "parse simulated cluster"},

@@ -208,6 +208,8 @@ one host or across a Kubernetes cluster.`,
 		newStopCommand(a),
 		newQueueCommand(a),
 		newWebhookCommand(a),
+		newInstallLibCommand(a),
+		newMigrateCommand(a),
 	)
 	root.SetFlagErrorFunc(flagUsageError)
 	usageArgs(root)

@@ -31,6 +31,7 @@ type Cluster struct {
 	Dir string
 
 	etcd, kwok, kubeScheduler *process
+	controllerManager         *process
 	etcdURL                   string
 	readyTimeout              time.Duration
 	users                     map[string]string // extra users -> tokens
@@ -59,6 +60,13 @@ type Options struct {
 	// AuditPolicy, when set, is an audit.k8s.io/v1 Policy (YAML); the API
 	// server then writes its audit events as JSON lines to AuditLog().
 	AuditPolicy string
+	// Workloads runs what a real cluster needs for workload objects on a
+	// real node (StartRealNode): kube-controller-manager with the
+	// DaemonSet, Deployment, ReplicaSet, service-account, root-CA,
+	// endpoint and garbage-collector controllers, the ServiceAccount
+	// admission plugin (pods get their API token), and webhooks reached
+	// through their Service's endpoints (no kube-proxy runs).
+	Workloads bool
 }
 
 // Start builds (or takes from the cache) etcd and kube-apiserver and starts
@@ -111,6 +119,11 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if err := c.startAPIServer(wctx, apiBin, etcdURL, ports[2], opt); err != nil {
 		return nil, err
 	}
+	if opt.Workloads {
+		if err := c.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -160,15 +173,20 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port 
 		// A loopback advertise address is refused by the endpoint reconciler,
 		// and no test needs the kubernetes Service endpoints.
 		"--endpoint-reconciler-type=none",
-		// No controller-manager runs: nothing creates service accounts, and
-		// nothing would lift the not-ready taints that TaintNodesByCondition
-		// puts on new nodes once KWOK reports them Ready.
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		// No node-lifecycle controller runs: nothing would lift the
+		// not-ready taints that TaintNodesByCondition puts on new nodes once
+		// they report Ready.
+		"--disable-admission-plugins=" + disabledAdmission(opt.Workloads),
 		"--enable-priority-and-fairness=false", "--profiling=false", "--v=0",
 		// As real clusters (kubeadm) do: node agents run privileged.
 		"--allow-privileged=true",
 		// A real node's kubelet serves logs and exec on its InternalIP.
 		"--kubelet-preferred-address-types=InternalIP"}
+	if opt.Workloads {
+		// Webhooks are called at their Service's endpoints, not its
+		// cluster IP: no kube-proxy runs.
+		args = append(args, "--enable-aggregator-routing=true")
+	}
 	if opt.AuditPolicy != "" {
 		policy := filepath.Join(c.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(opt.AuditPolicy), 0o600); err != nil {
@@ -237,6 +255,7 @@ func (c *Cluster) Stop() {
 		p.stop(5 * time.Second)
 	}
 	c.kubeScheduler.stop(5 * time.Second)
+	c.controllerManager.stop(5 * time.Second)
 	c.kwok.stop(5 * time.Second)
 	api.stop(10 * time.Second)
 	c.etcd.stop(5 * time.Second)
@@ -246,7 +265,7 @@ func (c *Cluster) Stop() {
 // "kwok", or the name given to StartProcess).
 func (c *Cluster) Logs(name string, lines int) string {
 	c.mu.Lock()
-	procs := append([]*process{c.etcd, c.apiserver, c.kwok, c.kubeScheduler}, c.extra...)
+	procs := append([]*process{c.etcd, c.apiserver, c.kwok, c.kubeScheduler, c.controllerManager}, c.extra...)
 	c.mu.Unlock()
 	for _, p := range procs {
 		if p != nil && p.name == name {

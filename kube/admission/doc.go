@@ -1,18 +1,30 @@
 // Package admission is Tessera's mutating admission webhook. It rewrites
 // pods of the Tessera scheduler that ask for GPUs in another system's terms
 // into Tessera's own, so that kubelet calls the node agent's device plugin
-// for them and they get their handoff (visible devices, limits):
+// for them and they get their handoff (visible devices, limits). Table
+// lists every key of another system (KAI-Scheduler, NVIDIA's device plugin,
+// HAMi, Volcano, nvshare) with its meaning there, its Tessera equivalent or
+// its refusal, and its test; MatchExpression is the CEL that selects the
+// pods carrying them. In short:
 //
 //   - KAI-Scheduler's gpu-fraction, gpu-memory and gpu-fraction-num-devices
 //     annotations (no extended resource at all, so kubelet would never call
-//     any plugin): the pod's first container gets tessera.io/gpu and the
+//     any plugin): the pod's first container (or the one
+//     gpu-fraction-container-name names) gets tessera.io/gpu and the
 //     annotations become Tessera's keys;
-//   - the nvidia.com/gpu resource and HAMi's nvidia.com/gpumem,
-//     gpumem-percentage and gpucores resources (which kubelet would hand to
-//     NVIDIA's or HAMi's device plugin, not to Tessera's agent): each such
-//     container gets tessera.io/gpu instead, in its limits and requests,
-//     and HAMi's values become Tessera annotations for that container
-//     (KEY.<container>).
+//   - the nvidia.com/gpu resource, HAMi's nvidia.com/gpumem,
+//     gpumem-percentage and gpucores resources and Volcano's
+//     volcano.sh/vgpu-* resources (which kubelet would hand to another
+//     device plugin, not to Tessera's agent): each such container gets
+//     tessera.io/gpu instead, in its limits and requests, and the values
+//     become Tessera annotations for that container (KEY.<container>);
+//   - HAMi's use-gputype/nouse-gputype become tessera.io/gpu-model, its node
+//     and GPU scheduler policies tessera.io/placement-policy, and vgpu-mode
+//     hami-core is dropped;
+//   - the queue and gang keys (kai.scheduler/queue,
+//     kai.scheduler/batch-min-member, Volcano's scheduling.k8s.io/group-name)
+//     stay for the scheduler to read; the webhook refuses the ones it could
+//     not read as written.
 //
 // tessera.io/gpu counts one unit per GPU, as the agent does. What was
 // replaced is recorded in the tessera.io/migrated-from annotation, and

@@ -68,6 +68,7 @@ func kaiKeys() []struct{ kai, tessera string } {
 		{workload.KAIAnnotationFraction, workload.AnnotationCompute},
 		{workload.KAIAnnotationMemory, workload.AnnotationMemory},
 		{workload.KAIAnnotationNumDevices, ""},
+		{workload.KAIAnnotationContainerName, ""},
 	}
 }
 
@@ -75,7 +76,21 @@ func kaiKeys() []struct{ kai, tessera string } {
 // (NVIDIA's, HAMi's) that the webhook replaces by tessera.io/gpu, in the
 // order they are recorded in AnnotationMigratedFrom.
 func foreignResources() []string {
-	return []string{workload.ResourceNVIDIAGPU, workload.HAMiResourceMemory, workload.HAMiResourceMemoryPercent, workload.HAMiResourceCores}
+	return []string{workload.ResourceNVIDIAGPU, workload.HAMiResourceMemory, workload.HAMiResourceMemoryPercent, workload.HAMiResourceCores,
+		workload.VolcanoResourceNumber, workload.VolcanoResourceMemory, workload.VolcanoResourceMemoryPercent, workload.VolcanoResourceCores}
+}
+
+// vgpuResources are the resource names of a convention that counts GPUs
+// with count and may give memory in MiB, memory in percent and compute in
+// percent ("" where the convention has none).
+func vgpuResources(c workload.Convention) (count, memory, percent, cores string) {
+	switch c {
+	case workload.HAMi:
+		return workload.ResourceNVIDIAGPU, workload.HAMiResourceMemory, workload.HAMiResourceMemoryPercent, workload.HAMiResourceCores
+	case workload.Volcano:
+		return workload.VolcanoResourceNumber, workload.VolcanoResourceMemory, workload.VolcanoResourceMemoryPercent, workload.VolcanoResourceCores
+	}
+	return workload.ResourceNVIDIAGPU, "", "", ""
 }
 
 // tesseraAnnotationKeys are the annotations that carry a Tessera request;
@@ -115,7 +130,13 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGangKeys(pod); err != nil {
+		return nil, err
+	}
 	t := translation{addAnn: map[string]string{}, resources: map[int]corev1.ResourceRequirements{}}
+	if err := t.fromPodAnnotations(pod, before); err != nil {
+		return nil, err
+	}
 	for _, r := range before {
 		idx := containerIndex(pod, r.Container)
 		if idx < 0 {
@@ -124,14 +145,14 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 		switch r.Convention {
 		case workload.KAI:
 			err = t.fromKAI(pod, idx, r)
-		case workload.NVIDIA, workload.HAMi:
+		case workload.NVIDIA, workload.HAMi, workload.Volcano:
 			err = t.fromResources(pod, idx, r, len(before) == 1)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	if len(t.resources) == 0 {
+	if len(t.resources) == 0 && len(t.replaced) == 0 {
 		return nil, nil
 	}
 	patched := t.apply(pod)
@@ -149,6 +170,10 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 			return nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", before[i].Container, before[i], after[i])
 		}
 	}
+	pb, _, _, _ := workload.PlacementPolicy(pod)
+	if pa, _, _, err := workload.PlacementPolicy(patched); err != nil || pa != pb {
+		return nil, fmt.Errorf("admission: translating the pod changed its placement policy from %q to %q (%v)", pb, pa, err)
+	}
 	return t.operations(len(pod.Annotations) > 0), nil
 }
 
@@ -165,13 +190,15 @@ func (t *translation) fromKAI(pod *corev1.Pod, idx int, r workload.ContainerRequ
 	if err := checkRequests(c, nil); err != nil {
 		return err
 	}
+	// KAI caps no compute: the share bursts to the whole GPU.
+	t.addAnn[workload.AnnotationComputeLimit] = "1"
 	for _, k := range kaiKeys() {
 		v, ok := pod.Annotations[k.kai]
 		if !ok {
 			continue
 		}
 		t.removeAnn = append(t.removeAnn, k.kai)
-		t.replaced = append(t.replaced, k.kai+"="+v)
+		t.replaced = append(t.replaced, entry(k.kai, v))
 		switch k.tessera {
 		case "":
 		case workload.AnnotationMemory:
@@ -195,6 +222,9 @@ func (t *translation) fromResources(pod *corev1.Pod, idx int, r workload.Contain
 		return err
 	}
 	lim := func(key string) (int64, bool) {
+		if key == "" {
+			return 0, false
+		}
 		q, ok := c.Resources.Limits[corev1.ResourceName(key)]
 		if !ok {
 			return 0, false
@@ -202,22 +232,25 @@ func (t *translation) fromResources(pod *corev1.Pod, idx int, r workload.Contain
 		v, _ := q.AsInt64() // kube/workload checked the values
 		return v, true
 	}
-	// The same fields kube/workload's HAMi reading produces, under
-	// Tessera's keys; Mutate checks that both read alike.
+	// The same fields kube/workload's HAMi (or Volcano) reading produces,
+	// under Tessera's keys; Mutate checks that both read alike.
+	_, memKey, pctKey, coresKey := vgpuResources(r.Convention)
 	ann := map[string]string{}
-	cores, hasCores := lim(workload.HAMiResourceCores)
+	cores, hasCores := lim(coresKey)
 	if hasCores {
 		ann[workload.AnnotationCompute] = fmt.Sprintf("%d%%", cores)
 	}
-	if mib, ok := lim(workload.HAMiResourceMemory); ok {
+	if mib, ok := lim(memKey); ok {
 		ann[workload.AnnotationMemory] = fmt.Sprintf("%dMi", mib)
 		if !hasCores {
 			ann[workload.AnnotationComputeLimit] = "1"
 		}
 	}
-	if pct, ok := lim(workload.HAMiResourceMemoryPercent); ok {
-		ann[workload.AnnotationCompute] = fmt.Sprintf("%d%%", pct)
-		if !hasCores {
+	if pct, ok := lim(pctKey); ok {
+		if hasCores {
+			ann[workload.AnnotationMemory] = fmt.Sprintf("%d%%", pct) // a share of the GPU's memory
+		} else {
+			ann[workload.AnnotationCompute] = fmt.Sprintf("%d%%", pct)
 			ann[workload.AnnotationComputeLimit] = "1"
 		}
 	}

@@ -96,7 +96,7 @@ func TestReviewTranslatesKAIAnnotations(t *testing.T) {
 			name:      "fraction on a container without resources",
 			pod:       testPod(map[string]string{"gpu-fraction": "0.5", "team": "a"}),
 			container: "main", gpus: 1,
-			ann: map[string]string{"team": "a", workload.AnnotationCompute: "0.5", AnnotationMigratedFrom: "gpu-fraction=0.5"},
+			ann: map[string]string{"team": "a", workload.AnnotationCompute: "0.5", workload.AnnotationComputeLimit: "1", AnnotationMigratedFrom: "gpu-fraction=0.5"},
 		},
 		{
 			name: "memory on two devices, first container keeps its other limits, sidecar untouched",
@@ -104,14 +104,14 @@ func TestReviewTranslatesKAIAnnotations(t *testing.T) {
 				corev1.Container{Name: "train", Resources: limits("cpu", "2", "memory", "4Gi")},
 				corev1.Container{Name: "sidecar"}),
 			container: "train", gpus: 2,
-			ann:  map[string]string{workload.AnnotationMemory: "2000Mi", AnnotationMigratedFrom: "gpu-fraction-num-devices=2,gpu-memory=2000"},
+			ann:  map[string]string{workload.AnnotationMemory: "2000Mi", workload.AnnotationComputeLimit: "1", AnnotationMigratedFrom: "gpu-fraction-num-devices=2,gpu-memory=2000"},
 			keep: corev1.ResourceList{"cpu": resource.MustParse("2"), "memory": resource.MustParse("4Gi")},
 		},
 		{
 			name:      "percent fraction",
 			pod:       testPod(map[string]string{"gpu-fraction": "25%"}),
 			container: "main", gpus: 1,
-			ann: map[string]string{workload.AnnotationCompute: "25%", AnnotationMigratedFrom: "gpu-fraction=25%"},
+			ann: map[string]string{workload.AnnotationCompute: "25%", workload.AnnotationComputeLimit: "1", AnnotationMigratedFrom: "gpu-fraction=25%"},
 		},
 	}
 	h := newHandler(t)
@@ -328,7 +328,7 @@ func TestReviewTranslatesNVIDIAAndHAMiResources(t *testing.T) {
 			name: "gpumem-percentage equal to gpucores",
 			pod:  testPod(nil, corev1.Container{Name: "main", Resources: limits("nvidia.com/gpu", "1", "nvidia.com/gpumem-percentage", "25", "nvidia.com/gpucores", "25")}),
 			gpus: map[string]int64{"main": 1},
-			ann: map[string]string{workload.AnnotationCompute + ".main": "25%",
+			ann: map[string]string{workload.AnnotationCompute + ".main": "25%", workload.AnnotationMemory + ".main": "25%",
 				AnnotationMigratedFrom: "main:nvidia.com/gpu=1,main:nvidia.com/gpucores=25,main:nvidia.com/gpumem-percentage=25"},
 		},
 		{
@@ -454,8 +454,6 @@ func TestReviewDeniesBadResourceRequests(t *testing.T) {
 			[]string{"resource nvidia.com/gpumem-percentage of container main", "[1, 100]"}},
 		{"gpumem and gpumem-percentage", testPod(nil, c("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000", "nvidia.com/gpumem-percentage", "10"))),
 			[]string{"resource nvidia.com/gpumem-percentage of container main", "conflicts with nvidia.com/gpumem"}},
-		{"gpumem-percentage unlike gpucores", testPod(nil, c("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem-percentage", "10", "nvidia.com/gpucores", "20"))),
-			[]string{"resource nvidia.com/gpumem-percentage of container main", "must equal nvidia.com/gpucores"}},
 		{"gpumem without nvidia.com/gpu", testPod(nil, c("main", limits("nvidia.com/gpumem", "1000"))),
 			[]string{"resource nvidia.com/gpumem of container main", "needs nvidia.com/gpu"}},
 		{"tessera.io/gpu and nvidia.com/gpu in one container", testPod(nil, c("main", limits(workload.ResourceGPU, "1", "nvidia.com/gpu", "1"))),
@@ -465,7 +463,7 @@ func TestReviewDeniesBadResourceRequests(t *testing.T) {
 		{"Tessera annotation with nvidia.com/gpu", testPod(map[string]string{workload.AnnotationCompute: "0.5"}, c("main", limits("nvidia.com/gpu", "1"))),
 			[]string{"annotation tessera.io/gpu-fraction of container main", "conflicts with resource nvidia.com/gpu"}},
 		{"Tessera annotation with HAMi resources", testPod(map[string]string{workload.AnnotationMemory + ".main": "1Gi"}, c("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "1000"))),
-			[]string{"annotation tessera.io/gpu-memory.main of container main", "conflicts with HAMi resources"}},
+			[]string{"annotation tessera.io/gpu-memory.main of container main", "conflicts with resource nvidia.com/gpu: use either hami's resources or Tessera annotations"}},
 		{"nvidia.com/gpu in an init container", initPod,
 			[]string{"resource nvidia.com/gpu of container setup", "init containers are not supported"}},
 		{"request unlike the limit", testPod(nil, c("main", withRequests(limits("nvidia.com/gpu", "2"), "nvidia.com/gpu", "1"))),

@@ -31,12 +31,28 @@ type item struct {
 	queue string
 }
 
-// queueOf is the pod's queue name (the default queue when unlabelled).
-func queueOf(p *corev1.Pod) string {
+// queueOf is the pod's queue name: its tessera.io/queue label, else
+// KAI's kai.scheduler/queue label, else the queue of its Volcano PodGroup,
+// else the default queue.
+func (s *Scheduler) queueOf(p *corev1.Pod) string {
+	q, _ := s.queueSource(p)
+	return q
+}
+
+// queueSource is queueOf with where the name came from, for messages.
+func (s *Scheduler) queueSource(p *corev1.Pod) (queue, from string) {
 	if q := p.Labels[queues.LabelQueue]; q != "" {
-		return q
+		return q, "label " + queues.LabelQueue
 	}
-	return queueing.DefaultQueue
+	if q := p.Labels[workload.KAILabelQueue]; q != "" {
+		return q, "label " + workload.KAILabelQueue
+	}
+	if name := p.Annotations[workload.VolcanoAnnotationGroupName]; name != "" {
+		if g, found, err := s.volcanoGroup(p.Namespace, name); err == nil && found && g.Queue != "" {
+			return g.Queue, "spec.queue of Volcano PodGroup " + p.Namespace + "/" + name
+		}
+	}
+	return queueing.DefaultQueue, ""
 }
 
 // queueTree builds the queue tree from Queue objects. Invalid objects are
@@ -62,7 +78,7 @@ func (s *Scheduler) queueTree(objs []*unstructured.Unstructured) (*queueing.Tree
 }
 
 // ledger charges every booked pod to its queue, over the snapshot's total.
-func ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger {
+func (s *Scheduler) ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger {
 	var total queueing.Resources
 	for _, n := range snap.cluster.Nodes {
 		total.CPUMilli += n.CPUMilli
@@ -75,7 +91,7 @@ func ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger {
 	own := map[string]queueing.Resources{}
 	for _, bs := range snap.onNode {
 		for _, b := range bs {
-			q := queueOf(b.pod)
+			q := s.queueOf(b.pod)
 			own[q] = own[q].Add(bookedResources(b))
 		}
 	}
@@ -126,7 +142,7 @@ func (s *Scheduler) estimate(p *corev1.Pod) queueing.Resources {
 // step takes the head of the queue the ledger puts first, checks its hard
 // limits, schedules it and charges what was bound.
 func (s *Scheduler) serveQueues(ctx context.Context, snap *snapshot, tree *queueing.Tree, items []item, st *CycleStats) error {
-	l := ledger(tree, snap)
+	l := s.ledger(tree, snap)
 	byQueue := map[string][]item{}
 	for _, it := range items {
 		byQueue[it.queue] = append(byQueue[it.queue], it)
@@ -151,7 +167,8 @@ func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queuein
 		members = it.gang.pending
 	}
 	if _, ok := tree.Queue(it.queue); !ok {
-		msg := fmt.Sprintf("label %s: queue %q does not exist (create a Queue or drop the label for the default queue)", queues.LabelQueue, it.queue)
+		_, from := s.queueSource(members[0])
+		msg := fmt.Sprintf("%s: queue %q does not exist (create a Queue or drop the label for the default queue)", from, it.queue)
 		for _, p := range members {
 			s.reject(ctx, it.key(), p, reasonInvalid, msg)
 			st.Invalid++

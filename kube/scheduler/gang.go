@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
 // Gang membership, until the PodGroup resource lands: pods of one group
@@ -33,11 +36,16 @@ type gang struct {
 }
 
 // groupKey returns the pod's gang key, or "" for a pod outside any gang:
-// the LabelPodGroup label, else the Job that controls the pod when the Job
-// runs more than one pod at a time (an automatic gang of its parallelism).
+// the LabelPodGroup label, else the Volcano PodGroup its
+// scheduling.k8s.io/group-name annotation names, else the Job that
+// controls the pod when the Job runs more than one pod at a time (an
+// automatic gang of its parallelism, or of KAI's batch-min-member).
 func (s *Scheduler) groupKey(p *corev1.Pod) string {
 	if name := p.Labels[LabelPodGroup]; name != "" {
 		return p.Namespace + "/" + name
+	}
+	if name := p.Annotations[workload.VolcanoAnnotationGroupName]; name != "" {
+		return p.Namespace + "/volcano:" + name
 	}
 	if job, ok := s.jobOf(p); ok && parallelism(job) > 1 {
 		return p.Namespace + "/job:" + job.Name
@@ -45,13 +53,18 @@ func (s *Scheduler) groupKey(p *corev1.Pod) string {
 	return ""
 }
 
-// minMember reads a member's minimum: the annotation for labelled gangs,
-// the Job's parallelism for automatic ones.
+// minMember reads a member's minimum: the PodGroup's or the annotation
+// for labelled gangs, the Volcano PodGroup's minMember for Volcano's, and
+// for automatic ones KAI's batch-min-member (on the Job, else on the pod)
+// or else the Job's parallelism.
 func (s *Scheduler) minMember(p *corev1.Pod) (int, error) {
 	name := p.Labels[LabelPodGroup]
 	if name == "" {
+		if vg := p.Annotations[workload.VolcanoAnnotationGroupName]; vg != "" {
+			return s.volcanoMinMember(p.Namespace, vg)
+		}
 		if job, ok := s.jobOf(p); ok {
-			return int(parallelism(job)), nil
+			return jobMinMember(job, p)
 		}
 	}
 	if g, found, err := s.podGroup(p.Namespace, name); err != nil {
@@ -66,6 +79,38 @@ func (s *Scheduler) minMember(p *corev1.Pod) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > MaxGangSize {
 		return 0, fmt.Errorf("annotation %s: must be a whole number in [1, %d], got %q", AnnotationMinMember, MaxGangSize, v)
+	}
+	return n, nil
+}
+
+// volcanoMinMember reads the minimum of the Volcano PodGroup a pod names.
+func (s *Scheduler) volcanoMinMember(namespace, name string) (int, error) {
+	g, found, err := s.volcanoGroup(namespace, name)
+	if err != nil {
+		return 0, fmt.Errorf("annotation %s: %w", workload.VolcanoAnnotationGroupName, err)
+	}
+	if !found {
+		return 0, fmt.Errorf("annotation %s: Volcano PodGroup %s/%s not found (Tessera reads the gang's minMember from it; Volcano's Job controller creates it, with Volcano's CRDs installed): create it, or remove the annotation", workload.VolcanoAnnotationGroupName, namespace, name)
+	}
+	return g.MinMember, nil
+}
+
+// jobMinMember is an automatic gang's minimum: KAI's batch-min-member on
+// the Job (else on the pod, from the Job's pod template), else the Job's
+// parallelism.
+func jobMinMember(job *batchv1.Job, p *corev1.Pod) (int, error) {
+	v, ok := job.Annotations[workload.KAIAnnotationMinMember]
+	where := "annotation " + workload.KAIAnnotationMinMember + " of Job " + job.Name
+	if !ok {
+		v, ok = p.Annotations[workload.KAIAnnotationMinMember]
+		where = "annotation " + workload.KAIAnnotationMinMember
+	}
+	if !ok {
+		return int(parallelism(job)), nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > MaxGangSize {
+		return 0, fmt.Errorf("%s: must be a whole number in [1, %d], got %q", where, MaxGangSize, v)
 	}
 	return n, nil
 }

@@ -32,7 +32,7 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 		return "waiting for preempted pods to exit"
 	}
 	prio := priority(pod)
-	w := preemption.Waiting{Queue: queueOf(pod), Priority: prio, Need: s.estimate(pod)}
+	w := preemption.Waiting{Queue: s.queueOf(pod), Priority: prio, Need: s.estimate(pod)}
 	rules := preemption.Rules{MinRuntime: s.cfg.PreemptionMinRuntime, Fair: fair}
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
 	surplus := s.gangSurplus(snap)
@@ -58,7 +58,7 @@ func (s *Scheduler) preempt(ctx context.Context, snap *snapshot, pod *corev1.Pod
 	for i, v := range victims {
 		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, node, priority(v))
 		if rules.Why(w, best.Victims[i], now) == preemption.ByReclaim {
-			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, queueOf(pod), node, queueOf(v))
+			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, s.queueOf(pod), node, s.queueOf(v))
 		}
 		s.events.recorder.Event(v, corev1.EventTypeWarning, "Preempted", msg)
 		err := s.cfg.Client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}})
@@ -82,7 +82,7 @@ func (s *Scheduler) victimsOn(snap *snapshot, ni int, pod *corev1.Pod, w preempt
 		if !b.exact || v.Spec.SchedulerName != s.cfg.Name || v.DeletionTimestamp != nil {
 			continue
 		}
-		c := preemption.Candidate{ID: v.Namespace + "/" + v.Name, Queue: queueOf(v), Priority: priority(v), Group: s.groupKey(v)}
+		c := preemption.Candidate{ID: v.Namespace + "/" + v.Name, Queue: s.queueOf(v), Priority: priority(v), Group: s.groupKey(v)}
 		if v.Status.StartTime != nil {
 			c.Started = v.Status.StartTime.Time
 		}

@@ -97,6 +97,9 @@ type Scheduler struct {
 	queueObjects func() []*unstructured.Unstructured
 	// podGroup reads a PodGroup (found false without a dynamic client).
 	podGroup func(namespace, name string) (podgroups.Group, bool, error)
+	// volcanoGroup reads a Volcano PodGroup (found false without a dynamic
+	// client or while Volcano's CRD is not served).
+	volcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
 
 	mu         sync.Mutex
 	assumed    map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
@@ -147,7 +150,10 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		queueObjects: func() []*unstructured.Unstructured { return nil },
 		podGroup:     func(string, string) (podgroups.Group, bool, error) { return podgroups.Group{}, false, nil },
-		cfg:          cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
+		volcanoGroup: func(string, string) (podgroups.VolcanoGroup, bool, error) {
+			return podgroups.VolcanoGroup{}, false, nil
+		},
+		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
 		preemptors: map[types.UID]time.Time{}, blocked: map[string]blockedSince{},
 		metrics: newMetrics(cfg.Metrics), backoff: newBackoff(cfg.PodInitialBackoff, cfg.PodMaxBackoff),
@@ -185,6 +191,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				return podgroups.Group{}, found, err
 			}
 			g, err := podgroups.FromObject(u)
+			return g, err == nil, err
+		}
+		vw := watch(podgroups.VolcanoResource())
+		s.volcanoGroup = func(ns, name string) (podgroups.VolcanoGroup, bool, error) {
+			u, found, err := vw.getIn(ns, name)
+			if !found || err != nil {
+				return podgroups.VolcanoGroup{}, found, err
+			}
+			g, err := podgroups.FromVolcano(u)
 			return g, err == nil, err
 		}
 		qw := watch(queues.Resource())
@@ -300,11 +315,11 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 			// A gang is one item, at its first member's place in the queue.
 			if g, ok := groups[k]; ok {
 				delete(groups, k)
-				add(item{gang: g, queue: queueOf(g.pending[0])})
+				add(item{gang: g, queue: s.queueOf(g.pending[0])})
 			}
 			continue
 		}
-		add(item{pod: p, queue: queueOf(p)})
+		add(item{pod: p, queue: s.queueOf(p)})
 	}
 	s.metrics.backingOff.Set(float64(st.BackingOff))
 	tree, err := s.queueTree(s.queueObjects())

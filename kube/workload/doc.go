@@ -2,9 +2,14 @@
 // Tessera requests (request.GPU), one per container. It accepts Tessera's own
 // keys (the tessera.io/gpu resource and tessera.io/ annotations) and, so that
 // users can switch by changing only schedulerName, the keys of other GPU
-// sharing systems: plain nvidia.com/gpu, KAI-Scheduler's gpu-fraction and
-// gpu-memory annotations, and HAMi's nvidia.com/gpumem, gpumem-percentage
-// and gpucores resources.
+// sharing systems: plain nvidia.com/gpu; KAI-Scheduler's gpu-fraction,
+// gpu-memory, gpu-fraction-num-devices and gpu-fraction-container-name
+// annotations; HAMi's nvidia.com/gpumem, gpumem-percentage and gpucores
+// resources with its use-gputype/nouse-gputype, vgpu-mode and scheduler
+// policy annotations (PlacementPolicy); Volcano's volcano.sh/vgpu-*
+// resources. Keys without an exact equivalent (nvshare.com/gpu, HAMi's
+// UUID pinning, vgpu-mode mig or mps) are refused with what to write
+// instead; kube/admission's table lists every key.
 //
 // Errors name the pod's own key (annotation or resource) and the allowed
 // range. The package only translates: it must not schedule, talk to the API

@@ -39,6 +39,36 @@ const (
 	HAMiResourceCores         = "nvidia.com/gpucores"
 )
 
+// More keys of other systems, each translated exactly or refused with what
+// to write instead (kube/admission's table lists every one).
+const (
+	// KAI-Scheduler: the container that gets the fraction (default: the
+	// pod's first), the queue label and the gang minimum (on the Job).
+	KAIAnnotationContainerName = "gpu-fraction-container-name"
+	KAILabelQueue              = "kai.scheduler/queue"
+	KAIAnnotationMinMember     = "kai.scheduler/batch-min-member"
+	// HAMi: pod annotations. use/nouse-gputype are comma-separated model
+	// names matched as substrings of the device name; the policies are
+	// "binpack" or "spread".
+	HAMiAnnotationUseType    = "nvidia.com/use-gputype"
+	HAMiAnnotationNoUseType  = "nvidia.com/nouse-gputype"
+	HAMiAnnotationUseUUID    = "nvidia.com/use-gpuuuid"
+	HAMiAnnotationNoUseUUID  = "nvidia.com/nouse-gpuuuid"
+	HAMiAnnotationVGPUMode   = "nvidia.com/vgpu-mode"
+	HAMiAnnotationNodePolicy = "hami.io/node-scheduler-policy"
+	HAMiAnnotationGPUPolicy  = "hami.io/gpu-scheduler-policy"
+	// Volcano's vGPU device plugin (HAMi's, renamed): container resources.
+	VolcanoResourceNumber        = "volcano.sh/vgpu-number"
+	VolcanoResourceMemory        = "volcano.sh/vgpu-memory"
+	VolcanoResourceMemoryPercent = "volcano.sh/vgpu-memory-percentage"
+	VolcanoResourceCores         = "volcano.sh/vgpu-cores"
+	// VolcanoAnnotationGroupName names the pod's Volcano PodGroup
+	// (scheduling.volcano.sh), as Volcano's Job controller writes it.
+	VolcanoAnnotationGroupName = "scheduling.k8s.io/group-name"
+	// nvshare: one virtual GPU with the whole card's memory.
+	NvshareResourceGPU = "nvshare.com/gpu"
+)
+
 // annotationField maps Tessera annotations to request fields.
 func annotationFields() []struct{ key, field string } {
 	return []struct{ key, field string }{

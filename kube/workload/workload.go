@@ -23,6 +23,7 @@ const (
 	NVIDIA  Convention = "nvidia.com/gpu"
 	KAI     Convention = "kai"
 	HAMi    Convention = "hami"
+	Volcano Convention = "volcano"
 )
 
 // ContainerRequest is one container's GPU request.
@@ -43,8 +44,11 @@ type Error struct {
 
 func (e *Error) Error() string {
 	where := "annotation " + e.Key
-	if slices.Contains(gpuResourceKeys(), e.Key) {
+	switch {
+	case slices.Contains(gpuResourceKeys(), e.Key):
 		where = "resource " + e.Key
+	case e.Key == KAILabelQueue:
+		where = "label " + e.Key
 	}
 	if e.Container != "" {
 		where += " of container " + e.Container
@@ -54,7 +58,9 @@ func (e *Error) Error() string {
 
 // FromPod returns the GPU requests of the pod's containers, in container
 // order; containers that ask for no GPU are left out (and must be left
-// untouched). A pod that asks for nothing returns nil, nil.
+// untouched). A pod that asks for nothing returns nil, nil. Keys of other
+// systems that Tessera cannot honour exactly are refused with an *Error
+// that says what to write instead; none is ignored.
 func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) {
 	for _, c := range pod.Spec.InitContainers {
 		for _, key := range gpuResourceKeys() {
@@ -63,7 +69,18 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 			}
 		}
 	}
+	if err := refusedAnnotations(pod.Annotations); err != nil {
+		return nil, err
+	}
 	kai := hasAny(pod.Annotations, KAIAnnotationFraction, KAIAnnotationMemory, KAIAnnotationNumDevices)
+	kaiIdx, err := kaiContainer(pod, kai)
+	if err != nil {
+		return nil, err
+	}
+	models, modelKey, err := hamiModels(pod.Annotations, cat)
+	if err != nil {
+		return nil, err
+	}
 	var out []ContainerRequest
 	for i, c := range pod.Spec.Containers {
 		conv, err := convention(c)
@@ -74,20 +91,32 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 			return nil, &Error{Key: KAIAnnotationFraction, Container: c.Name,
 				Message: fmt.Sprintf("conflicts with resource %s: use either KAI's gpu-fraction/gpu-memory annotations or GPU resources, not both", conventionKey(conv))}
 		}
-		var r ContainerRequest
+		var fields, keyOf map[string]string
 		switch {
 		case conv == Tessera:
-			r, err = fromTessera(pod, c, cat)
+			fields, keyOf, err = tesseraFields(pod, c)
 		case conv == NVIDIA:
-			r, err = fromNVIDIA(pod, c, cat)
+			fields, keyOf, err = nvidiaFields(pod, c)
 		case conv == HAMi:
-			r, err = fromHAMi(pod, c, cat)
-		case kai && i == 0:
-			// KAI applies its annotations to the pod's first container.
-			r, err = fromKAI(pod, c, cat)
+			fields, keyOf, err = vgpuFields(pod, c, hamiKeys())
+		case conv == Volcano:
+			fields, keyOf, err = vgpuFields(pod, c, volcanoKeys())
+		case kai && i == kaiIdx:
+			conv = KAI
+			fields, keyOf, err = kaiFields(pod)
 		default:
 			continue
 		}
+		if err != nil {
+			return nil, err
+		}
+		if modelKey != "" {
+			if conv == Tessera {
+				return nil, &Error{Key: modelKey, Container: c.Name, Message: "conflicts with resource " + ResourceGPU + ": write the models as annotation " + AnnotationModel + " instead"}
+			}
+			fields[request.FieldModel], keyOf[request.FieldModel] = models, modelKey
+		}
+		r, err := parse(c.Name, conv, fields, keyOf, cat)
 		if err != nil {
 			return nil, err
 		}
@@ -97,19 +126,55 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 		if key, ok := firstTesseraAnnotation(pod.Annotations); ok {
 			return nil, &Error{Key: key, Message: "set, but no container requests " + ResourceGPU + "; add resources.limits[" + ResourceGPU + "] to the container that needs GPUs"}
 		}
+		if key := firstKey(pod.Annotations, HAMiAnnotationUseType, HAMiAnnotationNoUseType); key != "" {
+			return nil, &Error{Key: key, Message: "set, but no container requests a GPU; add resources.limits[nvidia.com/gpu] to the container that needs GPUs"}
+		}
 	}
 	return out, nil
 }
 
 func gpuResourceKeys() []string {
-	return []string{ResourceGPU, ResourceNVIDIAGPU, HAMiResourceMemory, HAMiResourceMemoryPercent, HAMiResourceCores}
+	return []string{ResourceGPU, ResourceNVIDIAGPU, HAMiResourceMemory, HAMiResourceMemoryPercent, HAMiResourceCores,
+		VolcanoResourceNumber, VolcanoResourceMemory, VolcanoResourceMemoryPercent, VolcanoResourceCores, NvshareResourceGPU}
 }
+
+// vgpuKeys are the resource names of a HAMi-style convention (HAMi's own,
+// or Volcano's vGPU plugin, which is HAMi's renamed).
+type vgpuKeys struct {
+	conv                          Convention
+	count, memory, percent, cores string
+}
+
+func hamiKeys() vgpuKeys {
+	return vgpuKeys{HAMi, ResourceNVIDIAGPU, HAMiResourceMemory, HAMiResourceMemoryPercent, HAMiResourceCores}
+}
+
+func volcanoKeys() vgpuKeys {
+	return vgpuKeys{Volcano, VolcanoResourceNumber, VolcanoResourceMemory, VolcanoResourceMemoryPercent, VolcanoResourceCores}
+}
+
+// NvshareRefusal says why nvshare.com/gpu is refused and what to write
+// instead.
+const NvshareRefusal = "nvshare's virtual GPU (the whole card's memory for every pod, through managed memory, taking turns on the GPU) has no per-pod equivalent: " +
+	"Tessera's oversubscription is a node agent setting (tessera agent --oversubscribe), not a request. " +
+	"Write resources.limits[" + ResourceGPU + "]: 1 with annotation " + AnnotationCompute + " (the guaranteed share, e.g. \"0.1\" for nvshare's ten pods per GPU) and " +
+	AnnotationComputeLimit + ": \"1\", and run the agent of the nodes meant for it with --oversubscribe"
 
 // convention tells which convention a container's resources follow.
 func convention(c corev1.Container) (Convention, error) {
 	has := func(k string) bool { _, ok := c.Resources.Limits[corev1.ResourceName(k)]; return ok }
+	if has(NvshareResourceGPU) {
+		return "", &Error{Key: NvshareResourceGPU, Container: c.Name, Message: NvshareRefusal}
+	}
 	hami := has(HAMiResourceMemory) || has(HAMiResourceMemoryPercent) || has(HAMiResourceCores)
+	volcano := has(VolcanoResourceNumber) || has(VolcanoResourceMemory) || has(VolcanoResourceMemoryPercent) || has(VolcanoResourceCores)
 	switch {
+	case volcano && (has(ResourceGPU) || has(ResourceNVIDIAGPU) || hami):
+		return "", &Error{Key: VolcanoResourceNumber, Container: c.Name, Message: "conflicts with the container's other GPU resources: request GPUs one way"}
+	case volcano && !has(VolcanoResourceNumber):
+		return "", &Error{Key: firstPresent(has, VolcanoResourceMemory, VolcanoResourceMemoryPercent, VolcanoResourceCores), Container: c.Name, Message: "needs " + VolcanoResourceNumber + " in the same container (the number of GPUs)"}
+	case volcano:
+		return Volcano, nil
 	case has(ResourceGPU) && (has(ResourceNVIDIAGPU) || hami):
 		other := ResourceNVIDIAGPU
 		if hami {
@@ -119,7 +184,7 @@ func convention(c corev1.Container) (Convention, error) {
 	case has(ResourceGPU):
 		return Tessera, nil
 	case hami && !has(ResourceNVIDIAGPU):
-		return "", &Error{Key: HAMiResourceMemory, Container: c.Name, Message: "needs " + ResourceNVIDIAGPU + " in the same container (the number of GPUs)"}
+		return "", &Error{Key: firstPresent(has, HAMiResourceMemory, HAMiResourceMemoryPercent, HAMiResourceCores), Container: c.Name, Message: "needs " + ResourceNVIDIAGPU + " in the same container (the number of GPUs)"}
 	case hami:
 		return HAMi, nil
 	case has(ResourceNVIDIAGPU):
@@ -128,12 +193,23 @@ func convention(c corev1.Container) (Convention, error) {
 	return "", nil
 }
 
+func firstPresent(has func(string) bool, keys ...string) string {
+	for _, k := range keys {
+		if has(k) {
+			return k
+		}
+	}
+	return keys[0]
+}
+
 func conventionKey(c Convention) string {
 	switch c {
 	case Tessera:
 		return ResourceGPU
 	case HAMi:
 		return HAMiResourceMemory
+	case Volcano:
+		return VolcanoResourceNumber
 	}
 	return ResourceNVIDIAGPU
 }
@@ -148,10 +224,10 @@ func count(c corev1.Container, key string) (int, error) {
 	return int(n), nil
 }
 
-func fromTessera(pod *corev1.Pod, c corev1.Container, cat *catalog.Catalog) (ContainerRequest, error) {
+func tesseraFields(pod *corev1.Pod, c corev1.Container) (map[string]string, map[string]string, error) {
 	n, err := count(c, ResourceGPU)
 	if err != nil {
-		return ContainerRequest{}, err
+		return nil, nil, err
 	}
 	fields := map[string]string{request.FieldCount: fmt.Sprint(n)}
 	keyOf := map[string]string{request.FieldCount: ResourceGPU}
@@ -168,107 +244,142 @@ func fromTessera(pod *corev1.Pod, c corev1.Container, cat *catalog.Catalog) (Con
 			keyOf[af.field] = key
 		}
 	}
-	return parse(c.Name, Tessera, fields, keyOf, cat)
+	return fields, keyOf, nil
 }
 
-func fromNVIDIA(pod *corev1.Pod, c corev1.Container, cat *catalog.Catalog) (ContainerRequest, error) {
+func nvidiaFields(pod *corev1.Pod, c corev1.Container) (map[string]string, map[string]string, error) {
 	if key, ok := firstTesseraAnnotation(pod.Annotations); ok {
-		return ContainerRequest{}, &Error{Key: key, Container: c.Name, Message: "conflicts with resource " + ResourceNVIDIAGPU + ": Tessera annotations apply to " + ResourceGPU + "; request " + ResourceGPU + " instead"}
+		return nil, nil, &Error{Key: key, Container: c.Name, Message: "conflicts with resource " + ResourceNVIDIAGPU + ": Tessera annotations apply to " + ResourceGPU + "; request " + ResourceGPU + " instead"}
 	}
 	n, err := count(c, ResourceNVIDIAGPU)
 	if err != nil {
-		return ContainerRequest{}, err
+		return nil, nil, err
 	}
-	return parse(c.Name, NVIDIA, map[string]string{request.FieldCount: fmt.Sprint(n)}, map[string]string{request.FieldCount: ResourceNVIDIAGPU}, cat)
+	return map[string]string{request.FieldCount: fmt.Sprint(n)}, map[string]string{request.FieldCount: ResourceNVIDIAGPU}, nil
 }
 
-// fromKAI translates gpu-fraction (a share of one GPU), gpu-memory (MiB of
-// one GPU) and gpu-fraction-num-devices (how many GPUs get that share).
-func fromKAI(pod *corev1.Pod, c corev1.Container, cat *catalog.Catalog) (ContainerRequest, error) {
+// kaiContainer returns the index of the container KAI's annotations apply
+// to: the one gpu-fraction-container-name names, else the first; -1 when
+// the pod has no KAI request.
+func kaiContainer(pod *corev1.Pod, kai bool) (int, error) {
+	name, named := pod.Annotations[KAIAnnotationContainerName]
+	switch {
+	case named && !kai:
+		return -1, &Error{Key: KAIAnnotationContainerName, Message: "needs gpu-fraction or gpu-memory (it names the container that gets them)"}
+	case !kai:
+		return -1, nil
+	case !named:
+		return 0, nil
+	}
+	for i, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return i, nil
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return -1, &Error{Key: KAIAnnotationContainerName, Message: fmt.Sprintf("names init container %s: Tessera gives GPUs to regular containers only; move the GPU work into a regular container and name it", name)}
+		}
+	}
+	var names []string
+	for _, c := range pod.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return -1, &Error{Key: KAIAnnotationContainerName, Message: fmt.Sprintf("must name one of the pod's containers (%s), got %q", strings.Join(names, ", "), name)}
+}
+
+// kaiFields translates gpu-fraction (a share of one GPU's memory, with the
+// same share of compute for placement), gpu-memory (MiB of one GPU) and
+// gpu-fraction-num-devices (how many GPUs get that share). KAI caps no
+// compute: the limit is the whole GPU.
+func kaiFields(pod *corev1.Pod) (map[string]string, map[string]string, error) {
 	fields := map[string]string{}
 	keyOf := map[string]string{}
 	frac, hasFrac := pod.Annotations[KAIAnnotationFraction]
 	mem, hasMem := pod.Annotations[KAIAnnotationMemory]
 	if hasFrac && hasMem {
-		return ContainerRequest{}, &Error{Key: KAIAnnotationMemory, Message: "conflicts with gpu-fraction: set one of them"}
+		return nil, nil, &Error{Key: KAIAnnotationMemory, Message: "conflicts with gpu-fraction: set one of them"}
 	}
 	if hasFrac {
 		fields[request.FieldCompute], keyOf[request.FieldCompute] = frac, KAIAnnotationFraction
+		fields[request.FieldComputeLimit], keyOf[request.FieldComputeLimit] = "1", KAIAnnotationFraction
 	}
 	if hasMem {
 		mib, err := plainMiB(KAIAnnotationMemory, mem)
 		if err != nil {
-			return ContainerRequest{}, err
+			return nil, nil, err
 		}
 		fields[request.FieldMemory], keyOf[request.FieldMemory] = mib, KAIAnnotationMemory
+		fields[request.FieldComputeLimit], keyOf[request.FieldComputeLimit] = "1", KAIAnnotationMemory
 	}
 	if !hasFrac && !hasMem {
-		return ContainerRequest{}, &Error{Key: KAIAnnotationNumDevices, Message: "needs gpu-fraction or gpu-memory"}
+		return nil, nil, &Error{Key: KAIAnnotationNumDevices, Message: "needs gpu-fraction or gpu-memory"}
 	}
 	if v, ok := pod.Annotations[KAIAnnotationNumDevices]; ok {
 		fields[request.FieldCount], keyOf[request.FieldCount] = v, KAIAnnotationNumDevices
 	}
-	return parse(c.Name, KAI, fields, keyOf, cat)
+	return fields, keyOf, nil
 }
 
-// fromHAMi translates nvidia.com/gpu (count), gpumem (MiB per GPU),
-// gpumem-percentage and gpucores (a compute cap in percent). HAMi has no
-// guarantee/limit split: gpucores becomes both; without gpucores a
-// container may use the whole GPU's compute, so its guarantee follows its
-// memory and its limit is the whole GPU.
-func fromHAMi(pod *corev1.Pod, c corev1.Container, cat *catalog.Catalog) (ContainerRequest, error) {
+// vgpuFields translates HAMi's resources (or Volcano's vGPU ones, the same
+// under other names): the count, memory in MiB per GPU, a memory
+// percentage and a compute percentage (gpucores, a cap). HAMi has no
+// guarantee/limit split: cores become both; without cores a container may
+// use the whole GPU's compute, so its guarantee follows its memory and its
+// limit is the whole GPU. A memory percentage with cores is a share of the
+// GPU's memory apart from the compute share.
+func vgpuFields(pod *corev1.Pod, c corev1.Container, k vgpuKeys) (map[string]string, map[string]string, error) {
 	if key, ok := firstTesseraAnnotation(pod.Annotations); ok {
-		return ContainerRequest{}, &Error{Key: key, Container: c.Name, Message: "conflicts with HAMi resources: use either nvidia.com/gpumem and gpucores or Tessera annotations"}
+		return nil, nil, &Error{Key: key, Container: c.Name, Message: fmt.Sprintf("conflicts with resource %s: use either %s's resources or Tessera annotations with %s", k.count, k.conv, ResourceGPU)}
 	}
-	n, err := count(c, ResourceNVIDIAGPU)
+	n, err := count(c, k.count)
 	if err != nil {
-		return ContainerRequest{}, err
+		return nil, nil, err
 	}
 	fields := map[string]string{request.FieldCount: fmt.Sprint(n)}
-	keyOf := map[string]string{request.FieldCount: ResourceNVIDIAGPU}
-	lim := func(k string) (resource.Quantity, bool) {
-		q, ok := c.Resources.Limits[corev1.ResourceName(k)]
+	keyOf := map[string]string{request.FieldCount: k.count}
+	lim := func(key string) (resource.Quantity, bool) {
+		q, ok := c.Resources.Limits[corev1.ResourceName(key)]
 		return q, ok
 	}
-	cores, hasCores := lim(HAMiResourceCores)
-	memQ, hasMem := lim(HAMiResourceMemory)
-	pctQ, hasPct := lim(HAMiResourceMemoryPercent)
+	cores, hasCores := lim(k.cores)
+	memQ, hasMem := lim(k.memory)
+	pctQ, hasPct := lim(k.percent)
 	if hasMem && hasPct {
-		return ContainerRequest{}, &Error{Key: HAMiResourceMemoryPercent, Container: c.Name, Message: "conflicts with nvidia.com/gpumem: set one of them"}
+		return nil, nil, &Error{Key: k.percent, Container: c.Name, Message: "conflicts with " + k.memory + ": set one of them"}
 	}
 	if hasCores {
-		pct, err := percent(c.Name, HAMiResourceCores, cores)
+		pct, err := percent(c.Name, k.cores, cores)
 		if err != nil {
-			return ContainerRequest{}, err
+			return nil, nil, err
 		}
-		fields[request.FieldCompute], keyOf[request.FieldCompute] = pct, HAMiResourceCores
+		fields[request.FieldCompute], keyOf[request.FieldCompute] = pct, k.cores
 	}
 	switch {
 	case hasMem:
 		mib, ok := memQ.AsInt64()
 		if !ok || mib < 1 {
-			return ContainerRequest{}, &Error{Key: HAMiResourceMemory, Container: c.Name, Message: "must be a whole number of MiB >= 1, got " + memQ.String()}
+			return nil, nil, &Error{Key: k.memory, Container: c.Name, Message: "must be a whole number of MiB >= 1, got " + memQ.String()}
 		}
-		fields[request.FieldMemory], keyOf[request.FieldMemory] = fmt.Sprintf("%dMi", mib), HAMiResourceMemory
-	case hasPct:
-		pct, err := percent(c.Name, HAMiResourceMemoryPercent, pctQ)
-		if err != nil {
-			return ContainerRequest{}, err
-		}
-		// A memory percentage is a share of whichever GPU is chosen; Tessera
-		// expresses that as memory in proportion to a compute share.
-		if hasCores && fields[request.FieldCompute] != pct {
-			return ContainerRequest{}, &Error{Key: HAMiResourceMemoryPercent, Container: c.Name, Message: "must equal nvidia.com/gpucores when both are set (Tessera ties a percentage of memory to the same share of compute); use nvidia.com/gpumem in MiB instead"}
-		}
-		fields[request.FieldCompute], keyOf[request.FieldCompute] = pct, HAMiResourceMemoryPercent
+		fields[request.FieldMemory], keyOf[request.FieldMemory] = fmt.Sprintf("%dMi", mib), k.memory
 		if !hasCores {
-			fields[request.FieldComputeLimit], keyOf[request.FieldComputeLimit] = "1", HAMiResourceMemoryPercent
+			fields[request.FieldComputeLimit], keyOf[request.FieldComputeLimit] = "1", k.memory
+		}
+	case hasPct:
+		pct, err := percent(c.Name, k.percent, pctQ)
+		if err != nil {
+			return nil, nil, err
+		}
+		if hasCores {
+			// A share of the chosen GPU's memory, apart from the compute share.
+			fields[request.FieldMemory], keyOf[request.FieldMemory] = pct, k.percent
+		} else {
+			// Compute follows the memory share and bursts to the whole GPU.
+			fields[request.FieldCompute], keyOf[request.FieldCompute] = pct, k.percent
+			fields[request.FieldComputeLimit], keyOf[request.FieldComputeLimit] = "1", k.percent
 		}
 	}
-	if !hasCores && hasMem {
-		fields[request.FieldComputeLimit], keyOf[request.FieldComputeLimit] = "1", HAMiResourceMemory
-	}
-	return parse(c.Name, HAMi, fields, keyOf, cat)
+	return fields, keyOf, nil
 }
 
 // percent reads a whole percentage in [1, 100] and returns it as a share string.

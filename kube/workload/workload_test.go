@@ -59,10 +59,13 @@ func TestFromPod(t *testing.T) {
 			[]ContainerRequest{{"c", gpu(4, 1000, 1000, 0, 0), NVIDIA}}},
 		{"KAI fraction on the first container",
 			pod(map[string]string{KAIAnnotationFraction: "0.5"}, ctr{"c", nil}, ctr{"d", nil}),
-			[]ContainerRequest{{"c", gpu(1, 500, 500, 0, 0), KAI}}},
+			[]ContainerRequest{{"c", gpu(1, 500, 1000, 0, 0), KAI}}},
+		{"KAI fraction on the named container",
+			pod(map[string]string{KAIAnnotationFraction: "0.5", KAIAnnotationContainerName: "gpu"}, ctr{"sidecar", nil}, ctr{"gpu", nil}),
+			[]ContainerRequest{{"gpu", gpu(1, 500, 1000, 0, 0), KAI}}},
 		{"KAI memory on two devices",
 			pod(map[string]string{KAIAnnotationMemory: "2000", KAIAnnotationNumDevices: "2"}, ctr{"c", nil}),
-			[]ContainerRequest{{"c", gpu(2, 0, 0, 2000, 0), KAI}}},
+			[]ContainerRequest{{"c", gpu(2, 0, 1000, 2000, 0), KAI}}},
 		{"HAMi memory and cores",
 			pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "3000", HAMiResourceCores: "30"}}),
 			[]ContainerRequest{{"c", gpu(1, 300, 300, 3000, 0), HAMi}}},
@@ -75,6 +78,27 @@ func TestFromPod(t *testing.T) {
 		{"HAMi memory percentage",
 			pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemoryPercent: "25"}}),
 			[]ContainerRequest{{"c", gpu(1, 250, 1000, 0, 0), HAMi}}},
+		{"HAMi memory percentage apart from cores",
+			pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemoryPercent: "50", HAMiResourceCores: "20"}}),
+			[]ContainerRequest{{"c", request.GPU{Count: 1, ComputeMilli: 200, ComputeLimitMilli: 200, MemoryShareMilli: 500}, HAMi}}},
+		{"HAMi allowed types",
+			pod(map[string]string{HAMiAnnotationUseType: "h100,A100"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "3000"}}),
+			[]ContainerRequest{{"c", request.GPU{Count: 1, ComputeLimitMilli: 1000, MemoryMiB: 3000, Models: []string{"H100-PCIe", "H100-SXM"}}, HAMi}}},
+		{"HAMi excluded types on nvidia.com/gpu",
+			pod(map[string]string{HAMiAnnotationNoUseType: "H100, H200"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1"}}),
+			[]ContainerRequest{{"c", request.GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, Models: []string{"L4"}}, NVIDIA}}},
+		{"HAMi core mode",
+			pod(map[string]string{HAMiAnnotationVGPUMode: "hami-core"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceCores: "30"}}),
+			[]ContainerRequest{{"c", gpu(1, 300, 300, 0, 0), HAMi}}},
+		{"Volcano vGPU memory and cores",
+			pod(nil, ctr{"c", map[string]string{VolcanoResourceNumber: "2", VolcanoResourceMemory: "4000", VolcanoResourceCores: "40"}}),
+			[]ContainerRequest{{"c", gpu(2, 400, 400, 4000, 0), Volcano}}},
+		{"Volcano vGPU memory only",
+			pod(nil, ctr{"side", nil}, ctr{"c", map[string]string{VolcanoResourceNumber: "1", VolcanoResourceMemory: "1024"}}),
+			[]ContainerRequest{{"c", gpu(1, 0, 1000, 1024, 0), Volcano}}},
+		{"Volcano vGPU memory percentage",
+			pod(nil, ctr{"c", map[string]string{VolcanoResourceNumber: "1", VolcanoResourceMemoryPercent: "25", VolcanoResourceCores: "50"}}),
+			[]ContainerRequest{{"c", request.GPU{Count: 1, ComputeMilli: 500, ComputeLimitMilli: 500, MemoryShareMilli: 250}, Volcano}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,8 +159,32 @@ func TestFromPodErrors(t *testing.T) {
 			`resource nvidia.com/gpumem-percentage of container c: conflicts with nvidia.com/gpumem`},
 		{"HAMi memory too large", pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "999999"}}),
 			`resource nvidia.com/gpumem of container c: must be in [0, 143771Mi]`},
-		{"HAMi percentage differs from cores", pod(nil, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemoryPercent: "10", HAMiResourceCores: "20"}}),
-			`resource nvidia.com/gpumem-percentage of container c: must equal nvidia.com/gpucores`},
+		{"KAI container name without a request", pod(map[string]string{KAIAnnotationContainerName: "c"}, ctr{"c", nil}),
+			`annotation gpu-fraction-container-name: needs gpu-fraction or gpu-memory`},
+		{"KAI container name unknown", pod(map[string]string{KAIAnnotationFraction: "0.5", KAIAnnotationContainerName: "gpu"}, ctr{"a", nil}, ctr{"b", nil}),
+			`annotation gpu-fraction-container-name: must name one of the pod's containers (a, b), got "gpu"`},
+		{"HAMi UUID pinning", pod(map[string]string{HAMiAnnotationUseUUID: "GPU-AAA"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1"}}),
+			`annotation nvidia.com/use-gpuuuid: Tessera does not pin pods to (or away from) GPU UUIDs`},
+		{"HAMi MIG mode", pod(map[string]string{HAMiAnnotationVGPUMode: "mig"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1", HAMiResourceMemory: "10000"}}),
+			`annotation nvidia.com/vgpu-mode: "mig" is not supported yet`},
+		{"HAMi MPS mode", pod(map[string]string{HAMiAnnotationVGPUMode: "mps"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1"}}),
+			`annotation nvidia.com/vgpu-mode: "mps": in Tessera MPS is a node's sharing mode`},
+		{"HAMi unknown type", pod(map[string]string{HAMiAnnotationUseType: "1080"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1"}}),
+			`annotation nvidia.com/use-gputype: "1080" matches no GPU model Tessera knows`},
+		{"HAMi types exclude everything", pod(map[string]string{HAMiAnnotationUseType: "H100", HAMiAnnotationNoUseType: "h1"}, ctr{"c", map[string]string{ResourceNVIDIAGPU: "1"}}),
+			`annotation nvidia.com/nouse-gputype: "h1" excludes every GPU model that is left`},
+		{"HAMi types on tessera.io/gpu", pod(map[string]string{HAMiAnnotationUseType: "H100"}, one),
+			`annotation nvidia.com/use-gputype of container c: conflicts with resource tessera.io/gpu: write the models as annotation tessera.io/gpu-model instead`},
+		{"HAMi types without GPUs", pod(map[string]string{HAMiAnnotationUseType: "H100"}, ctr{"c", nil}),
+			`annotation nvidia.com/use-gputype: set, but no container requests a GPU`},
+		{"Volcano without a number", pod(nil, ctr{"c", map[string]string{VolcanoResourceMemory: "1000"}}),
+			`resource volcano.sh/vgpu-memory of container c: needs volcano.sh/vgpu-number in the same container`},
+		{"Volcano mixed with nvidia.com/gpu", pod(nil, ctr{"c", map[string]string{VolcanoResourceNumber: "1", ResourceNVIDIAGPU: "1"}}),
+			`resource volcano.sh/vgpu-number of container c: conflicts with the container's other GPU resources`},
+		{"Volcano cores 0", pod(nil, ctr{"c", map[string]string{VolcanoResourceNumber: "1", VolcanoResourceCores: "0"}}),
+			`resource volcano.sh/vgpu-cores of container c: must be a whole percentage in [1, 100], got 0`},
+		{"nvshare", pod(nil, ctr{"c", map[string]string{NvshareResourceGPU: "1"}}),
+			`resource nvshare.com/gpu of container c: nvshare's virtual GPU`},
 	}
 	for _, tc := range tests {
 		_, err := FromPod(tc.pod, cat)
@@ -149,5 +197,11 @@ func TestFromPodErrors(t *testing.T) {
 	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{ResourceNVIDIAGPU: resource.MustParse("1")}}}}
 	if _, err := FromPod(p, cat); err == nil || !strings.Contains(err.Error(), "resource nvidia.com/gpu of container init: GPUs for init containers are not supported") {
 		t.Errorf("init container: %v", err)
+	}
+	// KAI may name an init container; Tessera refuses it with the reason.
+	p = pod(map[string]string{KAIAnnotationFraction: "0.5", KAIAnnotationContainerName: "init"}, ctr{"c", nil})
+	p.Spec.InitContainers = []corev1.Container{{Name: "init"}}
+	if _, err := FromPod(p, cat); err == nil || !strings.Contains(err.Error(), "annotation gpu-fraction-container-name: names init container init: Tessera gives GPUs to regular containers only") {
+		t.Errorf("KAI init container: %v", err)
 	}
 }

@@ -1,0 +1,463 @@
+package deploy
+
+import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// objects is a rendered chart.
+type objects []*unstructured.Unstructured
+
+func (o objects) get(t *testing.T, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	if obj := o.find(kind, name); obj != nil {
+		return obj
+	}
+	t.Fatalf("no %s %s among %s", kind, name, o.names())
+	return nil
+}
+
+func (o objects) find(kind, name string) *unstructured.Unstructured {
+	for _, obj := range o {
+		if obj.GetKind() == kind && obj.GetName() == name {
+			return obj
+		}
+	}
+	return nil
+}
+
+func (o objects) ofKind(kind string) objects {
+	var out objects
+	for _, obj := range o {
+		if obj.GetKind() == kind {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+func (o objects) names() []string {
+	var out []string
+	for _, obj := range o {
+		out = append(out, obj.GetKind()+"/"+obj.GetName())
+	}
+	return out
+}
+
+// podSpec is the pod template's spec of a Deployment or DaemonSet.
+func podSpec(t *testing.T, obj *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	spec, ok, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+	if !ok {
+		t.Fatalf("%s %s has no pod template", obj.GetKind(), obj.GetName())
+	}
+	return spec
+}
+
+// container returns the named container (or init container) of spec.
+func container(t *testing.T, spec map[string]any, name string) map[string]any {
+	t.Helper()
+	for _, field := range []string{"containers", "initContainers"} {
+		cs, _, _ := unstructured.NestedSlice(spec, field)
+		for _, c := range cs {
+			if m := c.(map[string]any); m["name"] == name {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no container %s", name)
+	return nil
+}
+
+func args(c map[string]any) []string {
+	a, _, _ := unstructured.NestedStringSlice(c, "args")
+	return a
+}
+
+// allContainers lists every container and init container of every pod
+// template.
+func (o objects) allContainers() []map[string]any {
+	var out []map[string]any
+	for _, obj := range o {
+		for _, field := range []string{"containers", "initContainers"} {
+			cs, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", field)
+			for _, c := range cs {
+				out = append(out, c.(map[string]any))
+			}
+		}
+	}
+	return out
+}
+
+// nested reads a value of any type, for comparisons.
+func nested(obj map[string]any, path ...string) any {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	return v
+}
+
+// asYAML compares structured values by their YAML form.
+func asYAML(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("<%v>", err)
+	}
+	return string(b)
+}
+
+const (
+	renderRelease   = "tessera"
+	renderNamespace = "gpu-system"
+	appVersionImage = "ghcr.io/tessera-gpu/tessera:0.1.0"
+	installLibArgs  = "install-lib --from /usr/local/lib/tessera/libtessera-intercept.so --to /var/lib/tessera/lib"
+	interceptArg    = "--intercept-library=/var/lib/tessera/lib/libtessera-intercept.so"
+)
+
+// TestChartRenders renders each value set and checks what it must make.
+func TestChartRenders(t *testing.T) {
+	h := newHelm(t)
+	checks := map[string]func(t *testing.T, o objects){
+		"defaults":            checkDefaults,
+		"cert-manager":        checkCertManager(""),
+		"cert-manager-issuer": checkCertManager("ClusterIssuer/company-ca"),
+		"monitors":            checkMonitors,
+		"pools":               checkPools,
+		"custom-image":        checkCustomImage,
+		"no-intercept":        checkNoIntercept,
+	}
+	for _, s := range valueSets {
+		t.Run(s.name, func(t *testing.T) {
+			check := checks[s.name]
+			if check == nil {
+				t.Fatalf("no check for value set %s", s.name)
+			}
+			objs, err := h.template(t, renderRelease, renderNamespace, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, obj := range objs {
+				if ns := obj.GetNamespace(); ns != "" && ns != renderNamespace {
+					t.Errorf("%s %s: namespace %s, want the release's %s", obj.GetKind(), obj.GetName(), ns, renderNamespace)
+				}
+				if obj.GetKind() == "CustomResourceDefinition" {
+					t.Errorf("helm template rendered CRD %s: CRDs belong in crds/", obj.GetName())
+				}
+			}
+			checkNonRoot(t, objects(objs))
+			check(t, objects(objs))
+		})
+	}
+}
+
+// checkNonRoot: the scheduler and webhook run as user 65532 with a
+// read-only root and no capabilities; the agent is privileged as root.
+func checkNonRoot(t *testing.T, o objects) {
+	t.Helper()
+	for _, name := range []string{"tessera-scheduler", "tessera-webhook"} {
+		d := o.find("Deployment", name)
+		if d == nil {
+			continue
+		}
+		c := podSpec(t, d)["containers"].([]any)[0].(map[string]any)
+		sc, _ := c["securityContext"].(map[string]any)
+		want := map[string]any{"runAsNonRoot": true, "runAsUser": int64(65532), "readOnlyRootFilesystem": true, "allowPrivilegeEscalation": false}
+		for k, v := range want {
+			if sc[k] != v {
+				t.Errorf("%s: securityContext.%s = %v, want %v", name, k, sc[k], v)
+			}
+		}
+		if drop := nested(sc, "capabilities", "drop"); asYAML(drop) != asYAML([]any{"ALL"}) {
+			t.Errorf("%s: capabilities.drop = %v, want [ALL]", name, drop)
+		}
+	}
+	for _, ds := range o.ofKind("DaemonSet") {
+		c := container(t, podSpec(t, ds), "agent")
+		if p := nested(c, "securityContext", "privileged"); p != true {
+			t.Errorf("%s: agent privileged = %v, want true", ds.GetName(), p)
+		}
+		if u := nested(c, "securityContext", "runAsUser"); u != int64(0) {
+			t.Errorf("%s: agent runAsUser = %v, want 0 (the image's user is 65532)", ds.GetName(), u)
+		}
+	}
+}
+
+func checkDefaults(t *testing.T, o objects) {
+	sched := o.get(t, "Deployment", "tessera-scheduler")
+	if r := nested(sched.Object, "spec", "replicas"); r != int64(2) {
+		t.Errorf("scheduler replicas = %v, want 2", r)
+	}
+	sa := args(container(t, podSpec(t, sched), "scheduler"))
+	for _, want := range []string{"scheduler", "--name=tessera", "--leader-elect-namespace=" + renderNamespace, "--leader-elect-identity=$(POD_NAME)"} {
+		if !slices.Contains(sa, want) {
+			t.Errorf("scheduler args %v lack %s", sa, want)
+		}
+	}
+	role := o.get(t, "Role", "tessera-scheduler")
+	if names := nested(role.Object, "rules"); !strings.Contains(asYAML(names), "- tessera-scheduler\n") {
+		t.Errorf("scheduler Role does not name the Lease tessera-scheduler:\n%s", asYAML(names))
+	}
+	ds := o.get(t, "DaemonSet", "tessera-agent-default")
+	spec := podSpec(t, ds)
+	if sel := spec["nodeSelector"]; asYAML(sel) != asYAML(map[string]any{"tessera.io/gpu-node": "true"}) {
+		t.Errorf("agent nodeSelector = %v", sel)
+	}
+	agent := container(t, spec, "agent")
+	aa := args(agent)
+	for _, want := range []string{"agent", "--source=local", "--sharing=shared", "--install-crd=false", interceptArg} {
+		if !slices.Contains(aa, want) {
+			t.Errorf("agent args %v lack %s", aa, want)
+		}
+	}
+	install := container(t, spec, "install-lib")
+	if got := strings.Join(args(install), " "); got != installLibArgs {
+		t.Errorf("install-lib args = %q, want %q", got, installLibArgs)
+	}
+	for _, c := range []map[string]any{agent, install} {
+		if c["image"] != appVersionImage {
+			t.Errorf("%s image = %v, want %s (the chart's appVersion)", c["name"], c["image"], appVersionImage)
+		}
+		if !strings.Contains(asYAML(c["volumeMounts"]), "mountPath: /var/lib/tessera\n  name: state\n") {
+			t.Errorf("%s does not mount the state volume at /var/lib/tessera: %s", c["name"], asYAML(c["volumeMounts"]))
+		}
+	}
+	if !strings.Contains(asYAML(spec["volumes"]), "hostPath:\n    path: /var/lib/tessera\n    type: DirectoryOrCreate\n  name: state\n") {
+		t.Errorf("state volume is not the host's /var/lib/tessera: %s", asYAML(spec["volumes"]))
+	}
+	if rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules")); strings.Contains(rules, "customresourcedefinitions") {
+		t.Errorf("agent ClusterRole grants CRD access without agent.installCRD:\n%s", rules)
+	}
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor", "Issuer", "Certificate", "Namespace"} {
+		if got := o.ofKind(kind); len(got) > 0 {
+			t.Errorf("defaults render %s", got.names())
+		}
+	}
+	checkChartCertificate(t, o, "tessera-webhook.gpu-system.svc")
+}
+
+// checkChartCertificate: the Secret holds a certificate for host signed by
+// the CA in the webhook configuration's caBundle.
+func checkChartCertificate(t *testing.T, o objects, host string) {
+	t.Helper()
+	secret := o.get(t, "Secret", "tessera-webhook-tls")
+	if typ := nested(secret.Object, "type"); typ != "kubernetes.io/tls" {
+		t.Errorf("Secret type = %v", typ)
+	}
+	data := map[string][]byte{}
+	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		s, _, _ := unstructured.NestedString(secret.Object, "data", k)
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b) == 0 {
+			t.Fatalf("Secret data %s: %v (%d bytes)", k, err, len(b))
+		}
+		data[k] = b
+	}
+	mwc := o.get(t, "MutatingWebhookConfiguration", "tessera-webhook")
+	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
+	bundle, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "caBundle")
+	if ca, _ := base64.StdEncoding.DecodeString(bundle); string(ca) != string(data["ca.crt"]) {
+		t.Errorf("caBundle differs from the Secret's ca.crt")
+	}
+	if err := verifyCert(data["tls.crt"], data["ca.crt"], host); err != nil {
+		t.Error(err)
+	}
+	if ann := mwc.GetAnnotations()["cert-manager.io/inject-ca-from"]; ann != "" {
+		t.Errorf("webhook configuration asks cert-manager to inject %s without certManager.enabled", ann)
+	}
+}
+
+// verifyCert checks that the PEM certificate crt is valid for host under
+// the PEM CA ca.
+func verifyCert(crt, ca []byte, host string) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return fmt.Errorf("ca.crt holds no PEM certificate")
+	}
+	block, _ := pem.Decode(crt)
+	if block == nil {
+		return fmt.Errorf("tls.crt holds no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("tls.crt: %w", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
+		return fmt.Errorf("serving certificate for %s: %w", host, err)
+	}
+	return nil
+}
+
+func checkCertManager(issuer string) func(t *testing.T, o objects) {
+	return func(t *testing.T, o objects) {
+		if s := o.find("Secret", "tessera-webhook-tls"); s != nil {
+			t.Errorf("the chart made the Secret cert-manager should make")
+		}
+		cert := o.get(t, "Certificate", "tessera-webhook")
+		if got := nested(cert.Object, "spec", "secretName"); got != "tessera-webhook-tls" {
+			t.Errorf("Certificate secretName = %v", got)
+		}
+		if got := asYAML(nested(cert.Object, "spec", "dnsNames")); got != asYAML([]any{"tessera-webhook.gpu-system.svc"}) {
+			t.Errorf("Certificate dnsNames = %s", got)
+		}
+		ref := fmt.Sprintf("%v/%v", nested(cert.Object, "spec", "issuerRef", "kind"), nested(cert.Object, "spec", "issuerRef", "name"))
+		issuers := o.ofKind("Issuer")
+		if issuer == "" {
+			if len(issuers) != 1 || nested(issuers[0].Object, "spec", "selfSigned") == nil || ref != "Issuer/"+issuers[0].GetName() {
+				t.Errorf("want one self-signed Issuer that the Certificate names; issuers %s, issuerRef %s", issuers.names(), ref)
+			}
+		} else if len(issuers) != 0 || ref != issuer {
+			t.Errorf("want issuerRef %s and no Issuer; got %s and %s", issuer, ref, issuers.names())
+		}
+		mwc := o.get(t, "MutatingWebhookConfiguration", "tessera-webhook")
+		if ann := mwc.GetAnnotations()["cert-manager.io/inject-ca-from"]; ann != "gpu-system/tessera-webhook" {
+			t.Errorf("inject-ca-from = %q, want gpu-system/tessera-webhook", ann)
+		}
+		if b := nested(mwc.Object, "webhooks"); strings.Contains(asYAML(b), "caBundle") {
+			t.Errorf("caBundle set with cert-manager")
+		}
+	}
+}
+
+func checkMonitors(t *testing.T, o objects) {
+	sm := o.get(t, "ServiceMonitor", "tessera-scheduler")
+	svc := o.get(t, "Service", "tessera-scheduler-metrics")
+	if !selects(nested(sm.Object, "spec", "selector", "matchLabels"), svc.GetLabels()) {
+		t.Errorf("ServiceMonitor selector %v does not select the metrics Service %v", nested(sm.Object, "spec", "selector"), svc.GetLabels())
+	}
+	sched := o.get(t, "Deployment", "tessera-scheduler")
+	if !selects(nested(svc.Object, "spec", "selector"), nestedLabels(sched)) {
+		t.Errorf("metrics Service does not select the scheduler pods")
+	}
+	if p := asYAML(nested(svc.Object, "spec", "ports")); !strings.Contains(p, "targetPort: metrics") {
+		t.Errorf("metrics Service ports: %s", p)
+	}
+	pm := o.get(t, "PodMonitor", "tessera-agent")
+	if !selects(nested(pm.Object, "spec", "selector", "matchLabels"), nestedLabels(o.get(t, "DaemonSet", "tessera-agent-default"))) {
+		t.Errorf("PodMonitor does not select the agent pods")
+	}
+	if iv := asYAML(nested(pm.Object, "spec", "podMetricsEndpoints")); !strings.Contains(iv, "interval: 15s") || !strings.Contains(iv, "port: metrics") {
+		t.Errorf("PodMonitor endpoints: %s", iv)
+	}
+	for _, obj := range []*unstructured.Unstructured{sm, pm} {
+		if obj.GetAPIVersion() != "monitoring.coreos.com/v1" {
+			t.Errorf("%s apiVersion %s", obj.GetKind(), obj.GetAPIVersion())
+		}
+	}
+}
+
+func nestedLabels(obj *unstructured.Unstructured) map[string]string {
+	l, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "metadata", "labels")
+	return l
+}
+
+// selects reports whether a label selector (map) matches labels.
+func selects(selector any, labels map[string]string) bool {
+	m, ok := selector.(map[string]any)
+	if !ok || len(m) == 0 {
+		return false
+	}
+	for k, v := range m {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func checkPools(t *testing.T, o objects) {
+	if got := len(o.ofKind("DaemonSet")); got != 3 {
+		t.Fatalf("%d DaemonSets, want one per pool (3): %s", got, o.ofKind("DaemonSet").names())
+	}
+	cases := []struct {
+		pool, pool2 string
+		want        []string
+	}{
+		{"a100", "a100", []string{"--sharing=shared", "--slots-per-gpu=8", "--source=local"}},
+		{"h100-mps", "h100", []string{"--sharing=mps", "--mps-control=/usr/bin/nvidia-cuda-mps-control"}},
+		{"l4", "l4", []string{"--sharing=exclusive", "--source=sim:2xL4", "--compute-fail=closed"}},
+	}
+	var selectors []string
+	for _, c := range cases {
+		ds := o.get(t, "DaemonSet", "tessera-agent-"+c.pool)
+		spec := podSpec(t, ds)
+		aa := args(container(t, spec, "agent"))
+		for _, w := range append(c.want, "--install-crd=true", interceptArg) {
+			if !slices.Contains(aa, w) {
+				t.Errorf("pool %s: args %v lack %s", c.pool, aa, w)
+			}
+		}
+		sel := asYAML(spec["nodeSelector"])
+		if want := asYAML(map[string]any{"pool": c.pool2, "tessera.io/gpu-node": "true"}); sel != want {
+			t.Errorf("pool %s: nodeSelector\n%s want (the pool's merged with agent.nodeSelector)\n%s", c.pool, sel, want)
+		}
+		selectors = append(selectors, fmt.Sprint(nested(ds.Object, "spec", "selector")))
+		tol := asYAML(spec["tolerations"])
+		if c.pool == "l4" != strings.Contains(tol, "dedicated") || c.pool != "l4" != strings.Contains(tol, "nvidia.com/gpu") {
+			t.Errorf("pool %s: tolerations %s", c.pool, tol)
+		}
+	}
+	slices.Sort(selectors)
+	if len(slices.Compact(selectors)) != 3 {
+		t.Errorf("DaemonSet selectors overlap: %v", selectors)
+	}
+	rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules"))
+	if !strings.Contains(rules, "resourceNames:\n  - gpunodes.tessera.io\n  resources:\n  - customresourcedefinitions\n  verbs:\n  - get\n  - update\n") {
+		t.Errorf("agent ClusterRole with installCRD lacks get/update on the GPUNode CRD alone:\n%s", rules)
+	}
+}
+
+func checkCustomImage(t *testing.T, o objects) {
+	cs := o.allContainers()
+	if len(cs) != 4 { // scheduler, agent, install-lib, webhook
+		t.Errorf("%d containers, want 4", len(cs))
+	}
+	for _, c := range cs {
+		if c["image"] != "registry.example.com/gpu/tessera:v9.9.9" || c["imagePullPolicy"] != "Always" {
+			t.Errorf("container %s: image %v pull %v", c["name"], c["image"], c["imagePullPolicy"])
+		}
+	}
+	for _, obj := range append(o.ofKind("Deployment"), o.ofKind("DaemonSet")...) {
+		if got := asYAML(podSpec(t, obj)["imagePullSecrets"]); got != asYAML([]any{map[string]any{"name": "regcred"}}) {
+			t.Errorf("%s imagePullSecrets %s", obj.GetName(), got)
+		}
+	}
+	// schedulerName reaches the scheduler, the webhook, its match
+	// condition and the Lease the scheduler may update.
+	if a := args(container(t, podSpec(t, o.get(t, "Deployment", "tessera-scheduler")), "scheduler")); !slices.Contains(a, "--name=gpu") {
+		t.Errorf("scheduler args %v", a)
+	}
+	if a := args(container(t, podSpec(t, o.get(t, "Deployment", "tessera-webhook")), "webhook")); !slices.Contains(a, "--scheduler-name=gpu") {
+		t.Errorf("webhook args %v", a)
+	}
+	if mc := asYAML(nested(o.get(t, "MutatingWebhookConfiguration", "tessera-webhook").Object, "webhooks")); !strings.Contains(mc, "object.spec.schedulerName == 'gpu'") {
+		t.Errorf("match conditions do not name scheduler gpu:\n%s", mc)
+	}
+	if r := asYAML(nested(o.get(t, "Role", "tessera-scheduler").Object, "rules")); !strings.Contains(r, "- gpu-scheduler\n") {
+		t.Errorf("Role does not name the Lease gpu-scheduler:\n%s", r)
+	}
+}
+
+func checkNoIntercept(t *testing.T, o objects) {
+	spec := podSpec(t, o.get(t, "DaemonSet", "tessera-agent-default"))
+	if _, ok := spec["initContainers"]; ok {
+		t.Errorf("init containers without agent.interceptLibrary")
+	}
+	if aa := args(container(t, spec, "agent")); slices.Contains(aa, interceptArg) {
+		t.Errorf("agent args %v name the library", aa)
+	}
+	for _, obj := range o {
+		if strings.Contains(obj.GetName(), "webhook") {
+			t.Errorf("%s %s rendered with webhook.enabled=false", obj.GetKind(), obj.GetName())
+		}
+	}
+	if r := nested(o.get(t, "Deployment", "tessera-scheduler").Object, "spec", "replicas"); !reflect.DeepEqual(r, int64(1)) {
+		t.Errorf("replicas %v, want 1", r)
+	}
+}

@@ -1,0 +1,205 @@
+package admission
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/kube/workload"
+)
+
+// Where a key of another system sits on a pod.
+const (
+	OnAnnotation = "annotation"
+	OnResource   = "resource" // a container's resources.limits
+	OnLabel      = "label"
+)
+
+// How a key of another system is carried over.
+const (
+	// Exact: the pod gets what it got upstream.
+	Exact = "exact"
+	// Refused: admission denies the pod with the reason and what to write
+	// instead (Row.Tessera says it too).
+	Refused = "refused"
+	// Scheduler: the key stays on the pod and the scheduler reads it
+	// itself (queues and gangs).
+	Scheduler = "read by the scheduler"
+)
+
+// Row is one key of another GPU system: what it means there, what it
+// becomes in Tessera, and the test case that shows it.
+type Row struct {
+	System, Key, On string
+	// Upstream is the key's documented meaning in its own system.
+	Upstream string
+	// Tessera is its equivalent, or why it is refused and what to write
+	// instead.
+	Tessera string
+	// How is Exact, Refused or Scheduler.
+	How string
+	// Test names the case of mutate_test.go's migration table that
+	// exercises the row (a test checks every row has one).
+	Test string
+}
+
+// Table lists every key of another GPU system the webhook and the
+// scheduler know, one row per key, in the order docs/migration.md shows
+// them. A key not in the table is not another system's GPU key: pods keep
+// it untouched.
+func Table() []Row {
+	return []Row{
+		{"KAI-Scheduler", workload.KAIAnnotationFraction, OnAnnotation, "a share of one GPU (its memory; KAI caps no compute)",
+			"tessera.io/gpu: 1 with gpu-fraction as the guaranteed share, gpu-fraction-limit 1 (bursts to the whole GPU), memory in proportion", Exact, "KAI fraction"},
+		{"KAI-Scheduler", workload.KAIAnnotationMemory, OnAnnotation, "MiB of one GPU's memory (KAI caps no compute)",
+			"tessera.io/gpu-memory in Mi; the compute guarantee follows memory, the limit is the whole GPU", Exact, "KAI memory"},
+		{"KAI-Scheduler", workload.KAIAnnotationNumDevices, OnAnnotation, "how many GPUs get the fraction or memory",
+			"the count of tessera.io/gpu", Exact, "KAI memory on two devices"},
+		{"KAI-Scheduler", workload.KAIAnnotationContainerName, OnAnnotation, "the container that gets the fraction (default: the first)",
+			"that container gets tessera.io/gpu; an init container is refused (Tessera gives GPUs to regular containers only)", Exact, "KAI container name"},
+		{"KAI-Scheduler", workload.KAILabelQueue, OnLabel, "the pod's queue",
+			"the scheduler reads it as tessera.io/queue (which wins when both are set and agree; they must not disagree)", Scheduler, "KAI queue label"},
+		{"KAI-Scheduler", workload.KAIAnnotationMinMember, OnAnnotation, "on a Job: the gang minimum instead of the Job's parallelism",
+			"the scheduler reads it from the pod's Job (or the pod of a Job); on a pod without a Job it is refused: use label tessera.io/pod-group with tessera.io/pod-group-min-member", Scheduler, "KAI min member on a bare pod"},
+		{"NVIDIA device plugin", workload.ResourceNVIDIAGPU, OnResource, "whole GPUs",
+			"tessera.io/gpu, whole GPUs", Exact, "nvidia.com/gpu"},
+		{"HAMi", workload.HAMiResourceMemory, OnResource, "MiB of memory per GPU (compute uncapped without gpucores)",
+			"tessera.io/gpu-memory.<container> in Mi; without gpucores the compute guarantee follows memory and bursts to the whole GPU", Exact, "HAMi gpumem"},
+		{"HAMi", workload.HAMiResourceMemoryPercent, OnResource, "a percentage of each GPU's memory",
+			"with gpucores: tessera.io/gpu-memory.<container> as a percentage, apart from compute; alone: the same compute share, bursting to the whole GPU", Exact, "HAMi gpumem-percentage apart from gpucores"},
+		{"HAMi", workload.HAMiResourceCores, OnResource, "a percentage of each GPU's compute, a cap",
+			"tessera.io/gpu-fraction.<container> (guarantee and limit)", Exact, "HAMi gpucores"},
+		{"HAMi", workload.HAMiAnnotationUseType, OnAnnotation, "allowed GPU types, each a substring of the device name",
+			"tessera.io/gpu-model: the catalog models whose names or aliases contain an entry", Exact, "HAMi use-gputype"},
+		{"HAMi", workload.HAMiAnnotationNoUseType, OnAnnotation, "excluded GPU types, each a substring of the device name",
+			"tessera.io/gpu-model: the catalog models whose names and aliases contain no entry", Exact, "HAMi nouse-gputype"},
+		{"HAMi", workload.HAMiAnnotationUseUUID, OnAnnotation, "allowed GPU UUIDs",
+			"refused: Tessera does not pin pods to GPUs; constrain the model or the nodes instead", Refused, "HAMi use-gpuuuid"},
+		{"HAMi", workload.HAMiAnnotationNoUseUUID, OnAnnotation, "excluded GPU UUIDs",
+			"refused: Tessera does not pin pods away from GPUs; constrain the model or the nodes instead", Refused, "HAMi nouse-gpuuuid"},
+		{"HAMi", workload.HAMiAnnotationVGPUMode, OnAnnotation, "hami-core (soft shares), mig (a MIG instance) or mps",
+			"hami-core: dropped (Tessera's shares are the same kind); mig: refused until MIG lands; mps: refused (MPS is a node's sharing mode in Tessera)", Exact, "HAMi vgpu-mode"},
+		{"HAMi", workload.HAMiAnnotationNodePolicy, OnAnnotation, "binpack or spread across nodes (default binpack)",
+			"with the GPU policy: both binpack → tessera.io/placement-policy binpack, both spread → spread; different ones are refused", Exact, "HAMi policies spread"},
+		{"HAMi", workload.HAMiAnnotationGPUPolicy, OnAnnotation, "binpack or spread across a node's GPUs (default spread)",
+			"as hami.io/node-scheduler-policy; topology-aware is refused", Exact, "HAMi policies binpack"},
+		{"Volcano", workload.VolcanoResourceNumber, OnResource, "vGPUs (one per GPU)",
+			"the count of tessera.io/gpu", Exact, "Volcano vgpu"},
+		{"Volcano", workload.VolcanoResourceMemory, OnResource, "MiB of memory per vGPU",
+			"as HAMi's gpumem", Exact, "Volcano vgpu"},
+		{"Volcano", workload.VolcanoResourceMemoryPercent, OnResource, "a percentage of each GPU's memory",
+			"as HAMi's gpumem-percentage", Exact, "Volcano vgpu-memory-percentage"},
+		{"Volcano", workload.VolcanoResourceCores, OnResource, "a percentage of each GPU's compute, a cap",
+			"as HAMi's gpucores", Exact, "Volcano vgpu"},
+		{"Volcano", workload.VolcanoAnnotationGroupName, OnAnnotation, "the pod's PodGroup (scheduling.volcano.sh), written by Volcano's Job controller",
+			"the scheduler reads the PodGroup's minMember (the gang minimum) and queue; it must not be combined with tessera.io/pod-group", Scheduler, "Volcano group with a Tessera group"},
+		{"nvshare", workload.NvshareResourceGPU, OnResource, "a virtual GPU with the whole card's memory, through managed memory, taking turns",
+			"refused: oversubscription is a node agent setting in Tessera (--oversubscribe); write tessera.io/gpu with a small gpu-fraction and gpu-fraction-limit 1 on such nodes", Refused, "nvshare"},
+	}
+}
+
+// MatchExpression is the CEL expression that selects the pods the webhook
+// must see: those carrying any annotation or container resource (init
+// containers included) of Table. deploy/webhook.yaml's matchConditions
+// must select at least these pods.
+func MatchExpression() string {
+	var ann, res []string
+	for _, r := range Table() {
+		switch {
+		case r.On == OnAnnotation && r.Key != workload.VolcanoAnnotationGroupName:
+			ann = append(ann, "'"+r.Key+"'")
+		case r.On == OnResource:
+			res = append(res, "'"+r.Key+"'")
+		}
+	}
+	ann, res = dedup(ann), dedup(res)
+	list := func(s []string) string { return "[" + strings.Join(s, ", ") + "]" }
+	return fmt.Sprintf("(has(object.metadata.annotations) && %s.exists(k, k in object.metadata.annotations)) || "+
+		"object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && %s.exists(k, k in c.resources.limits)) || "+
+		"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources) && has(c.resources.limits) && %s.exists(k, k in c.resources.limits)))",
+		list(ann), list(res), list(res))
+}
+
+func dedup(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// entry writes one AnnotationMigratedFrom entry; a value with a comma or
+// a quote is quoted, so entries stay separable.
+func entry(key, value string) string {
+	if strings.ContainsAny(value, `,"`) {
+		return fmt.Sprintf("%s=%q", key, value)
+	}
+	return key + "=" + value
+}
+
+// fromPodAnnotations translates HAMi's pod annotations: the allowed and
+// excluded types become tessera.io/gpu-model (the models kube/workload
+// resolved, the same for every container), vgpu-mode hami-core is dropped,
+// and the node and GPU policies become tessera.io/placement-policy.
+func (t *translation) fromPodAnnotations(pod *corev1.Pod, reqs []workload.ContainerRequest) error {
+	drop := func(key string) bool {
+		v, ok := pod.Annotations[key]
+		if ok {
+			t.removeAnn = append(t.removeAnn, key)
+			t.replaced = append(t.replaced, entry(key, v))
+		}
+		return ok
+	}
+	use := drop(workload.HAMiAnnotationUseType)
+	nouse := drop(workload.HAMiAnnotationNoUseType)
+	if (use || nouse) && len(reqs) > 0 {
+		t.addAnn[workload.AnnotationModel] = strings.Join(reqs[0].GPU.Models, ",")
+	}
+	drop(workload.HAMiAnnotationVGPUMode) // kube/workload allowed only hami-core
+	policy, key, ok, err := workload.PlacementPolicy(pod)
+	if err != nil {
+		return err
+	}
+	if ok && key != workload.AnnotationPolicy {
+		drop(workload.HAMiAnnotationNodePolicy)
+		drop(workload.HAMiAnnotationGPUPolicy)
+		t.addAnn[workload.AnnotationPolicy] = policy
+	}
+	return nil
+}
+
+// checkGangKeys refuses the queue and gang keys of other systems that the
+// scheduler could not read as written: KAI's batch-min-member on a pod no
+// Job controls, a Volcano PodGroup next to a Tessera one, and a KAI queue
+// that disagrees with tessera.io/queue.
+func checkGangKeys(pod *corev1.Pod) error {
+	if v, ok := pod.Annotations[workload.KAIAnnotationMinMember]; ok {
+		if ref := metav1.GetControllerOf(pod); ref == nil || ref.Kind != "Job" {
+			return &workload.Error{Key: workload.KAIAnnotationMinMember, Message: fmt.Sprintf("set to %q on a pod that no Job controls: KAI reads it from a Job; for a gang of single pods use label tessera.io/pod-group with annotation tessera.io/pod-group-min-member", v)}
+		}
+	}
+	if g, ok := pod.Annotations[workload.VolcanoAnnotationGroupName]; ok {
+		if own := pod.Labels[labelPodGroup]; own != "" {
+			return &workload.Error{Key: workload.VolcanoAnnotationGroupName, Message: fmt.Sprintf("names Volcano PodGroup %q while label %s names %q: a pod is in one gang; keep one of them", g, labelPodGroup, own)}
+		}
+	}
+	if kq, ok := pod.Labels[workload.KAILabelQueue]; ok {
+		if tq, ok := pod.Labels[labelQueue]; ok && tq != kq {
+			return &workload.Error{Key: workload.KAILabelQueue, Message: fmt.Sprintf("label %q disagrees with label %s %q: keep one of them", kq, labelQueue, tq)}
+		}
+	}
+	return nil
+}
+
+// Tessera's queue and gang labels (owned by kube/queues and kube/scheduler;
+// repeated here so the webhook does not import the scheduler).
+const (
+	labelQueue    = "tessera.io/queue"
+	labelPodGroup = "tessera.io/pod-group"
+)
