@@ -156,7 +156,7 @@ func TestShowGPUsKube(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	ctx, c, cfg := testcluster.ForTest(t, false)
+	ctx, c, cfg := testcluster.ForTest(t, true)
 	core := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	dir := t.TempDir()
@@ -193,6 +193,19 @@ func TestShowGPUsKube(t *testing.T) {
 	bindShare(ctx, t, core, "half", "train-2", 1, "0.5", 500)
 	bindShare(ctx, t, core, "quarter", "infer-1", 0, "0.25", 250)
 	bindShare(ctx, t, core, "quarter-2", "infer-1", 0, "0.25", 250)
+
+	// KWOK runs the bound pods: they are counted Running, as on a real node.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, err := core.CoreV1().Pods("default").Get(ctx, "half", metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod half not Running: %v %+v", err, p.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	byPool := []gpusummary.PoolRow{
 		{Pool: "infer", Labeled: true, Model: "L4", Nodes: 1, Total: 2, Free: 1, FreeCapacity: 1.5},
