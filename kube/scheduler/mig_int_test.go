@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
@@ -141,7 +142,7 @@ func migShareOf(ctx context.Context, t *testing.T, c kubernetes.Interface, name 
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := assignmentOf(p)
+	a, err := boundpods.Assignment(p)
 	if err != nil || a == nil || len(a.Containers) != 1 || len(a.Containers[0].GPUs) != 1 {
 		t.Fatalf("%s assignment %+v, %v", name, a, err)
 	}
