@@ -117,10 +117,16 @@ func MatchExpression() string {
 	}
 	ann, res = dedup(ann), dedup(res)
 	list := func(s []string) string { return "[" + strings.Join(s, ", ") + "]" }
+	// A container may name an extended resource in its limits, its
+	// requests or both: both are looked at.
+	inContainer := func(res string) string {
+		return "c, has(c.resources) && " + res + ".exists(k, (has(c.resources.limits) && k in c.resources.limits) || " +
+			"(has(c.resources.requests) && k in c.resources.requests))"
+	}
 	return fmt.Sprintf("(has(object.metadata.annotations) && %s.exists(k, k in object.metadata.annotations)) || "+
-		"object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && %s.exists(k, k in c.resources.limits)) || "+
-		"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources) && has(c.resources.limits) && %s.exists(k, k in c.resources.limits)))",
-		list(ann), list(res), list(res))
+		"object.spec.containers.exists(%s) || "+
+		"(has(object.spec.initContainers) && object.spec.initContainers.exists(%s))",
+		list(ann), inContainer(list(res)), inContainer(list(res)))
 }
 
 func dedup(s []string) []string {
