@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,7 +30,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
 // hostDirs are the host folders the chart's agent uses at fixed paths (its
@@ -96,7 +100,8 @@ func startNode(t *testing.T, gpus string) *node {
 	}
 	imgs := buildImages(t)
 	claimHostDirs(t)
-	ctx, c, cfg := testcluster.ForTestWith(t, false, testcluster.Options{Workloads: true})
+	// KWOK too: show-gpus counts a KWOK node beside the real one.
+	ctx, c, cfg := testcluster.ForTestWith(t, true, testcluster.Options{Workloads: true})
 	if err := c.StartKubeScheduler(ctx, 0, 0); err != nil {
 		t.Fatalf("start kube-scheduler: %v", err)
 	}
@@ -123,11 +128,45 @@ func startNode(t *testing.T, gpus string) *node {
 		t.Fatal(err)
 	}
 	n.maps = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	n.label(rn.Name, map[string]string{"tessera.io/gpu-node": "true"})
+	n.label(rn.Name, map[string]string{"tessera.io/gpu-node": "true", "tessera.io/pool": "real"})
 	objs := n.manifests(gpus)
 	n.apply(objs)
+	n.kwokNode("kwok-0", "A100-80GB", 2)
 	n.waitRollout()
 	return n
+}
+
+// kwokNode adds a KWOK node with its GPUNode, as an agent would publish
+// it, in pool "kwok". It is tainted so that the chart's pods (which must
+// run on the real node) stay off it, and the test's pods select the real
+// node by name.
+func (n *node) kwokNode(name, model string, count int) {
+	n.t.Helper()
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), "tessera.io/gpu": resource.MustParse(fmt.Sprint(8 * count))}
+	kn := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tessera.io/pool": "kwok"},
+			Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "e2e.tessera.io/kwok", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
+	}
+	if _, err := n.cs.CoreV1().Nodes().Create(n.ctx, kn, metav1.CreateOptions{}); err != nil {
+		n.t.Fatalf("create KWOK node: %v", err)
+	}
+	m, err := catalog.Default().Resolve(model)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	in := inventory.Node{Name: name, Source: "sim"}
+	for i := 0; i < count; i++ {
+		in.GPUs = append(in.GPUs, inventory.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: m.Name, Product: m.Name,
+			Vendor: string(m.Vendor), MemoryMiB: m.MemoryMiB, SMCount: m.SMCount, NUMANode: -1, Health: inventory.Healthy, MIGMode: inventory.MIGDisabled})
+	}
+	gpunodes := schema.GroupVersionResource{Group: "tessera.io", Version: "v1alpha1", Resource: "gpunodes"}
+	n.eventually(time.Minute, "the GPUNode CRD is served", func() error {
+		_, err := n.dyn.Resource(gpunodes).Create(n.ctx, gpunode.Object(in, 8, gpunode.SharingShared), metav1.CreateOptions{})
+		return err
+	})
 }
 
 // manifests renders the chart (deploy/helm/tessera, with Helm built from

@@ -2,9 +2,12 @@ package e2enode_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +81,8 @@ func (n *node) podSpec(name string, annotations map[string]string, limits corev1
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations, Labels: map[string]string{"e2e": "probe"}},
 		Spec: corev1.PodSpec{
 			SchedulerName: schedulerName,
+			// The real node, not the KWOK one beside it.
+			NodeSelector: map[string]string{"kubernetes.io/hostname": n.rn.Name},
 			// No pod network on the test node (loopback CNI).
 			HostNetwork:                   true,
 			TerminationGracePeriodSeconds: &grace,
@@ -180,6 +185,55 @@ func twoHalvesShare(t *testing.T, n *node, uuid string) {
 	n.create(half(n, "half-b"))
 	for _, name := range []string{"half-a", "half-b"} {
 		checkHandoff(t, name, n.running(name), uuid, "500m")
+	}
+	// show-gpus over the cluster: the real node's GPU is full, the KWOK
+	// node's two are free.
+	n.showGPUs(map[string]poolRow{
+		"real": {Model: "H200", Nodes: 1, Total: 1, Free: 0, FreeCapacity: 0},
+		"kwok": {Model: "A100-80GB", Nodes: 1, Total: 2, Free: 2, FreeCapacity: 2},
+	})
+}
+
+// poolRow is what show-gpus -o json reports per node pool.
+type poolRow struct {
+	Pool         string  `json:"pool"`
+	Model        string  `json:"model"`
+	Nodes        int     `json:"nodes"`
+	Total        int     `json:"total"`
+	Free         int     `json:"free"`
+	FreeCapacity float64 `json:"freeCapacity"`
+}
+
+// showGPUs runs the tessera binary `make image` built, `show-gpus --source
+// kube` against this cluster, and checks its pools.
+func (n *node) showGPUs(want map[string]poolRow) {
+	n.t.Helper()
+	bin := filepath.Join(repoRoot(n.t), "bin", "tessera")
+	out, err := exec.CommandContext(n.ctx, bin, "show-gpus", "--source", "kube", "--kubeconfig", n.c.Kubeconfig, "-o", "json").Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		n.t.Fatalf("tessera show-gpus --source kube: %v\n%s", err, stderr)
+	}
+	var rep struct {
+		Source string    `json:"source"`
+		Pools  []poolRow `json:"pools"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		n.t.Fatalf("show-gpus -o json: %v\n%s", err, out)
+	}
+	got := map[string]poolRow{}
+	for _, p := range rep.Pools {
+		got[p.Pool] = p
+	}
+	for pool, row := range want {
+		row.Pool = pool
+		want[pool] = row
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		n.t.Errorf("show-gpus --source kube pools:\n got %+v\nwant %+v\n%s", got, want, out)
 	}
 }
 
@@ -326,6 +380,10 @@ func allFreed(t *testing.T, n *node, uuid string) {
 		return n.metricEquals("tessera_gpu_compute_guaranteed_ratio", uuid, 0)
 	})
 	// A whole-GPU pod fits again: nothing is left booked anywhere.
+	n.showGPUs(map[string]poolRow{
+		"real": {Model: "H200", Nodes: 1, Total: 1, Free: 1, FreeCapacity: 1},
+		"kwok": {Model: "A100-80GB", Nodes: 1, Total: 2, Free: 2, FreeCapacity: 2},
+	})
 	n.create(n.podSpec("whole-after", nil, corev1.ResourceList{"tessera.io/gpu": resource.MustParse("1")}))
 	checkHandoff(t, "whole-after", n.running("whole-after"), uuid, "1000m")
 	n.deletePod("whole-after")
