@@ -101,7 +101,7 @@ run: build
 test: lint unit
 
 unit:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 55m ./...
 	@for m in $(TOOL_MODULES); do echo "cd $$m && $(GO) test -count=1 ./..."; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 
 lint: $(STATICCHECK)

@@ -23,7 +23,10 @@ func ForTest(t testing.TB, kwok bool) (context.Context, *Cluster, *rest.Config) 
 // ForTestWith is ForTest with options (extra users, an audit policy).
 func ForTestWith(t testing.TB, kwok bool, opt Options) (context.Context, *Cluster, *rest.Config) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	// A liveness bound, not a performance one: on a cold 2-core machine the
+	// first test waits for kube-apiserver and kubelet to build (about half
+	// an hour together), maybe behind another package's build.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	c, err := Start(ctx, opt)
 	if err != nil {
 		cancel()
