@@ -30,11 +30,11 @@ type tool struct {
 // Tools known to the harness.
 func knownTools() map[string]tool {
 	return map[string]tool{
-		"etcd":           {name: "etcd", dir: "tools/etcd", pkg: ".", pinned: "go.etcd.io/etcd/server/v3"},
-		"kube-apiserver": {name: "kube-apiserver", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-apiserver", pinned: "k8s.io/kubernetes"},
-		"kube-scheduler": {name: "kube-scheduler", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-scheduler", pinned: "k8s.io/kubernetes"},
+		"etcd":                    {name: "etcd", dir: "tools/etcd", pkg: ".", pinned: "go.etcd.io/etcd/server/v3"},
+		"kube-apiserver":          {name: "kube-apiserver", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-apiserver", pinned: "k8s.io/kubernetes"},
+		"kube-scheduler":          {name: "kube-scheduler", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-scheduler", pinned: "k8s.io/kubernetes"},
 		"kube-controller-manager": {name: "kube-controller-manager", dir: "tools/controllers", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager", pinned: "k8s.io/kubernetes"},
-		"kwok":           {name: "kwok", dir: "tools/kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
+		"kwok":                    {name: "kwok", dir: "tools/kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
 		"kubelet": {name: "kubelet", dir: "tools/kubelet", pkg: "k8s.io/kubernetes/cmd/kubelet", pinned: "k8s.io/kubernetes",
 			versionFlag: "k8s.io/component-base/version.gitVersion"},
 		"helm": {name: "helm", dir: "tools/helm", pkg: ".", pinned: "helm.sh/helm/v4"},
