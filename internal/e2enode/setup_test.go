@@ -238,18 +238,6 @@ func (n *node) manifests(gpus string) []*unstructured.Unstructured {
 	return objs
 }
 
-// replaceArg replaces the argument with the given prefix, or appends the
-// new one when none has it.
-func replaceArg(args []any, prefix, arg string) []any {
-	for i, a := range args {
-		if s, _ := a.(string); strings.HasPrefix(s, prefix) {
-			args[i] = arg
-			return args
-		}
-	}
-	return append(args, arg)
-}
-
 func (n *node) apiServerHostPort() (string, string) {
 	u, err := url.Parse(n.c.Host)
 	if err != nil {
