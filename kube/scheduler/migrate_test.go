@@ -97,7 +97,10 @@ func TestKAIQueueAndMinMember(t *testing.T) {
 	// A bad minimum on a Job is reported on its pods.
 	bad, err := client.BatchV1().Jobs("default").Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default", Annotations: map[string]string{workload.KAIAnnotationMinMember: "two"}},
-		Spec:       batchv1.JobSpec{Parallelism: &parallelism, Template: job.Spec.Template},
+		// A template of its own: the API server labelled hpo's with hpo's UID.
+		Spec: batchv1.JobSpec{Parallelism: &parallelism, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none"}},
+		}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -159,10 +162,10 @@ func TestVolcanoPodGroups(t *testing.T) {
 	createVolcanoGroup(ctx, t, dyn, "trio", 3, "default")
 	createVolcanoGroup(ctx, t, dyn, "duo", 2, "default")
 	createVolcanoGroup(ctx, t, dyn, "capped", 2, "small")
-	vgpuPod := func(name, group string) *corev1.Pod {
+	vgpuPod := func(name, group, cores string) *corev1.Pod {
 		p := gpuPod(name, nil, map[string]string{workload.VolcanoAnnotationGroupName: group}, nil)
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{
-			workload.VolcanoResourceNumber: resource.MustParse("1"), workload.VolcanoResourceMemory: resource.MustParse("1024"), workload.VolcanoResourceCores: resource.MustParse("50"),
+			workload.VolcanoResourceNumber: resource.MustParse("1"), workload.VolcanoResourceMemory: resource.MustParse("1024"), workload.VolcanoResourceCores: resource.MustParse(cores),
 		}
 		return p
 	}
@@ -181,18 +184,21 @@ func TestVolcanoPodGroups(t *testing.T) {
 	for _, p := range []string{"trio-0", "trio-1", "trio-2"} {
 		_ = client.CoreV1().Pods("default").Delete(ctx, p, metav1.DeleteOptions{})
 	}
-	mustCreatePod(ctx, t, client, vgpuPod("duo-0", "duo"))
+	mustCreatePod(ctx, t, client, vgpuPod("duo-0", "duo", "50"))
 	waitFor(t, "a lone member waits for the other", func() error {
 		return hasCondition(ctx, client, "duo-0", corev1.PodReasonUnschedulable, "gang default/volcano:duo: 1 of 2 members exist")
 	})
-	mustCreatePod(ctx, t, client, vgpuPod("duo-1", "duo"))
+	mustCreatePod(ctx, t, client, vgpuPod("duo-1", "duo", "50"))
 	waitFor(t, "duo bound", func() error { return countBound(ctx, client, "duo-", 2) })
-	mustCreatePod(ctx, t, client, vgpuPod("capped-0", "capped"))
-	mustCreatePod(ctx, t, client, vgpuPod("capped-1", "capped"))
+	// capped asks 2 x 0.75 GPU in queue small (limit 1 GPU): the limit, not
+	// the room (a second node leaves plenty wherever duo packed), holds it.
+	createGPUNode(ctx, t, client, "gpu-1", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	mustCreatePod(ctx, t, client, vgpuPod("capped-0", "capped", "75"))
+	mustCreatePod(ctx, t, client, vgpuPod("capped-1", "capped", "75"))
 	waitFor(t, "the PodGroup's queue limit applies", func() error {
 		return hasCondition(ctx, client, "capped-0", reasonQueueLimit, "queue small: would use")
 	})
-	mustCreatePod(ctx, t, client, vgpuPod("lost-0", "lost"))
+	mustCreatePod(ctx, t, client, vgpuPod("lost-0", "lost", "50"))
 	waitFor(t, "missing PodGroup reported", func() error {
 		return hasCondition(ctx, client, "lost-0", reasonInvalid, "annotation scheduling.k8s.io/group-name: Volcano PodGroup default/lost not found")
 	})
