@@ -123,3 +123,25 @@ func TestBackoffNextAndRetain(t *testing.T) {
 		t.Fatalf("retain kept %d, a=%v b=%v; want only b", n, b.has("a"), b.has("b"))
 	}
 }
+
+// TestAddedListedAtStartIsNotNews: an object listed when a watch starts
+// (the scheduler reads it before deciding) leaves a misfit's wait alone; an
+// object created later may make room and ends it.
+func TestAddedListedAtStartIsNotNews(t *testing.T) {
+	s := &Scheduler{backoff: newBackoff(time.Second, 10*time.Second), wake: make(chan struct{}, 1)}
+	const key = "pod/u1"
+	s.backoff.failed(key, failedToFit, time.Now())
+	s.added(nil, true)
+	if !s.backoff.waiting(key, time.Now()) {
+		t.Fatal("an object from the initial list ended the wait")
+	}
+	select {
+	case <-s.wake:
+	default:
+		t.Fatal("an object from the initial list did not wake the loop")
+	}
+	s.added(nil, false)
+	if s.backoff.waiting(key, time.Now()) {
+		t.Fatal("a new object did not end the wait")
+	}
+}

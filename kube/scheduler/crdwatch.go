@@ -50,12 +50,13 @@ func (w *crdWatch) informer() (informers.GenericInformer, error) {
 	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(w.dyn, 0)
 	inf := f.ForResource(w.gvr)
-	if _, err := inf.Informer().AddEventHandler(w.poke); err != nil {
+	reg, err := inf.Informer().AddEventHandler(w.poke)
+	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", w.gvr.Resource, err)
 	}
 	f.Start(w.ctx.Done())
 	go func() { <-w.ctx.Done(); f.Shutdown() }()
-	if !cache.WaitForCacheSync(w.ctx.Done(), inf.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(w.ctx.Done(), inf.Informer().HasSynced, reg.HasSynced) {
 		return nil, fmt.Errorf("sync %s: %w", w.gvr.Resource, w.ctx.Err())
 	}
 	w.inf = inf

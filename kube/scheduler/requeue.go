@@ -65,12 +65,22 @@ func (s *Scheduler) gcBackoff(unbound []*corev1.Pod) {
 	s.backoff.retain(live)
 }
 
+// added handles a new node, Job, Queue, PodGroup or GPUNode: it may make
+// room, so it ends the waits of pods that did not fit. Objects listed when a
+// watch starts are not news: the scheduler reads them before it decides.
+func (s *Scheduler) added(_ any, isInInitialList bool) {
+	if !isInInitialList {
+		s.backoff.clusterChanged()
+	}
+	s.poke()
+}
+
 // nodeEvents pokes the loop on every node event and ends the waits of pods
 // that did not fit when a node is added or changes in a way that may make
 // room: allocatable, labels, taints, schedulability or readiness.
 func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { s.backoff.clusterChanged(); s.poke() },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: s.added,
 		UpdateFunc: func(o, n any) {
 			old, okOld := o.(*corev1.Node)
 			cur, okNew := n.(*corev1.Node)
@@ -146,8 +156,8 @@ func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 // jobEvents pokes the loop on every Job event and ends waits when a Job is
 // created or its parallelism (an automatic gang's minimum) changes.
 func (s *Scheduler) jobEvents() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { s.backoff.clusterChanged(); s.poke() },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: s.added,
 		UpdateFunc: func(o, n any) {
 			old, okOld := o.(*batchv1.Job)
 			cur, okNew := n.(*batchv1.Job)
@@ -164,8 +174,8 @@ func (s *Scheduler) jobEvents() cache.ResourceEventHandler {
 // PodGroups and GPUNodes).
 func (s *Scheduler) changeEvents() cache.ResourceEventHandler {
 	changed := func() { s.backoff.clusterChanged(); s.poke() }
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    s.added,
 		UpdateFunc: func(any, any) { changed() },
 		DeleteFunc: func(any) { changed() },
 	}

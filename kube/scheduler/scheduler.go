@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -165,14 +166,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactory(s.cfg.Client, 0)
 	nodeInf, podInf, jobInf := f.Core().V1().Nodes(), f.Core().V1().Pods(), f.Batch().V1().Jobs()
 	s.nodes, s.pods, s.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
-	if _, err := nodeInf.Informer().AddEventHandler(s.nodeEvents()); err != nil {
-		return fmt.Errorf("watch nodes: %w", err)
-	}
-	if _, err := podInf.Informer().AddEventHandler(s.podEvents()); err != nil {
-		return fmt.Errorf("watch pods: %w", err)
-	}
-	if _, err := jobInf.Informer().AddEventHandler(s.jobEvents()); err != nil {
-		return fmt.Errorf("watch jobs: %w", err)
+	// handlers are waited for as well as the caches: the first cycle
+	// starts only once every object listed at start has reached them.
+	var handlers []cache.InformerSynced
+	for _, h := range []struct {
+		what string
+		inf  cache.SharedIndexInformer
+		h    cache.ResourceEventHandler
+	}{{"nodes", nodeInf.Informer(), s.nodeEvents()}, {"pods", podInf.Informer(), s.podEvents()}, {"jobs", jobInf.Informer(), s.jobEvents()}} {
+		reg, err := h.inf.AddEventHandler(h.h)
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", h.what, err)
+		}
+		handlers = append(handlers, reg.HasSynced)
 	}
 	// Queues, PodGroups and GPUNodes change rarely, and any change may help.
 	poke := s.changeEvents()
@@ -220,6 +226,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("sync %v informer: %w", typ, ctx.Err())
 		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), handlers...) {
+		return fmt.Errorf("deliver the listed nodes, pods and jobs: %w", ctx.Err())
 	}
 	defer s.events.stop()
 	s.binder = startBinder(ctx, bindWorkers)
