@@ -150,10 +150,10 @@ clean:
 
 ## manifests: deploy/tessera.yaml and deploy/webhook.yaml rendered from the
 ## chart deploy/helm/tessera with deploy/helm/manifests-values.yaml (release
-## tessera in tessera-system), by helm built from tools/helm (HELM=path to
+## tessera in tessera-system), by helm built from tools/cluster (HELM=path to
 ## use another build; MANIFESTS_DIR=folder to write elsewhere).
 ## deploy/manifests_test.go fails when the checked-in files are stale.
-HELM_VERSION   = $(shell awk '$$1 == "require" && $$2 == "helm.sh/helm/v4" { print $$3 }' tools/helm/go.mod)
+HELM_VERSION   = $(shell awk '$$1 == "helm.sh/helm/v4" { print $$2 }' tools/cluster/go.mod)
 HELM          ?= $(TOOLS_BIN)/helm-$(HELM_VERSION)
 MANIFESTS_DIR ?= deploy
 MANIFESTS_HELM = $(HELM) template tessera deploy/helm/tessera --namespace tessera-system --values deploy/helm/manifests-values.yaml
@@ -167,6 +167,6 @@ manifests: $(HELM)
 	@mv '$(MANIFESTS_DIR)/webhook.yaml.tmp' '$(MANIFESTS_DIR)/webhook.yaml'
 	@echo 'rendered $(MANIFESTS_DIR)/tessera.yaml and $(MANIFESTS_DIR)/webhook.yaml'
 
-$(TOOLS_BIN)/helm-%: tools/helm/go.mod tools/helm/go.sum tools/helm/main.go
+$(TOOLS_BIN)/helm-%: tools/cluster/go.mod tools/cluster/go.sum tools/cluster/helm/main.go
 	@mkdir -p $(TOOLS_BIN)
-	cd tools/helm && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $@ .
+	cd tools/cluster && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./helm

@@ -2,7 +2,7 @@
 // (helm/tessera: CRDs, RBAC, the scheduler Deployment, the agent DaemonSet
 // per node pool and the admission webhook) and the plain manifests rendered
 // from it (tessera.yaml, webhook.yaml; `make manifests`). Its Go files only
-// test them, with helm built from tools/helm and a real API server: lint,
+// test them, with helm built from tools/cluster and a real API server: lint,
 // renders of several value sets, refused values, objects created with
 // strict field validation, the webhook certificate across helm upgrade,
 // and the scheduler and agent at work under the chart's RBAC. Nothing

@@ -23,7 +23,7 @@ import (
 // chartDir is the chart, relative to this package.
 const chartDir = "helm/tessera"
 
-// helmCLI runs the helm binary built from tools/helm (the pinned
+// helmCLI runs the helm binary built from tools/cluster (the pinned
 // helm.sh/helm/v4), with its caches and configuration in a folder of the
 // test's own.
 type helmCLI struct {

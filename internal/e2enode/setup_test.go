@@ -170,7 +170,7 @@ func (n *node) kwokNode(name, model string, count int) {
 }
 
 // manifests renders the chart (deploy/helm/tessera, with Helm built from
-// the pinned tools/helm module) with its own webhook certificate, this
+// the pinned tools/cluster module) with its own webhook certificate, this
 // image and simulated GPUs, and adapts the objects to this node; each
 // change is one a test cluster without a pod network needs, named where it
 // is made.

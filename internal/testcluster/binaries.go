@@ -11,51 +11,58 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 )
 
-// tool describes one control-plane binary and where it is built from.
+// toolsModule is the module, relative to the repository root, that pins
+// every program the tests run beside Tessera's own code. They are built
+// together: one module means one version of each shared library, and one
+// `go build` of all of them compiles each shared package once.
+const toolsModule = "tools/cluster"
+
+// versionFlag is the -X ldflag that stamps Kubernetes' version into its
+// programs (as the project's release builds do); without it kubelet and
+// kube-apiserver report v0.0.0-master.
+const versionFlag = "k8s.io/component-base/version.gitVersion"
+
+// tool describes one program of the tools module.
 type tool struct {
-	name   string // binary name
-	dir    string // tools module folder, relative to the repository root
-	pkg    string // package to build
-	pinned string // module whose required version keys the cache
-	// versionFlag, when set, is the -X ldflag that stamps the pinned
-	// version into the binary (as the project's release builds do);
-	// without it kubelet reports v0.0.0-master to the API server.
-	versionFlag string
+	pkg    string // package to build, in the tools module
+	pinned string // module whose required version names the binary
 }
 
-// Tools known to the harness.
+// Tools known to the harness, by binary name (the last element of pkg).
 func knownTools() map[string]tool {
+	const kube = "k8s.io/kubernetes"
 	return map[string]tool{
-		"etcd":                    {name: "etcd", dir: "tools/etcd", pkg: ".", pinned: "go.etcd.io/etcd/server/v3"},
-		"kube-apiserver":          {name: "kube-apiserver", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-apiserver", pinned: "k8s.io/kubernetes"},
-		"kube-scheduler":          {name: "kube-scheduler", dir: "tools/kube", pkg: "k8s.io/kubernetes/cmd/kube-scheduler", pinned: "k8s.io/kubernetes"},
-		"kube-controller-manager": {name: "kube-controller-manager", dir: "tools/controllers", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager", pinned: "k8s.io/kubernetes"},
-		"kwok":                    {name: "kwok", dir: "tools/kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
-		"kubelet": {name: "kubelet", dir: "tools/kubelet", pkg: "k8s.io/kubernetes/cmd/kubelet", pinned: "k8s.io/kubernetes",
-			versionFlag: "k8s.io/component-base/version.gitVersion"},
-		"helm": {name: "helm", dir: "tools/helm", pkg: ".", pinned: "helm.sh/helm/v4"},
+		"etcd":                    {pkg: "./etcd", pinned: "go.etcd.io/etcd/server/v3"},
+		"kube-apiserver":          {pkg: kube + "/cmd/kube-apiserver", pinned: kube},
+		"kube-scheduler":          {pkg: kube + "/cmd/kube-scheduler", pinned: kube},
+		"kube-controller-manager": {pkg: kube + "/cmd/kube-controller-manager", pinned: kube},
+		"kubelet":                 {pkg: kube + "/cmd/kubelet", pinned: kube},
+		"kwok":                    {pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
+		"helm":                    {pkg: "./helm", pinned: "helm.sh/helm/v4"},
 	}
 }
 
-// Binary returns the path of a cached control-plane binary ("etcd",
-// "kube-apiserver", "kube-scheduler", "kwok", "kubelet"), building it first when the
-// cache has no build of the pinned version. Concurrent callers, also in
-// other processes, build it once.
+// Binary returns the path of a cached binary of one of the tools module's
+// programs ("etcd", "kube-apiserver", "kube-scheduler",
+// "kube-controller-manager", "kubelet", "kwok", "helm"). When the cache
+// has no build of the module's pinned versions, it first builds every
+// program the cache lacks, in one `go build`. Concurrent callers, also in
+// other processes, build once.
 func Binary(ctx context.Context, name string) (string, error) {
-	t, ok := knownTools()[name]
-	if !ok {
+	if _, ok := knownTools()[name]; !ok {
 		return "", fmt.Errorf("unknown control-plane binary %q", name)
 	}
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	modDir := filepath.Join(root, t.dir)
-	version, key, err := cacheKey(modDir, t.pinned)
+	modDir := filepath.Join(root, toolsModule)
+	gomod, key, err := cacheKey(modDir)
 	if err != nil {
 		return "", err
 	}
@@ -63,37 +70,67 @@ func Binary(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s-%s_%s", t.name, version, key, runtime.GOOS, runtime.GOARCH))
-	if _, err := os.Stat(out); err == nil {
-		return out, nil
+	paths := map[string]string{}
+	versions := map[string]string{}
+	for n, t := range knownTools() {
+		v := requiredVersion(gomod, t.pinned)
+		if v == "" {
+			return "", fmt.Errorf("tools module %s does not require %s", modDir, t.pinned)
+		}
+		versions[n] = v
+		paths[n] = filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s-%s_%s", n, v, key, runtime.GOOS, runtime.GOARCH))
+	}
+	if _, err := os.Stat(paths[name]); err == nil {
+		return paths[name], nil
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("create binary cache: %w", err)
 	}
-	unlock, err := lockFile(out + ".lock")
+	unlock, err := lockFile(filepath.Join(cacheDir, "tools-"+key+".lock"))
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if _, err := os.Stat(out); err == nil { // built by another process meanwhile
-		return out, nil
+	var missing []string
+	for n := range knownTools() {
+		if _, err := os.Stat(paths[n]); err != nil {
+			missing = append(missing, n)
+		}
 	}
-	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
-	defer os.Remove(tmp)
-	args := []string{"build", "-trimpath", "-o", tmp}
-	if t.versionFlag != "" {
-		args = append(args, "-ldflags", "-X "+t.versionFlag+"="+version)
+	if len(missing) == 0 { // built by another process meanwhile
+		return paths[name], nil
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, t.pkg)...)
+	sort.Strings(missing)
+	if err := buildTools(ctx, modDir, cacheDir, versions["kubelet"], missing, paths); err != nil {
+		return "", err
+	}
+	return paths[name], nil
+}
+
+// buildTools builds the named programs of the tools module in modDir with
+// one `go build` and moves each into the cache at paths[name].
+func buildTools(ctx context.Context, modDir, cacheDir, kubeVersion string, names []string, paths map[string]string) error {
+	tmp, err := os.MkdirTemp(cacheDir, "build-")
+	if err != nil {
+		return fmt.Errorf("create build folder: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	args := []string{"build", "-trimpath", "-ldflags", "-X " + versionFlag + "=" + kubeVersion, "-o", tmp + string(filepath.Separator)}
+	for _, n := range names {
+		args = append(args, knownTools()[n].pkg)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = modDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s %s in %s: %w\n%s", t.name, version, t.dir, err, msg)
+		return fmt.Errorf("build %s in %s: %w\n%s", strings.Join(names, ", "), toolsModule, err, msg)
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		return "", fmt.Errorf("install %s into the cache: %w", t.name, err)
+	for _, n := range names {
+		if err := os.Rename(filepath.Join(tmp, n), paths[n]); err != nil {
+			return fmt.Errorf("install %s into the cache: %w", n, err)
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // CacheDir is where built binaries are kept: $TESSERA_TOOLS_CACHE, else
@@ -109,9 +146,9 @@ func CacheDir() (string, error) {
 	return filepath.Join(d, "tessera", "control-plane"), nil
 }
 
-// cacheKey reads the pinned module's version from go.mod and hashes go.mod
-// and go.sum, so a change to any pinned dependency rebuilds.
-func cacheKey(modDir, pinned string) (version, key string, err error) {
+// cacheKey returns the tools module's go.mod and a hash of go.mod, go.sum
+// and the Go version, so a change to any pinned dependency rebuilds.
+func cacheKey(modDir string) (gomod, key string, err error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(modDir, f))
@@ -120,14 +157,11 @@ func cacheKey(modDir, pinned string) (version, key string, err error) {
 		}
 		h.Write(data)
 		if f == "go.mod" {
-			version = requiredVersion(string(data), pinned)
+			gomod = string(data)
 		}
 	}
-	if version == "" {
-		return "", "", fmt.Errorf("tools module %s does not require %s", modDir, pinned)
-	}
 	h.Write([]byte(runtime.Version()))
-	return version, hex.EncodeToString(h.Sum(nil))[:12], nil
+	return gomod, hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func requiredVersion(gomod, module string) string {

@@ -12,7 +12,7 @@
 // extra users (one identity per client in the audit log), an audit log, and
 // processes started next to the control plane that a test can freeze or kill.
 //
-// A real node is here too (StartRealNode): kubelet built from tools/kubelet
+// A real node is here too (StartRealNode): kubelet built from tools/cluster
 // with containerd and runc from the machine's packages on a throwaway root,
 // registered with the cluster, one per machine at a time (kubelet's
 // device-plugin socket and port are fixed), and torn down to leave the

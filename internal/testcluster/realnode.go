@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// The real node: a kubelet built from tools/kubelet, with containerd and
+// The real node: a kubelet built from tools/cluster, with containerd and
 // runc from the machine's packages, on a throwaway root folder. The
 // configuration is the one that ran here (see ../shared/real-node): the
 // constraints it answers are noted where they apply.

@@ -14,7 +14,7 @@ import (
 )
 
 // TestRealNodeRegistersReady starts a real kubelet (built from
-// tools/kubelet) with containerd and runc on this machine against the real
+// tools/cluster) with containerd and runc on this machine against the real
 // control plane, checks that it registers Ready with its version, runtime
 // and InternalIP, and that Stop leaves the machine as it was.
 func TestRealNodeRegistersReady(t *testing.T) {

@@ -1,8 +1,7 @@
 // Command helm is Helm's command line, built from the pinned module
-// helm.sh/helm/v4 for Tessera's chart tests and `make manifests`. It is a
-// separate module so the main module stays light; the test harness
-// (internal/testcluster.Binary("helm")) builds it once and caches the
-// binary under the user cache directory, keyed by the Helm version here.
+// helm.sh/helm/v4 for Tessera's chart tests and `make manifests`. It lives
+// in tools/cluster with the other programs the tests run (see that module's
+// doc.go).
 package main
 
 import (
