@@ -3,10 +3,10 @@ package handoff
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/shareenv"
 )
 
 // Paths inside every container the agent configures.
@@ -102,40 +102,25 @@ type Handoff struct {
 // i of every per-device list (TESSERA_MEMORY_LIMIT...) are the same GPU, as
 // docs/enforcement.md requires.
 func Build(p Paths, key string, gpus []binding.Share) Handoff {
-	gpus = append([]binding.Share(nil), gpus...)
-	sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
-	uuids := make([]string, len(gpus))
-	var req, lim, memReq, memLim []string
-	for i, g := range gpus {
-		uuids[i] = g.UUID
-		req = append(req, fmt.Sprintf("%dm", g.ComputeMilli))
-		lim = append(lim, fmt.Sprintf("%dm", g.ComputeLimitMilli))
-		memReq = append(memReq, fmt.Sprintf("%dMi", g.MemoryMiB))
-		memLim = append(memLim, fmt.Sprintf("%dMi", g.MemoryLimitMiB))
+	settings := shareenv.Settings{ContainerID: key, ShmDir: ContainerStateDir, ComputeFail: p.ComputeFail, Oversubscribe: p.Oversubscribe}
+	if p.HostArbiterDir != "" {
+		settings.ArbiterRegion, settings.ArbiterSocket = ContainerGrantRegion, ContainerArbiterSocket
 	}
-	visible := strings.Join(uuids, ",")
 	h := Handoff{
-		Env: map[string]string{
-			"CUDA_VISIBLE_DEVICES":    visible,
-			"CUDA_DEVICE_ORDER":       "PCI_BUS_ID",
-			"TESSERA_CONTAINER_ID":    key,
-			"TESSERA_GPU_UUIDS":       visible,
-			"TESSERA_COMPUTE_REQUEST": strings.Join(req, ","),
-			"TESSERA_COMPUTE_LIMIT":   strings.Join(lim, ","),
-			"TESSERA_MEMORY_REQUEST":  strings.Join(memReq, ","),
-			"TESSERA_MEMORY_LIMIT":    strings.Join(memLim, ","),
-			"TESSERA_SHM_DIR":         ContainerStateDir,
-		},
+		Env:         shareenv.Vars(gpus, settings),
 		Mounts:      []Mount{{HostPath: p.HostStateDir(key), ContainerPath: ContainerStateDir}},
 		Annotations: map[string]string{AllocationAnnotation: key},
 	}
+	visible := h.Env[shareenv.CUDAVisibleDevices]
 	if p.CDI {
 		kind := p.CDIKind
 		if kind == "" {
 			kind = "nvidia.com/gpu"
 		}
-		for _, u := range uuids {
-			h.CDIDevices = append(h.CDIDevices, kind+"="+u)
+		for _, u := range strings.Split(visible, ",") {
+			if u != "" {
+				h.CDIDevices = append(h.CDIDevices, kind+"="+u)
+			}
 		}
 		// CUDA base images set NVIDIA_VISIBLE_DEVICES=all; with CDI the
 		// devices come from the CDI names, so the legacy hook must add none.
@@ -144,21 +129,11 @@ func Build(p Paths, key string, gpus []binding.Share) Handoff {
 		h.Env["NVIDIA_VISIBLE_DEVICES"] = visible
 	}
 	if p.HostArbiterDir != "" {
-		h.Env["TESSERA_ARBITER_REGION"] = ContainerGrantRegion
-		h.Env["TESSERA_ARBITER_SOCKET"] = ContainerArbiterSocket
 		h.Mounts = append(h.Mounts, Mount{HostPath: p.HostArbiterDir, ContainerPath: ContainerArbiterDir, ReadOnly: true})
 	}
 	if p.HostInterceptLibrary != "" {
 		h.Env["LD_PRELOAD"] = ContainerInterceptLibrary
 		h.Mounts = append(h.Mounts, Mount{HostPath: p.HostInterceptLibrary, ContainerPath: ContainerInterceptLibrary, ReadOnly: true})
-	}
-	if p.ComputeFail != "" {
-		h.Env["TESSERA_COMPUTE_FAIL"] = p.ComputeFail
-	}
-	if p.Oversubscribe {
-		h.Env["TESSERA_OVERSUBSCRIBE"] = "1"
-	} else {
-		h.Env["TESSERA_OVERSUBSCRIBE"] = "0"
 	}
 	return h
 }

@@ -116,6 +116,20 @@ func TestBuildListsDevicesInIndexOrder(t *testing.T) {
 	}
 }
 
+// TestBuildNamesTheMIGProfile: a container given a MIG instance learns its
+// profile, as a host job does (one contract, package shareenv).
+func TestBuildNamesTheMIGProfile(t *testing.T) {
+	g := share("MIG-7", 142)
+	g.MIGProfile = "1g.10gb"
+	h := Build(Paths{HostStateRoot: "/run/t"}, "tsr-2", []binding.Share{g})
+	if h.Env["TESSERA_MIG_PROFILES"] != "1g.10gb" || h.Env["CUDA_VISIBLE_DEVICES"] != "MIG-7" {
+		t.Errorf("env = %v", h.Env)
+	}
+	if h := Build(Paths{HostStateRoot: "/run/t"}, "tsr-3", []binding.Share{share("GPU-a", 500)}); h.Env["TESSERA_MIG_PROFILES"] != "" {
+		t.Errorf("a GPU share got TESSERA_MIG_PROFILES=%q", h.Env["TESSERA_MIG_PROFILES"])
+	}
+}
+
 func TestKeyIsStableAndValid(t *testing.T) {
 	k1 := Key([]string{"b", "a"}, "uid", "c")
 	if k1 != Key([]string{"a", "b"}, "uid", "c") || k1 == Key([]string{"a", "b"}, "uid2", "c") {

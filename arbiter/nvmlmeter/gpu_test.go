@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/tessera-gpu/tessera/internal/gputest"
+	"github.com/tessera-gpu/tessera/shareenv"
 )
 
 // TestOnRealGPU measures a matmul loop and a tiny-kernel loop through the
@@ -40,7 +41,7 @@ func TestOnRealGPU(t *testing.T) {
 	roots := map[int]string{}
 	start := func(key, mode string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, "python3", busy, "15", mode)
-		cmd.Env = append(os.Environ(), ContainerIDEnv+"="+key)
+		cmd.Env = append(os.Environ(), shareenv.ContainerID+"="+key)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

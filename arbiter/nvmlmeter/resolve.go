@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/tessera-gpu/tessera/shareenv"
 )
 
 // DefaultProcRoot is where resolvers read processes unless told otherwise.
@@ -69,10 +71,6 @@ func (c Cgroup) Resolve(ctx context.Context, pid uint32) (string, bool, error) {
 	return key, ok, nil
 }
 
-// ContainerIDEnv is the variable that carries the client key into every
-// container and job (docs/enforcement.md).
-const ContainerIDEnv = "TESSERA_CONTAINER_ID"
-
 // Environ resolves a process by the TESSERA_CONTAINER_ID in its initial
 // environment (/proc/<pid>/environ). Reading another user's environ needs
 // the same user or CAP_SYS_PTRACE; a process that replaced its environment
@@ -92,7 +90,7 @@ func (e Environ) Resolve(ctx context.Context, pid uint32) (string, bool, error) 
 		return "", false, err
 	}
 	for _, kv := range bytes.Split(data, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte(ContainerIDEnv+"=")); ok && len(v) > 0 {
+		if v, ok := bytes.CutPrefix(kv, []byte(shareenv.ContainerID+"=")); ok && len(v) > 0 {
 			return string(v), true, nil
 		}
 	}

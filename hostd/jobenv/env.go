@@ -1,12 +1,11 @@
 package jobenv
 
 import (
-	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/shareenv"
 )
 
 // Options are the host-wide parts of a job's environment.
@@ -40,54 +39,24 @@ type Options struct {
 // same name), sorted by name. Devices are listed in GPU index order, so
 // CUDA ordinal i and item i of every per-device list are the same GPU.
 func Build(base []string, shares []binding.Share, o Options) []string {
-	shares = slices.Clone(shares)
-	sort.SliceStable(shares, func(i, j int) bool { return shares[i].Index < shares[j].Index })
-	var uuids, req, lim, memReq, memLim, migProfiles, migParents []string
-	mig := false
-	for _, s := range shares {
-		mig = mig || s.MIGProfile != ""
-		migProfiles = append(migProfiles, s.MIGProfile)
-		migParents = append(migParents, o.GPUUUIDs[s.Index])
-		uuids = append(uuids, s.UUID)
-		req = append(req, fmt.Sprintf("%dm", s.ComputeMilli))
-		lim = append(lim, fmt.Sprintf("%dm", s.ComputeLimitMilli))
-		memReq = append(memReq, fmt.Sprintf("%dMi", s.MemoryMiB))
-		memLim = append(memLim, fmt.Sprintf("%dMi", s.MemoryLimitMiB))
+	computeFail := o.ComputeFail
+	if computeFail == "" {
+		computeFail = "open"
 	}
-	visible := strings.Join(uuids, ",")
-	if visible == "" {
-		visible = "void"
+	set := shareenv.Vars(shares, shareenv.Settings{
+		ContainerID: o.JobID, ShmDir: o.ShmDir, ArbiterRegion: o.ArbiterRegion,
+		ComputeFail: computeFail, MIGParents: o.GPUUUIDs,
+	})
+	if set[shareenv.CUDAVisibleDevices] == "" {
+		set[shareenv.CUDAVisibleDevices] = "void"
 	}
-	set := map[string]string{
-		"CUDA_VISIBLE_DEVICES":    visible,
-		"NVIDIA_VISIBLE_DEVICES":  visible,
-		"CUDA_DEVICE_ORDER":       "PCI_BUS_ID",
-		"TESSERA_JOB_ID":          o.JobID,
-		"TESSERA_QUEUE":           o.Queue,
-		"TESSERA_CONTAINER_ID":    o.JobID,
-		"TESSERA_GPU_UUIDS":       strings.Join(uuids, ","),
-		"TESSERA_COMPUTE_REQUEST": strings.Join(req, ","),
-		"TESSERA_COMPUTE_LIMIT":   strings.Join(lim, ","),
-		"TESSERA_MEMORY_REQUEST":  strings.Join(memReq, ","),
-		"TESSERA_MEMORY_LIMIT":    strings.Join(memLim, ","),
-		"TESSERA_SHM_DIR":         o.ShmDir,
-		"TESSERA_OVERSUBSCRIBE":   "0",
-		"TESSERA_COMPUTE_FAIL":    o.ComputeFail,
-	}
-	if set["TESSERA_COMPUTE_FAIL"] == "" {
-		set["TESSERA_COMPUTE_FAIL"] = "open"
-	}
-	if o.ArbiterRegion != "" {
-		set["TESSERA_ARBITER_REGION"] = o.ArbiterRegion
-	}
+	set["NVIDIA_VISIBLE_DEVICES"] = set[shareenv.CUDAVisibleDevices]
+	set[shareenv.JobID] = o.JobID
+	set[shareenv.Queue] = o.Queue
 	for k, v := range o.ClientEnv {
 		if _, own := set[k]; !own && k != "LD_PRELOAD" && !strings.HasPrefix(k, "TESSERA_") {
 			set[k] = v
 		}
-	}
-	if mig {
-		set["TESSERA_MIG_PROFILES"] = strings.Join(migProfiles, ",")
-		set["TESSERA_MIG_PARENT_UUIDS"] = strings.Join(migParents, ",")
 	}
 	out := make([]string, 0, len(base)+len(set))
 	preload := ""
@@ -97,7 +66,7 @@ func Build(base []string, shares []binding.Share, o Options) []string {
 			preload = v
 			continue
 		}
-		if _, ok := set[k]; ok || k == "TESSERA_ARBITER_REGION" || k == "TESSERA_MIG_PROFILES" || k == "TESSERA_MIG_PARENT_UUIDS" {
+		if _, ok := set[k]; ok || shareenv.Owned(k) {
 			continue
 		}
 		out = append(out, kv)
