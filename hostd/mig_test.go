@@ -131,6 +131,9 @@ func TestMIGDynamicInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := placement.Pod{Name: "p", GPU: parseFields(t, d, map[string]string{"mig-profile": "3g.40gb"})}
+	if obs, ok := pol.(placement.Observer); ok {
+		obs.Observe(&probe) // the daemon learns of the job when it is submitted
+	}
 	want, err := pol.Place(idle, &probe)
 	if err != nil || len(want.MIG) != 1 || !want.MIG[0].Create {
 		t.Fatalf("engine on the idle GPU: %+v, %v", want, err)

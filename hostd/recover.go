@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
@@ -22,6 +23,15 @@ func (d *Daemon) recover() error {
 	jobs, err := d.store.List()
 	if err != nil {
 		return fmt.Errorf("recover jobs: %w", err)
+	}
+	// The policy learns the workload from arrivals; a new daemon knows
+	// none, so the jobs still queued or running arrive again, oldest first.
+	arrived := slices.Clone(jobs)
+	slices.SortStableFunc(arrived, func(a, b api.Job) int { return a.Submitted.Compare(b.Submitted) })
+	for _, j := range arrived {
+		if j.State == api.Queued || j.State == api.Running {
+			d.arrived(j)
+		}
 	}
 	for _, j := range jobs {
 		if j.State != api.Running {

@@ -75,6 +75,16 @@ func (d *Daemon) waitingLocked() ([]api.Job, []api.Job, error) {
 	return out, jobs, nil
 }
 
+// arrived tells the policy, when it learns the workload online
+// (placement.Observer), that job arrived: once per job, never when it is
+// only placed or probed.
+func (d *Daemon) arrived(j api.Job) {
+	if obs, ok := d.policy.(placement.Observer); ok {
+		pod := podOf(j)
+		obs.Observe(&pod)
+	}
+}
+
 func podOf(j api.Job) placement.Pod {
 	return placement.Pod{Name: j.ID, GPU: j.GPU}
 }

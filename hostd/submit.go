@@ -55,6 +55,7 @@ func (d *Daemon) Submit(r api.SubmitRequest) (api.Job, error) {
 	if err != nil {
 		return api.Job{}, err
 	}
+	d.arrived(job)
 	d.cfg.Log.Info("job queued", "job", job.ID, "queue", job.Queue, "priority", job.Priority, "command", job.Command[0])
 	d.notifyLocked()
 	d.poke()

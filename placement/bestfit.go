@@ -21,3 +21,5 @@ func (b *BestFit) Place(c *Cluster, p *Pod) (Decision, error) {
 		return float64(int64(100 * (1 - left))), defaultGPUs(n, p, usable)
 	})
 }
+
+func (x *BestFit) chooserRef() *chooser { return &x.ch }

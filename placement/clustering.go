@@ -34,3 +34,5 @@ func (g *GpuClustering) Place(c *Cluster, p *Pod) (Decision, error) {
 		return float64(band + fill), defaultGPUs(n, p, usable)
 	})
 }
+
+func (x *GpuClustering) chooserRef() *chooser { return &x.ch }

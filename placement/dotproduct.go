@@ -23,3 +23,5 @@ func (d *DotProduct) Place(c *Cluster, p *Pod) (Decision, error) {
 		return float64(int64(100 * score)), defaultGPUs(n, p, usable)
 	})
 }
+
+func (x *DotProduct) chooserRef() *chooser { return &x.ch }

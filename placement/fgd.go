@@ -54,3 +54,5 @@ func (g *FGD) score(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 func (g *FGD) quantise(delta float64) float64 {
 	return math.Trunc(100 / (1 + math.Exp(-delta/1000)))
 }
+
+func (x *FGD) chooserRef() *chooser { return &x.ch }

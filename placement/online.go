@@ -4,8 +4,12 @@ package placement
 // typical-pod distribution only from pods that have already arrived: it
 // knows nothing of the trace in advance, and rebuilds its distribution
 // every refresh arrivals (and at the first ones, when it changes most).
+// It learns only through Observe, which its caller calls once per
+// arrival; Place never learns (a retry, a preemption probe or a read-only
+// query asks where a pod would go without teaching the policy anything).
 type online struct {
 	Policy
+	name       string
 	counter    ShapeCounter
 	popularity float64
 	refresh    int
@@ -22,21 +26,8 @@ func (o *online) Observe(p *Pod) {
 	}
 }
 
-// Name implements Policy: the wrapped policy's name with "-online".
-func (o *online) Name() string { return o.Policy.Name() + "-online" }
+// Name implements Policy: the canonical name it was built by ("tessera"
+// when no distribution was given, "tessera-online").
+func (o *online) Name() string { return o.name }
 
-// selfLearning is what New returns for "fgd" and "tessera" when no
-// distribution is given (the scheduler and the host daemon know none in
-// advance): the policy learns the typical pods from the pods it is asked to
-// place, each Place call counting as one arrival. It is not an Observer, so
-// callers that report arrivals cannot count a pod twice.
-type selfLearning struct{ o *online }
-
-// Name implements Policy: the wrapped policy's own name.
-func (s selfLearning) Name() string { return s.o.Policy.Name() }
-
-// Place implements Policy.
-func (s selfLearning) Place(c *Cluster, p *Pod) (Decision, error) {
-	s.o.Observe(p)
-	return s.o.Policy.Place(c, p)
-}
+func (o *online) chooserRef() *chooser { return chooserOf(o.Policy) }

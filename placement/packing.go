@@ -37,3 +37,5 @@ func (g *GpuPacking) Place(c *Cluster, p *Pod) (Decision, error) {
 		return float64(max(100-leftOnUsed/10, 100/2)), gpus // shared GPUs
 	})
 }
+
+func (x *GpuPacking) chooserRef() *chooser { return &x.ch }

@@ -181,25 +181,51 @@ func TestNamesRoundTrip(t *testing.T) {
 	}
 }
 
-func TestDefaultPolicyLearnsWithoutDistribution(t *testing.T) {
-	// Typical pods take 600m. Without a distribution given, the policy
-	// learns it from the pods it places, then behaves like FGD would.
-	c := &Cluster{Nodes: []Node{NewNode("a", 64000, 0, 1, "T4", 0), NewNode("b", 64000, 0, 1, "T4", 0)}}
-	pol, err := New(DefaultPolicy, Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
+// TestDefaultPolicyLearnsOnlyFromObservedArrivals: without a distribution
+// given, the default policy learns the typical pods from the arrivals its
+// caller reports (Observe), then behaves like FGD would; Place alone (a
+// retry, a probe, a read-only query) teaches it nothing.
+func TestDefaultPolicyLearnsOnlyFromObservedArrivals(t *testing.T) {
+	// Typical pods take a whole GPU: learned, the policy keeps b's whole
+	// GPU free and puts a 400m pod on a; knowing nothing, it does not.
+	cluster := func() *Cluster {
+		c := &Cluster{Nodes: []Node{NewNode("a", 64000, 0, 1, "T4", 0), NewNode("b", 64000, 0, 1, "T4", 0)}}
+		c.Nodes[0].GPUs[0].FreeMilli = 600
+		return c
 	}
-	if _, ok := pol.(Observer); ok {
-		t.Fatal("a self-learning policy must not also be an Observer")
+	newPolicy := func() Policy {
+		pol, err := New(DefaultPolicy, Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pol
 	}
+	fresh := place(t, cluster(), newPolicy(), sharePod("p", 1, 400))
+
+	placedOnly := newPolicy()
 	for i := 0; i < 10; i++ {
-		p := sharePod("learn", 1, 600)
-		if _, err := pol.Place(c, &p); err != nil {
+		p := sharePod("learn", 1, 1000)
+		if _, err := placedOnly.Place(cluster(), &p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.Nodes[0].GPUs[0].FreeMilli = 600
-	if d := place(t, c, pol, sharePod("p", 1, 400)); d.Node != 1 {
-		t.Fatalf("400m pod went to node %d, want b (a would keep 200m nobody uses)", d.Node)
+	if d := place(t, cluster(), placedOnly, sharePod("p", 1, 400)); d.Node != fresh.Node {
+		t.Fatalf("after 10 Place calls without Observe the 400m pod went to node %d, a fresh policy sends it to %d: Place learned", d.Node, fresh.Node)
+	}
+
+	learned := newPolicy()
+	obs, ok := learned.(Observer)
+	if !ok {
+		t.Fatal("the default policy without a distribution is not an Observer: nothing can teach it")
+	}
+	for i := 0; i < 10; i++ {
+		p := sharePod("learn", 1, 1000)
+		obs.Observe(&p)
+	}
+	if d := place(t, cluster(), learned, sharePod("p", 1, 400)); d.Node != 0 {
+		t.Fatalf("400m pod went to node %d, want a (b's whole GPU is what typical pods need)", d.Node)
+	}
+	if fresh.Node == 0 {
+		t.Fatal("a fresh policy already sends the pod to a: the case does not show learning")
 	}
 }

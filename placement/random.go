@@ -20,3 +20,5 @@ func (r *Random) Place(c *Cluster, p *Pod) (Decision, error) {
 		return 0, defaultGPUs(n, p, usable)
 	})
 }
+
+func (x *Random) chooserRef() *chooser { return &x.ch }

@@ -12,8 +12,9 @@ type Options struct {
 	Seed uint64
 	// Typical is the typical-pod distribution known in advance (FGD,
 	// Tessera). Online variants ignore it. When it is empty, "fgd" and
-	// "tessera" learn it from the pods they are asked to place (each Place
-	// call counts once), as a scheduler that knows nothing in advance must.
+	// "tessera" learn it online, as a scheduler that knows nothing in
+	// advance must: they are then Observers, and their caller reports each
+	// arriving pod once (Place itself never learns).
 	Typical Distribution
 	// Popularity is the share of pods the typical shapes of online variants
 	// cover (default 0.95).
@@ -32,10 +33,59 @@ type Options struct {
 	MIGFirstFit bool
 }
 
+// builder is one entry of the registry: a canonical name and how New
+// builds the policy from Options.
+type builder struct {
+	name  string
+	build func(o Options) Policy
+}
+
+// registry lists every policy New builds, baselines first. Adding a policy
+// is one line here (and, for a policy with a chooser, its chooserRef
+// method next to its type).
+func registry() []builder {
+	return []builder{
+		{"random", func(o Options) Policy { return NewRandom(o.Seed) }},
+		{"dotproduct", func(o Options) Policy { return NewDotProduct(o.Seed) }},
+		{"gpuclustering", func(o Options) Policy { return NewGpuClustering(o.Seed) }},
+		{"gpupacking", func(o Options) Policy { return NewGpuPacking(o.Seed) }},
+		{"bestfit", func(o Options) Policy { return NewBestFit(o.Seed) }},
+		{"spread", func(o Options) Policy { return NewSpread(o.Seed) }},
+		{"fgd", func(o Options) Policy {
+			if len(o.Typical) == 0 {
+				return onlineFGD("fgd", o)
+			}
+			return NewFGD(o.Typical, o.Seed)
+		}},
+		{"fgd-online", func(o Options) Policy { return onlineFGD("fgd-online", o) }},
+		{"tessera", func(o Options) Policy {
+			if len(o.Typical) == 0 {
+				return onlineTessera("tessera", o)
+			}
+			return NewTessera(o.Typical, o.Seed)
+		}},
+		{"tessera-online", func(o Options) Policy { return onlineTessera("tessera-online", o) }},
+	}
+}
+
+func onlineFGD(name string, o Options) Policy {
+	p := NewFGD(nil, o.Seed)
+	return &online{Policy: p, name: name, popularity: o.Popularity, refresh: 256, rebuild: func(d Distribution) { p.frag = newFragMeter(d) }}
+}
+
+func onlineTessera(name string, o Options) Policy {
+	p := NewTessera(nil, o.Seed)
+	return &online{Policy: p, name: name, popularity: o.Popularity, refresh: 256, rebuild: p.setDistribution}
+}
+
 // Names lists the policies New knows by their canonical names, baselines
 // first. New also takes the aliases Canonical resolves ("default" among them).
 func Names() []string {
-	return []string{"random", "dotproduct", "gpuclustering", "gpupacking", "bestfit", "spread", "fgd", "fgd-online", "tessera", "tessera-online"}
+	var names []string
+	for _, b := range registry() {
+		names = append(names, b.name)
+	}
+	return names
 }
 
 // DefaultPolicy is the canonical name of Tessera's default policy.
@@ -86,29 +136,14 @@ func New(name string, o Options) (Policy, error) {
 	return p, err
 }
 
+// chooserRef is implemented by the policies that choose with a chooser
+// (and by online, which forwards to the policy it wraps).
+type chooserRef interface{ chooserRef() *chooser }
+
 // chooserOf returns the chooser inside a policy New builds, or nil.
 func chooserOf(p Policy) *chooser {
-	switch x := p.(type) {
-	case *Random:
-		return &x.ch
-	case *DotProduct:
-		return &x.ch
-	case *GpuClustering:
-		return &x.ch
-	case *GpuPacking:
-		return &x.ch
-	case *BestFit:
-		return &x.ch
-	case *Spread:
-		return &x.ch
-	case *FGD:
-		return &x.ch
-	case *Tessera:
-		return &x.ch
-	case *online:
-		return chooserOf(x.Policy)
-	case selfLearning:
-		return chooserOf(x.o.Policy)
+	if c, ok := p.(chooserRef); ok {
+		return c.chooserRef()
 	}
 	return nil
 }
@@ -120,8 +155,6 @@ func tesseraOf(p Policy) *Tessera {
 		return x
 	case *online:
 		return tesseraOf(x.Policy)
-	case selfLearning:
-		return tesseraOf(x.o.Policy)
 	}
 	return nil
 }
@@ -134,38 +167,11 @@ func newPolicy(name string, o Options) (Policy, error) {
 	if o.Popularity <= 0 {
 		o.Popularity = 0.95
 	}
-	switch canonical {
-	case "random":
-		return NewRandom(o.Seed), nil
-	case "dotproduct":
-		return NewDotProduct(o.Seed), nil
-	case "gpuclustering":
-		return NewGpuClustering(o.Seed), nil
-	case "gpupacking":
-		return NewGpuPacking(o.Seed), nil
-	case "bestfit":
-		return NewBestFit(o.Seed), nil
-	case "spread":
-		return NewSpread(o.Seed), nil
-	case "fgd":
-		if len(o.Typical) == 0 {
-			p := NewFGD(nil, o.Seed)
-			return selfLearning{&online{Policy: p, popularity: o.Popularity, refresh: 256, rebuild: func(d Distribution) { p.frag = newFragMeter(d) }}}, nil
+	for _, b := range registry() {
+		if b.name == canonical {
+			return b.build(o), nil
 		}
-		return NewFGD(o.Typical, o.Seed), nil
-	case "fgd-online":
-		p := NewFGD(nil, o.Seed)
-		return &online{Policy: p, popularity: o.Popularity, refresh: 256, rebuild: func(d Distribution) { p.frag = newFragMeter(d) }}, nil
-	case "tessera":
-		if len(o.Typical) == 0 {
-			p := NewTessera(nil, o.Seed)
-			return selfLearning{&online{Policy: p, popularity: o.Popularity, refresh: 256, rebuild: p.setDistribution}}, nil
-		}
-		return NewTessera(o.Typical, o.Seed), nil
-	case "tessera-online":
-		p := NewTessera(nil, o.Seed)
-		return &online{Policy: p, popularity: o.Popularity, refresh: 256, rebuild: p.setDistribution}, nil
 	}
-	// Unreachable while every name in Names has a case above (TestNamesRoundTrip).
+	// Unreachable: Canonical accepts only the registry's names.
 	return nil, fmt.Errorf("policy %q: known by name but not built here", canonical)
 }

@@ -30,3 +30,5 @@ func (s *Spread) Place(c *Cluster, p *Pod) (Decision, error) {
 		return score, defaultGPUs(n, p, usable)
 	})
 }
+
+func (x *Spread) chooserRef() *chooser { return &x.ch }

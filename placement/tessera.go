@@ -180,3 +180,5 @@ func (d *distinctFree) first(free int64) bool {
 	}
 	return true
 }
+
+func (x *Tessera) chooserRef() *chooser { return &x.ch }

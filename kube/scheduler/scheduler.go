@@ -84,6 +84,9 @@ type Scheduler struct {
 	// podPolicies are the policies pods named by annotation, built on first
 	// use (only the scheduling cycle reads and writes it).
 	podPolicies map[string]placement.Policy
+	// arrived are the pending pods whose arrival the policies were told of
+	// (placement.Observer), so each arrival teaches them once.
+	arrived map[types.UID]bool
 	nodes       corelisters.NodeLister
 	pods        corelisters.PodLister
 	jobs        batchlisters.JobLister // Jobs, for automatic gangs
@@ -156,7 +159,7 @@ func New(cfg Config) (*Scheduler, error) {
 		},
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
-		preemptors: map[types.UID]time.Time{}, blocked: map[string]blockedSince{},
+		preemptors: map[types.UID]time.Time{}, blocked: map[string]blockedSince{}, arrived: map[types.UID]bool{},
 		metrics: newMetrics(cfg.Metrics), backoff: newBackoff(cfg.PodInitialBackoff, cfg.PodMaxBackoff),
 	}, nil
 }
@@ -302,6 +305,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		}
 	}
 	occupying = append(occupying, s.assumedPods(seen)...)
+	s.observeArrivals(pending, seen)
 	s.gcPreemptors(seen, occupying)
 	s.gcReservations(seen, occupying)
 	s.gcBackoff(unbound)

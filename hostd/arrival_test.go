@@ -1,0 +1,88 @@
+package hostd
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/placement"
+)
+
+// countingPolicy counts what a policy is told and asked.
+type countingPolicy struct {
+	placement.Policy
+	mu              sync.Mutex
+	observed, asked int
+}
+
+func (c *countingPolicy) Observe(p *placement.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observed++
+	if o, ok := c.Policy.(placement.Observer); ok {
+		o.Observe(p)
+	}
+}
+
+func (c *countingPolicy) Place(cl *placement.Cluster, p *placement.Pod) (placement.Decision, error) {
+	c.mu.Lock()
+	c.asked++
+	c.mu.Unlock()
+	return c.Policy.Place(cl, p)
+}
+
+func (c *countingPolicy) counts() (observed, asked int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.observed, c.asked
+}
+
+// TestEachJobArrivesOnce: the policy learns from each submitted job once,
+// however often the waiting job is placed again or the queue is read.
+func TestEachJobArrivesOnce(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), "1xH200")
+	cfg.DisablePreemption = true
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &countingPolicy{Policy: d.policy}
+	d.policy = pol
+	ctx, cancel := context.WithCancel(context.Background())
+	td := &testDaemon{Daemon: d, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(td.done)
+		_ = d.Run(ctx)
+	}()
+	t.Cleanup(td.shutdown)
+
+	gates := t.TempDir()
+	first, err := d.Submit(gatedJob(gates, map[string]string{"count": "1"}, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "first job running", func() bool { return states(t, td)[first.ID] == api.Running })
+	second, err := d.Submit(gatedJob(gates, map[string]string{"count": "1"}, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := d.Queue(); err != nil {
+			t.Fatal(err)
+		}
+		d.poke()
+	}
+	eventually(t, "the waiting job placed again", func() bool { _, asked := pol.counts(); return asked >= 4 })
+	if observed, asked := pol.counts(); observed != 2 {
+		t.Errorf("the policy was told of %d arrivals after %d placements and queue reads, want 2 (one per job)", observed, asked)
+	}
+	openGate(t, gates, first.ID, 0)
+	openGate(t, gates, second.ID, 0)
+	if _, err := d.Wait(t.Context(), second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if observed, _ := pol.counts(); observed != 2 {
+		t.Errorf("after both jobs ran the policy was told of %d arrivals, want 2", observed)
+	}
+}
