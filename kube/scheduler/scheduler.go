@@ -87,13 +87,13 @@ type Scheduler struct {
 	// arrived are the pending pods whose arrival the policies were told of
 	// (placement.Observer), so each arrival teaches them once.
 	arrived map[types.UID]bool
-	nodes       corelisters.NodeLister
-	pods        corelisters.PodLister
-	jobs        batchlisters.JobLister // Jobs, for automatic gangs
-	wake        chan struct{}
-	events      *eventSink
-	metrics     *metrics
-	binder      *binder // nil outside Run: bindings run inline
+	nodes   corelisters.NodeLister
+	pods    corelisters.PodLister
+	jobs    batchlisters.JobLister // Jobs, for automatic gangs
+	wake    chan struct{}
+	events  *eventSink
+	metrics *metrics
+	binder  *binder // nil outside Run: bindings run inline
 	// backoff delays pods and gangs that failed (by block key).
 	backoff *backoff
 
