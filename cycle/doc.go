@@ -1,0 +1,18 @@
+// Package cycle is one scheduling cycle over a snapshot, the same for every
+// front door: pending workloads (a pod's containers or a host job, as
+// engine pods) are served queue by queue in fair-share order (package
+// queueing's DRF), checked against their queue's hard limits, and placed by
+// the placement engine; a gang is placed all or nothing. Every booking of a
+// cycle goes through a Statement, so a gang that does not fit whole leaves
+// the snapshot exactly as it found it. The result is one Outcome per
+// workload: where each part goes, or why it waits, with the reasons the
+// nodes turned it down counted per reason (as Nomad's exhausted-node
+// metrics do).
+//
+// It is pure: no Kubernetes or host types, no I/O, no clock. The Kubernetes
+// scheduler, the host daemon and the simulator translate their pods, jobs
+// and trace rows into a Snapshot, run a Session and apply its outcomes
+// (bindings, job starts, simulated starts). It must not learn the workload
+// (policies are told of arrivals by the caller, placement.Observer) and
+// must not decide how an outcome is applied.
+package cycle

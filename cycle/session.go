@@ -1,0 +1,463 @@
+package cycle
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
+)
+
+// Workload is one unit a front door asks to place: a pod (its containers)
+// or a host job.
+type Workload struct {
+	// ID names it uniquely in the snapshot (a pod's namespace/name, a job ID).
+	ID string
+	// Queue is its queue; "" is the default queue.
+	Queue string
+	// Gang is the key of its gang (Snapshot.Gangs); "" when it is placed alone.
+	Gang string
+	// Parts are what the engine places, in order: the first carries the
+	// workload's host CPU and memory and chooses the node; the others (a
+	// pod's further GPU containers) go on the same node. At least one.
+	Parts []placement.Pod
+	// Policy places it; nil means the snapshot's.
+	Policy placement.Policy
+	// Exclude, when set, rules nodes out before the engine looks (node
+	// selectors, taints, sharing modes, reservations): it returns why node
+	// i of the snapshot's cluster cannot take the workload, or "".
+	Exclude func(node int) string
+}
+
+// Gang is a group of workloads placed all or nothing.
+type Gang struct {
+	// MinMember is how many members must run before any may start.
+	MinMember int
+	// Running counts the members placed in earlier cycles.
+	Running int
+}
+
+// Snapshot is what a cycle decides from.
+type Snapshot struct {
+	// Cluster is the free capacity with running work booked; the session
+	// books what it places onto it.
+	Cluster *placement.Cluster
+	// Policy places workloads that name none.
+	Policy placement.Policy
+	// Queues is the queue tree; nil means the default queue only.
+	Queues *queueing.Tree
+	// Usage is what running work uses, by queue.
+	Usage map[string]queueing.Resources
+	// Pending are the workloads to place, each queue's in the order it
+	// serves them (priority, then arrival). A gang is served at its first
+	// member's place.
+	Pending []Workload
+	// Gangs are the gangs pending workloads name, by key.
+	Gangs map[string]Gang
+}
+
+// Status is what became of a workload in a cycle.
+type Status int
+
+const (
+	// Placed: Decisions say where each part goes.
+	Placed Status = iota
+	// NoFit: no node can take it now.
+	NoFit
+	// QueueLimit: its queue, or an ancestor, would go over its hard limit.
+	QueueLimit
+	// GangWaiting: its gang has fewer members than its minimum.
+	GangWaiting
+	// GangMisfit: its gang's minimum does not fit together.
+	GangMisfit
+	// Invalid: the workload cannot be placed as written (an unknown queue
+	// or gang, no parts); waiting does not help.
+	Invalid
+)
+
+func (s Status) String() string {
+	switch s {
+	case Placed:
+		return "placed"
+	case NoFit:
+		return "no-fit"
+	case QueueLimit:
+		return "queue-limit"
+	case GangWaiting:
+		return "gang-waiting"
+	case GangMisfit:
+		return "gang-misfit"
+	case Invalid:
+		return "invalid"
+	}
+	return fmt.Sprintf("status(%d)", int(s))
+}
+
+// Outcome is what a cycle decided for one workload.
+type Outcome struct {
+	// Workload is the workload's ID.
+	Workload string
+	// Status says whether it was placed and, if not, why it waits.
+	Status Status
+	// Decisions are its parts' placements (Placed only), nodes indexed in
+	// the snapshot's cluster.
+	Decisions []placement.Decision
+	// Message says why it waits, in the engine's words.
+	Message string
+	// Rejections count, for a workload no node took, the nodes that turned
+	// it down by reason (the first check each failed).
+	Rejections map[string]int
+}
+
+// Run runs one cycle: it serves the pending workloads queue by queue in
+// fair-share order and returns one outcome per workload, in the order they
+// were served. The snapshot's cluster ends with every placement booked.
+// An error means a bug (a policy's decision that does not apply): the
+// cluster is then in an unknown state.
+func Run(s Snapshot) ([]Outcome, error) {
+	tree := s.Queues
+	if tree == nil {
+		var err error
+		if tree, err = queueing.NewTree(nil); err != nil {
+			return nil, fmt.Errorf("default queue tree: %w", err)
+		}
+	}
+	r := &run{snap: s, tree: tree, misfit: map[string]Outcome{}}
+	ledger := tree.NewLedger(total(s.Cluster), s.Usage)
+	byQueue := map[string][]item{}
+	type at struct {
+		queue string
+		i     int
+	}
+	gangAt := map[string]at{} // a gang is served in its first member's queue
+	for _, w := range s.Pending {
+		q := w.Queue
+		if q == "" {
+			q = queueing.DefaultQueue
+		}
+		if _, ok := tree.Queue(q); !ok {
+			r.out = append(r.out, Outcome{Workload: w.ID, Status: Invalid, Message: fmt.Sprintf("queue %q does not exist", q)})
+			continue
+		}
+		if w.Gang != "" {
+			if a, ok := gangAt[w.Gang]; ok {
+				byQueue[a.queue][a.i].members = append(byQueue[a.queue][a.i].members, w)
+				continue
+			}
+			gangAt[w.Gang] = at{q, len(byQueue[q])}
+		}
+		byQueue[q] = append(byQueue[q], item{gang: w.Gang, members: []Workload{w}})
+	}
+	var failed error
+	queueing.Serve(ledger, byQueue, func(q string, it item) (queueing.Resources, bool) {
+		var need queueing.Resources
+		for _, w := range it.members {
+			need = need.Add(resources(w.Parts))
+		}
+		if err := ledger.Admit(q, need); err != nil {
+			r.waitAll(it.members, QueueLimit, err.Error())
+			return queueing.Resources{}, false
+		}
+		var charge queueing.Resources
+		var err error
+		if it.gang == "" {
+			charge, err = r.single(it.members[0])
+		} else {
+			charge, err = r.gang(it.gang, it.members)
+		}
+		if err != nil {
+			failed = err
+			return queueing.Resources{}, true
+		}
+		return charge, false
+	})
+	return r.out, failed
+}
+
+// item is one unit of a queue: a workload, or a gang's pending members.
+type item struct {
+	gang    string
+	members []Workload
+}
+
+type run struct {
+	snap Snapshot
+	tree *queueing.Tree
+	out  []Outcome
+	// misfit remembers, by request, the workloads placed alone that fit
+	// nowhere this cycle: the cluster only fills up within a cycle, so an
+	// equal request later in the cycle fits nowhere either.
+	misfit map[string]Outcome
+}
+
+func (r *run) waitAll(ws []Workload, st Status, msg string) {
+	for _, w := range ws {
+		r.out = append(r.out, Outcome{Workload: w.ID, Status: st, Message: msg})
+	}
+}
+
+// single places a workload alone and returns what it takes from its queue.
+func (r *run) single(w Workload) (queueing.Resources, error) {
+	key := ""
+	if w.Exclude == nil {
+		key = requestKey(w.Parts)
+		if o, ok := r.misfit[key]; ok {
+			o.Workload = w.ID
+			r.out = append(r.out, o)
+			return queueing.Resources{}, nil
+		}
+	}
+	st := NewStatement(r.snap.Cluster)
+	o, err := r.place(st, w)
+	if err != nil {
+		return queueing.Resources{}, err
+	}
+	r.out = append(r.out, o)
+	if o.Status != Placed {
+		if key != "" && o.Status == NoFit {
+			r.misfit[key] = o
+		}
+		return queueing.Resources{}, nil
+	}
+	st.Commit()
+	return resources(w.Parts), nil
+}
+
+// gang places a gang's pending members all or nothing: together with the
+// members already running they must reach the gang's minimum, or none is
+// placed and the cluster is left as it was.
+func (r *run) gang(key string, members []Workload) (queueing.Resources, error) {
+	g, ok := r.snap.Gangs[key]
+	if !ok || g.MinMember < 1 {
+		r.waitAll(members, Invalid, fmt.Sprintf("gang %s: no minimum member count is known for it", key))
+		return queueing.Resources{}, nil
+	}
+	need := g.MinMember - g.Running
+	if len(members) < need {
+		r.waitAll(members, GangWaiting, fmt.Sprintf("gang %s: %d of %d members exist (%d running, %d pending); waiting for the rest",
+			key, g.Running+len(members), g.MinMember, g.Running, len(members)))
+		return queueing.Resources{}, nil
+	}
+	st := NewStatement(r.snap.Cluster)
+	outs := make([]Outcome, len(members))
+	placed, firstWhy := 0, ""
+	for i, w := range members {
+		o, err := r.place(st, w) // a member that fits nowhere books nothing
+		if err != nil {
+			return queueing.Resources{}, err
+		}
+		outs[i] = o
+		if o.Status == Placed {
+			placed++
+		} else if firstWhy == "" {
+			firstWhy = w.ID + ": " + o.Message
+		}
+	}
+	if placed < need {
+		if err := st.Discard(); err != nil {
+			return queueing.Resources{}, err
+		}
+		msg := fmt.Sprintf("gang %s: only %d of the %d members still needed fit, so none is placed (all or nothing); first misfit: %s", key, placed, need, firstWhy)
+		for i := range outs {
+			outs[i] = Outcome{Workload: members[i].ID, Status: GangMisfit, Message: msg, Rejections: outs[i].Rejections}
+		}
+		r.out = append(r.out, outs...)
+		return queueing.Resources{}, nil
+	}
+	st.Commit()
+	var charge queueing.Resources
+	for i, o := range outs {
+		if o.Status == Placed {
+			charge = charge.Add(resources(members[i].Parts))
+		}
+	}
+	r.out = append(r.out, outs...)
+	return charge, nil
+}
+
+// place books every part of w through st: the first part where the engine
+// chooses, the others on the same node. When a later part does not fit
+// beside the first, that node is ruled out and the first part placed
+// again. A workload that fits nowhere leaves st as it found it.
+func (r *run) place(st *Statement, w Workload) (Outcome, error) {
+	o := Outcome{Workload: w.ID}
+	if len(w.Parts) == 0 {
+		o.Status, o.Message = Invalid, "nothing to place (no parts)"
+		return o, nil
+	}
+	pol := w.Policy
+	if pol == nil {
+		pol = r.snap.Policy
+	}
+	c := r.snap.Cluster
+	mark := st.Len()
+	var together map[int]bool // nodes that cannot take all the parts at once
+	for {
+		view, index, excluded := r.view(w, together)
+		first := w.Parts[0]
+		d, err := pol.Place(view, &first)
+		if errors.Is(err, placement.ErrNoFit) {
+			o.Status = NoFit
+			o.Rejections = rejections(view, &first, excluded)
+			o.Message = fmt.Sprintf("no node fits %s: %s", first.Name, summarize(o.Rejections))
+			return o, nil
+		}
+		if err != nil {
+			return o, fmt.Errorf("place %s: %w", first.Name, err)
+		}
+		node := index[d.Node]
+		d.Node = node
+		if err := st.Book(first, d); err != nil {
+			return o, fmt.Errorf("policy %s made a decision that does not apply: %w", pol.Name(), err)
+		}
+		decisions := []placement.Decision{d}
+		fits := true
+		for i := 1; i < len(w.Parts) && fits; i++ {
+			p := w.Parts[i]
+			d, err := pol.Place(&placement.Cluster{Nodes: []placement.Node{c.Nodes[node]}}, &p)
+			switch {
+			case errors.Is(err, placement.ErrNoFit):
+				fits = false
+			case err != nil:
+				return o, fmt.Errorf("place %s: %w", p.Name, err)
+			default:
+				d.Node = node
+				if err := st.Book(p, d); err != nil {
+					return o, fmt.Errorf("policy %s made a decision that does not apply: %w", pol.Name(), err)
+				}
+				decisions = append(decisions, d)
+			}
+		}
+		if fits {
+			o.Status, o.Decisions = Placed, decisions
+			return o, nil
+		}
+		if err := st.rollback(mark); err != nil {
+			return o, err
+		}
+		if together == nil {
+			together = map[int]bool{}
+		}
+		together[node] = true
+	}
+}
+
+// notTogether is why a node that can take a workload's first part but not
+// the others beside it is ruled out.
+const notTogether = "cannot take all of the workload's parts together"
+
+// view is the cluster restricted to the nodes w may use (not excluded by
+// w, nor in skip), the view's node indexes in the snapshot's cluster, and
+// the nodes left out counted by reason. With nothing left out it is the
+// cluster itself.
+func (r *run) view(w Workload, skip map[int]bool) (*placement.Cluster, []int, map[string]int) {
+	c := r.snap.Cluster
+	index := make([]int, 0, len(c.Nodes))
+	if w.Exclude == nil && len(skip) == 0 {
+		for i := range c.Nodes {
+			index = append(index, i)
+		}
+		return c, index, nil
+	}
+	excluded := map[string]int{}
+	v := &placement.Cluster{}
+	for i := range c.Nodes {
+		why := ""
+		if skip[i] {
+			why = notTogether
+		} else if w.Exclude != nil {
+			why = w.Exclude(i)
+		}
+		if why != "" {
+			excluded[why]++
+			continue
+		}
+		v.Nodes = append(v.Nodes, c.Nodes[i])
+		index = append(index, i)
+	}
+	return v, index, excluded
+}
+
+// rejections counts the nodes of c that cannot take p by reason, with the
+// nodes excluded beforehand.
+func rejections(c *placement.Cluster, p *placement.Pod, excluded map[string]int) map[string]int {
+	out := map[string]int{}
+	for why, n := range excluded {
+		out[why] += n
+	}
+	for i := range c.Nodes {
+		if rej, ok := placement.Explain(&c.Nodes[i], p); !ok {
+			out[rej.Reason]++
+		}
+	}
+	return out
+}
+
+// summarize writes rejection counts most common first: "3 nodes: fewer
+// than 2 whole GPUs free; 1 node: insufficient CPU".
+func summarize(rej map[string]int) string {
+	if len(rej) == 0 {
+		return "the cluster has no nodes"
+	}
+	reasons := make([]string, 0, len(rej))
+	for why := range rej {
+		reasons = append(reasons, why)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if rej[reasons[i]] != rej[reasons[j]] {
+			return rej[reasons[i]] > rej[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := make([]string, len(reasons))
+	for i, why := range reasons {
+		noun := "nodes"
+		if rej[why] == 1 {
+			noun = "node"
+		}
+		parts[i] = fmt.Sprintf("%d %s: %s", rej[why], noun, why)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// requestKey identifies a workload's request for the misfit memo: parts
+// that differ only in their names fit in the same places.
+func requestKey(parts []placement.Pod) string {
+	var b strings.Builder
+	for _, p := range parts {
+		p.Name = ""
+		fmt.Fprintf(&b, "%+v|", p)
+	}
+	return b.String()
+}
+
+// resources is what parts take from their queue: host CPU and memory, GPU
+// compute and GPU memory as requested.
+func resources(parts []placement.Pod) queueing.Resources {
+	var r queueing.Resources
+	for i := range parts {
+		p := &parts[i]
+		r.CPUMilli += p.CPUMilli
+		r.MemoryMiB += p.MemoryMiB
+		r.GPUMilli += p.TotalGPUMilli()
+		r.GPUMemoryMiB += int64(p.GPU.Count) * p.GPU.MemoryMiB
+	}
+	return r
+}
+
+// total is the cluster's capacity, for fair shares.
+func total(c *placement.Cluster) queueing.Resources {
+	var t queueing.Resources
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		t.CPUMilli += n.CPUMilli
+		t.MemoryMiB += n.MemoryMiB
+		for _, g := range n.GPUs {
+			t.GPUMilli += placement.Whole
+			t.GPUMemoryMiB += g.MemoryMiB
+		}
+	}
+	return t
+}
