@@ -1,0 +1,401 @@
+package tracesim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/placement"
+)
+
+// TimedPod is a trace pod with its life: when it was created and how long
+// it ran (deletion_time - creation_time), in seconds, and its QoS class.
+type TimedPod struct {
+	Pod      placement.Pod
+	Arrive   int64
+	Duration int64
+	QoS      string
+}
+
+// LoadTimedPods reads a pod list with creation_time and deletion_time.
+func LoadTimedPods(path string) ([]TimedPod, error) {
+	t, err := readTable(path, "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time")
+	if err != nil {
+		return nil, err
+	}
+	pods, err := podsFromTable(t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TimedPod, len(pods))
+	for i := range pods {
+		c, err := t.int(i, "creation_time", 0, math.MaxInt64/4, false)
+		if err != nil {
+			return nil, err
+		}
+		d, err := t.int(i, "deletion_time", 0, math.MaxInt64/4, false)
+		if err != nil {
+			return nil, err
+		}
+		if d < c {
+			return nil, fmt.Errorf("%s:%d: column deletion_time: %d is before creation_time %d", t.file, t.lines[i], d, c)
+		}
+		out[i] = TimedPod{Pod: pods[i], Arrive: c, Duration: d - c, QoS: t.str(i, "qos")}
+	}
+	return out, nil
+}
+
+// DynamicConfig is one dynamic replay: pods arrive at their creation time
+// (compressed so the cluster is offered Load), run for their duration once
+// started, and wait, retried every cycle, while they do not fit.
+type DynamicConfig struct {
+	Trace  string
+	Nodes  *placement.Cluster
+	Pods   []TimedPod
+	Policy string
+	Seed   uint64
+	// Tune is the GPU demand of all arrivals as a multiple of cluster
+	// GPU capacity, as in the static replay: the trace's pods plus copies
+	// drawn from it (each at a random time of the trace's span, with its
+	// own duration), or fewer pods when the trace alone asks more. It
+	// bounds Load.
+	Tune float64
+	// Load is the GPU demand offered over the arrival window, as a
+	// multiple of cluster GPU capacity: arrival times are divided by the
+	// factor that makes it so (see compression); durations are kept. It
+	// must be below Tune.
+	Load float64
+	// Compression, when set, is the factor arrival times are divided by;
+	// Load is then ignored.
+	Compression float64
+	// Period is the simulated time between scheduling cycles, in seconds.
+	Period float64
+	// Popularity is the share of the trace the typical shapes cover.
+	Popularity float64
+}
+
+// Sample is the cluster at one cycle.
+type Sample struct {
+	Time         float64 `json:"time_s"`
+	AllocatedPct float64 `json:"allocated_pct"`
+	Waiting      int     `json:"waiting"`
+}
+
+// DynamicResult is one dynamic replay's outcome. Times are simulated
+// seconds after compression.
+type DynamicResult struct {
+	Trace  string  `json:"trace"`
+	Policy string  `json:"policy"`
+	Seed   uint64  `json:"seed"`
+	Tune   float64 `json:"tune"`
+	Load   float64 `json:"load"`
+	// Compression is the factor arrival times were divided by.
+	Compression float64 `json:"compression"`
+	// Window is the arrival window (the last arrival's time): the replay
+	// ends there.
+	Window float64 `json:"window_s"`
+	Pods   int     `json:"pods"`
+	// Started counts the pods that started, during the window or after it
+	// (the replay goes on without arrivals until every pod has started);
+	// NeverStarted those that could not start even then (nothing left
+	// running could make room for them).
+	Started      int `json:"started"`
+	NeverStarted int `json:"never_started"`
+	// AllocatedPct is GPU compute allocated, time-weighted over the
+	// arrival window, as a share of capacity (%).
+	AllocatedPct float64 `json:"allocated_pct"`
+	// Queueing delay of the started pods, seconds.
+	DelayMean float64  `json:"delay_mean_s"`
+	DelayP50  float64  `json:"delay_p50_s"`
+	DelayP95  float64  `json:"delay_p95_s"`
+	DelayP99  float64  `json:"delay_p99_s"`
+	Cycles    int      `json:"cycles"`
+	Series    []Sample `json:"-"`
+	Elapsed   time.Duration
+}
+
+// ReplayDynamic runs a dynamic replay through the scheduling cycle
+// (package cycle), the same one the front doors use.
+func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, error) {
+	if cfg.Nodes == nil || len(cfg.Pods) == 0 {
+		return nil, errors.New("dynamic replay: no nodes or no pods")
+	}
+	if cfg.Compression < 0 || math.IsNaN(cfg.Compression) {
+		return nil, fmt.Errorf("dynamic replay: compression must be > 0 (or 0: from load), got %g", cfg.Compression)
+	}
+	if cfg.Compression == 0 && (!(cfg.Load > 0) || !(cfg.Load < cfg.Tune)) {
+		return nil, fmt.Errorf("dynamic replay: load must be in (0, tune = %g), got %g", cfg.Tune, cfg.Load)
+	}
+	if !(cfg.Period > 0) {
+		return nil, fmt.Errorf("dynamic replay: period must be > 0, got %g", cfg.Period)
+	}
+	if cfg.Popularity <= 0 || cfg.Popularity > 1 {
+		cfg.Popularity = 0.95
+	}
+	start := time.Now()
+	c := cfg.Nodes.Clone()
+	capacity := c.TotalGPUMilli()
+	if capacity == 0 {
+		return nil, errors.New("dynamic replay: the cluster has no GPUs")
+	}
+	plain := make([]placement.Pod, len(cfg.Pods))
+	for i := range cfg.Pods {
+		plain[i] = cfg.Pods[i].Pod
+	}
+	pol, err := placement.New(cfg.Policy, placement.Options{Seed: cfg.Seed, Typical: placement.TypicalShapes(plain, cfg.Popularity), Popularity: cfg.Popularity})
+	if err != nil {
+		return nil, fmt.Errorf("dynamic replay: %w", err)
+	}
+	observer, _ := pol.(placement.Observer)
+
+	pods := TimedArrivals(cfg.Pods, capacity, cfg.Tune, cfg.Seed)
+	first := pods[0].Arrive
+	k := cfg.Compression
+	if k == 0 {
+		var err error
+		if k, err = compression(pods, capacity, cfg.Load); err != nil {
+			return nil, fmt.Errorf("dynamic replay %s: %w", cfg.Trace, err)
+		}
+	}
+	at := func(p TimedPod) float64 { return float64(p.Arrive-first) / k }
+	window := at(pods[len(pods)-1])
+
+	res := &DynamicResult{Trace: cfg.Trace, Policy: pol.Name(), Seed: cfg.Seed, Tune: cfg.Tune, Load: cfg.Load, Compression: k, Window: window, Pods: len(pods)}
+	type running struct {
+		pod  placement.Pod
+		dec  placement.Decision
+		ends float64
+	}
+	var (
+		run      []running // by end time (a heap would do; a sorted insert is enough here)
+		waiting  []int     // indexes into pods, in arrival order
+		tried    = map[int]bool{}
+		dirty    = map[int]bool{} // nodes that gained room since the last cycle
+		delays   []float64
+		next     int
+		alloc    int64
+		integral float64
+		now      float64
+	)
+	ids := make([]string, len(pods))
+	for i := range pods {
+		ids[i] = strconv.Itoa(i)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("dynamic replay %s/%s seed %d: %w", cfg.Trace, cfg.Policy, cfg.Seed, err)
+		}
+		// Departures up to now.
+		for len(run) > 0 && run[0].ends <= now {
+			r := run[0]
+			run = run[1:]
+			if err := c.Release(&r.pod, r.dec); err != nil {
+				return nil, fmt.Errorf("dynamic replay: release %s: %w", r.pod.Name, err)
+			}
+			alloc -= r.pod.TotalGPUMilli()
+			dirty[r.dec.Node] = true
+		}
+		// Arrivals up to now.
+		for next < len(pods) && at(pods[next]) <= now {
+			if observer != nil {
+				p := pods[next].Pod
+				observer.Observe(&p)
+			}
+			waiting = append(waiting, next)
+			next++
+		}
+		// Pending: new arrivals, and the waiting pods that may fit on a
+		// node that gained room (elsewhere the cluster only filled up
+		// since they last failed, so they would fail again).
+		var pending []cycle.Workload
+		for _, i := range waiting {
+			if tried[i] && !mayFit(c, dirty, &pods[i].Pod) {
+				continue
+			}
+			pending = append(pending, cycle.Workload{ID: ids[i], Parts: []placement.Pod{pods[i].Pod}})
+		}
+		clear(dirty)
+		if len(pending) > 0 {
+			res.Cycles++
+			outs, err := cycle.Run(cycle.Snapshot{Cluster: c, Policy: pol, Pending: pending})
+			if err != nil {
+				return nil, fmt.Errorf("dynamic replay %s/%s seed %d: %w", cfg.Trace, cfg.Policy, cfg.Seed, err)
+			}
+			started := map[int]bool{}
+			for _, o := range outs {
+				i, err := strconv.Atoi(o.Workload)
+				if err != nil {
+					return nil, fmt.Errorf("dynamic replay: outcome for unknown workload %q", o.Workload)
+				}
+				tried[i] = true
+				if o.Status != cycle.Placed {
+					continue
+				}
+				started[i] = true
+				p := pods[i]
+				delays = append(delays, now-at(p))
+				alloc += p.Pod.TotalGPUMilli()
+				r := running{pod: p.Pod, dec: o.Decisions[0], ends: now + float64(p.Duration)}
+				j := sort.Search(len(run), func(j int) bool { return run[j].ends > r.ends })
+				run = append(run, running{})
+				copy(run[j+1:], run[j:])
+				run[j] = r
+			}
+			if len(started) > 0 {
+				kept := waiting[:0]
+				for _, i := range waiting {
+					if !started[i] {
+						kept = append(kept, i)
+					}
+				}
+				waiting = kept
+			}
+		}
+		res.Series = append(res.Series, Sample{Time: now, AllocatedPct: 100 * float64(alloc) / float64(capacity), Waiting: len(waiting)})
+		// The next cycle: the next period boundary at or after the next
+		// arrival or departure.
+		t := math.Inf(1)
+		if next < len(pods) {
+			t = at(pods[next])
+		}
+		if len(run) > 0 {
+			t = min(t, run[0].ends)
+		}
+		if next == len(pods) && (len(waiting) == 0 || len(run) == 0) {
+			// Every pod has arrived, and either all started or nothing
+			// runs that could make room for the rest: they never start.
+			if now < window {
+				integral += float64(alloc) * (window - now)
+			}
+			break
+		}
+		step := math.Max(cfg.Period, math.Ceil((t-now)/cfg.Period)*cfg.Period)
+		if now < window {
+			integral += float64(alloc) * (math.Min(now+step, window) - now)
+		}
+		now += step
+	}
+	res.Started = len(delays)
+	res.NeverStarted = len(pods) - res.Started
+	if window > 0 {
+		res.AllocatedPct = 100 * integral / (float64(capacity) * window)
+	}
+	res.DelayMean, res.DelayP50, res.DelayP95, res.DelayP99 = delayStats(delays)
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// TimedArrivals is the dynamic replay's arrival set, in arrival order: the
+// trace's pods, then copies drawn uniformly from it, each arriving at a
+// uniformly drawn time of the trace's span with its original's duration,
+// until the GPU demand would pass tune x capacityMilli (when the trace
+// alone asks more, randomly chosen pods are dropped instead). Pods that
+// arrive together keep a seeded random order.
+func TimedArrivals(pods []TimedPod, capacityMilli int64, tune float64, seed uint64) []TimedPod {
+	rng := rand.New(rand.NewPCG(seed, 0xd1a))
+	out := append([]TimedPod(nil), pods...)
+	target := int64(tune * float64(capacityMilli))
+	var total int64
+	lo, hi := int64(math.MaxInt64), int64(0)
+	for _, p := range out {
+		total += p.Pod.TotalGPUMilli()
+		lo, hi = min(lo, p.Arrive), max(hi, p.Arrive)
+	}
+	for total > target && len(out) > 0 {
+		k := rng.IntN(len(out))
+		total -= out[k].Pod.TotalGPUMilli()
+		out = append(out[:k], out[k+1:]...)
+	}
+	for len(pods) > 0 {
+		p := pods[rng.IntN(len(pods))]
+		if total+p.Pod.TotalGPUMilli() > target {
+			break
+		}
+		total += p.Pod.TotalGPUMilli()
+		p.Pod.Name += "-copy"
+		p.Arrive = lo + rng.Int64N(hi-lo+1)
+		out = append(out, p)
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Arrive < out[j].Arrive })
+	return out
+}
+
+// compression returns the factor k that arrival times are divided by so
+// that the pods offer load: the GPU time they ask within the arrival window
+// W/k (each pod counted up to the window's length, as a pod started in it
+// cannot run longer inside it) is load x capacity x W/k. The offered load
+// grows with k, so k is found by bisection.
+func compression(pods []TimedPod, capacity int64, load float64) (float64, error) {
+	span := float64(pods[len(pods)-1].Arrive - pods[0].Arrive)
+	if span <= 0 {
+		return 0, errors.New("every pod arrives at the same time: nothing to compress")
+	}
+	offered := func(k float64) float64 {
+		w := span / k
+		var work float64
+		for _, p := range pods {
+			work += float64(p.Pod.TotalGPUMilli()) * math.Min(float64(p.Duration), w)
+		}
+		return work / (float64(capacity) * w)
+	}
+	lo, hi := 1e-6, 1.0
+	for offered(hi) < load {
+		if hi *= 2; hi > 1e12 {
+			return 0, fmt.Errorf("the trace cannot offer load %g however its arrivals are compressed", load)
+		}
+	}
+	for i := 0; i < 100 && hi-lo > 1e-9*hi; i++ {
+		mid := (lo + hi) / 2
+		if offered(mid) < load {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi, nil
+}
+
+// mayFit reports whether p passes the engine's feasibility checks on one
+// of the dirty nodes.
+func mayFit(c *placement.Cluster, dirty map[int]bool, p *placement.Pod) bool {
+	for n := range dirty {
+		if _, ok := placement.Explain(&c.Nodes[n], p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func delayStats(d []float64) (mean, p50, p95, p99 float64) {
+	if len(d) == 0 {
+		return 0, 0, 0, 0
+	}
+	s := append([]float64(nil), d...)
+	sort.Float64s(s)
+	var sum float64
+	for _, v := range s {
+		sum += v
+	}
+	q := func(p float64) float64 { return s[min(len(s)-1, int(math.Ceil(p*float64(len(s))))-1)] }
+	return sum / float64(len(s)), q(0.50), q(0.95), q(0.99)
+}
+
+// DynamicTable writes results as a Markdown table, one row per result.
+func DynamicTable(rs []*DynamicResult) string {
+	var b strings.Builder
+	b.WriteString("| trace | policy | seed | tune | load | allocated % (time-weighted) | started | never started | delay mean s | p50 | p95 | p99 | cycles |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %s | %s | %d | %.2f | %.2f | %.2f | %d | %d | %.0f | %.0f | %.0f | %.0f | %d |\n",
+			r.Trace, r.Policy, r.Seed, r.Tune, r.Load, r.AllocatedPct, r.Started, r.NeverStarted, r.DelayMean, r.DelayP50, r.DelayP95, r.DelayP99, r.Cycles)
+	}
+	return b.String()
+}
