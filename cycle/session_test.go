@@ -26,7 +26,7 @@ func share(id string, milli int64) Workload {
 }
 
 func inGang(w Workload, gang string) Workload { w.Gang = gang; return w }
-func inQueue(w Workload, q string) Workload  { w.Queue = q; return w }
+func inQueue(w Workload, q string) Workload   { w.Queue = q; return w }
 
 func bestfit(t *testing.T) placement.Policy {
 	t.Helper()
