@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -112,13 +113,13 @@ type DynamicResult struct {
 	// arrival window, as a share of capacity (%).
 	AllocatedPct float64 `json:"allocated_pct"`
 	// Queueing delay of the started pods, seconds.
-	DelayMean float64  `json:"delay_mean_s"`
-	DelayP50  float64  `json:"delay_p50_s"`
-	DelayP95  float64  `json:"delay_p95_s"`
-	DelayP99  float64  `json:"delay_p99_s"`
-	Cycles    int      `json:"cycles"`
-	Series    []Sample `json:"-"`
-	Elapsed   time.Duration
+	DelayMean float64       `json:"delay_mean_s"`
+	DelayP50  float64       `json:"delay_p50_s"`
+	DelayP95  float64       `json:"delay_p95_s"`
+	DelayP99  float64       `json:"delay_p99_s"`
+	Cycles    int           `json:"cycles"`
+	Series    []Sample      `json:"-"`
+	Elapsed   time.Duration `json:"-"`
 }
 
 // ReplayDynamic runs a dynamic replay through the scheduling cycle
@@ -398,4 +399,56 @@ func DynamicTable(rs []*DynamicResult) string {
 			r.Trace, r.Policy, r.Seed, r.Tune, r.Load, r.AllocatedPct, r.Started, r.NeverStarted, r.DelayMean, r.DelayP50, r.DelayP95, r.DelayP99, r.Cycles)
 	}
 	return b.String()
+}
+
+// DynamicMeans writes the means over seeds of each trace and policy, in
+// the order they first appear.
+func DynamicMeans(rs []*DynamicResult) string {
+	type key struct{ trace, policy string }
+	var order []key
+	groups := map[key][]*DynamicResult{}
+	for _, r := range rs {
+		k := key{r.Trace, r.Policy}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	var b strings.Builder
+	b.WriteString("| trace | policy | seeds | allocated % (time-weighted) | never started | delay mean s | p50 | p95 | p99 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, k := range order {
+		g := groups[k]
+		mean := func(f func(*DynamicResult) float64) float64 {
+			var s float64
+			for _, r := range g {
+				s += f(r)
+			}
+			return s / float64(len(g))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", k.trace, k.policy, len(g),
+			mean(func(r *DynamicResult) float64 { return r.AllocatedPct }),
+			mean(func(r *DynamicResult) float64 { return float64(r.NeverStarted) }),
+			mean(func(r *DynamicResult) float64 { return r.DelayMean }),
+			mean(func(r *DynamicResult) float64 { return r.DelayP50 }),
+			mean(func(r *DynamicResult) float64 { return r.DelayP95 }),
+			mean(func(r *DynamicResult) float64 { return r.DelayP99 }))
+	}
+	return b.String()
+}
+
+// WriteSeriesCSV writes every run's samples: trace, policy, seed, time,
+// allocated %, waiting pods.
+func WriteSeriesCSV(w io.Writer, rs []*DynamicResult) error {
+	if _, err := io.WriteString(w, "trace,policy,seed,time_s,allocated_pct,waiting\n"); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		for _, s := range r.Series {
+			if _, err := fmt.Fprintf(w, "%s,%s,%d,%.3f,%.4f,%d\n", r.Trace, r.Policy, r.Seed, s.Time, s.AllocatedPct, s.Waiting); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

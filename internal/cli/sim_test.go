@@ -88,3 +88,44 @@ func TestSimFlagValidation(t *testing.T) {
 		t.Errorf("missing trace: exit %d, %q", code, errOut)
 	}
 }
+
+const tinyTimedPods = "../../tracesim/testdata/timed_pods.csv"
+
+func TestSimDynamicWritesOutputs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, errOut, code := run(t, "sim", "dynamic", "--trace", tinyTimedPods, "--nodes", tinyNodes, "--policy", "bestfit,default", "--seeds", "1-2", "-o", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"| timed_pods | bestfit | 1 |", "| timed_pods | tessera | 2 |", "Means over seeds", "| timed_pods | tessera | 2 | "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"dynamic.json", "dynamic.md", "series.csv"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+}
+
+func TestSimDynamicFlagValidation(t *testing.T) {
+	base := []string{"sim", "dynamic", "--trace", tinyTimedPods, "--nodes", tinyNodes}
+	for _, tc := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--load", "2", "--tune", "1.5"}, "--load: must be in (0, --tune = 1.5), got 2"},
+		{[]string{"--compression", "-1"}, "--compression: must be > 0"},
+		{[]string{"--period", "0"}, "--period: must be in (0, 3600] seconds, got 0"},
+		{[]string{"--policy", "magic"}, `--policy: unknown policy "magic"`},
+	} {
+		_, errOut, code := run(t, append(append([]string{}, base...), tc.extra...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error containing %q", tc.extra, code, errOut, tc.want)
+		}
+	}
+	if _, errOut, code := run(t, "sim", "dynamic", "--trace", tinyPods, "--nodes", tinyNodes); code == 0 || !strings.Contains(errOut, "creation_time") {
+		t.Errorf("a pod list without creation_time: exit %d, %q", code, errOut)
+	}
+}

@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/tracesim"
+)
+
+type simDynamicOptions struct {
+	traces      []string
+	nodes       string
+	policies    string
+	seeds       string
+	tune        float64
+	load        float64
+	compression float64
+	period      float64
+	parallel    int
+	outDir      string
+}
+
+func newSimDynamicCommand(a *app) *cobra.Command {
+	var o simDynamicOptions
+	cmd := &cobra.Command{
+		Use:   "dynamic",
+		Short: "Replay traces with departures and waiting, through the scheduling cycle",
+		Long: `Replay a GPU cluster trace with time: each pod arrives at its creation_time,
+runs for deletion_time - creation_time once started, and waits while it does not
+fit, retried every cycle, through the same scheduling cycle (package cycle) the
+scheduler and the host daemon use. The trace's pods plus copies drawn from it
+make --tune times the cluster's GPU capacity (as in "tessera sim"); arrival times
+are divided by the factor that makes the GPU demand offered over the arrival
+window --load times the capacity (or by --compression); durations are kept.
+
+For every trace x policy x seed it prints the time-weighted GPU allocation over
+the arrival window, the pods started and never started, and the queueing delay
+(mean, p50, p95, p99; the replay goes on after the last arrival until every pod
+has started), then means over seeds. -o DIR writes dynamic.json (one object per
+run), dynamic.md (the tables) and series.csv (allocation and waiting pods at
+every cycle).`,
+		Example: `  tessera sim dynamic --trace ../shared/traces/openb/openb_pod_list_default.csv \
+      --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
+      --policy bestfit,fgd,tessera --seeds 42-51 -o out/dynamic`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runSimDynamic(cmd, &o) },
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.traces, "trace", nil, "pod list CSV with creation_time and deletion_time; repeat or separate with commas")
+	f.StringVar(&o.nodes, "nodes", "", "node list CSV (openb_node_list_gpu_node.csv)")
+	f.StringVar(&o.policies, "policy", "bestfit,fgd,tessera", "policies, comma-separated: "+strings.Join(placement.Names(), ", "))
+	f.StringVar(&o.seeds, "seeds", "42", `seeds, comma-separated, ranges allowed ("42-51")`)
+	f.Float64Var(&o.tune, "tune", 1.5, "GPU demand of all arrivals (trace plus copies) as a multiple of cluster GPU capacity, in (0, 10]")
+	f.Float64Var(&o.load, "load", 1.2, "GPU demand offered over the arrival window as a multiple of capacity, in (0, --tune)")
+	f.Float64Var(&o.compression, "compression", 0, "divide arrival times by this instead of deriving it from --load (> 0)")
+	f.Float64Var(&o.period, "period", 10, "simulated seconds between scheduling cycles, in (0, 3600]")
+	f.IntVar(&o.parallel, "parallel", 1, "replays run at once, in [1, 256]")
+	f.StringVarP(&o.outDir, "output", "o", "", "directory for dynamic.json, dynamic.md and series.csv")
+	setRange(cmd, "tune", "in (0, 10]")
+	setRange(cmd, "load", "in (0, --tune)")
+	setRange(cmd, "period", "in (0, 3600]")
+	setRange(cmd, "parallel", "in [1, 256]")
+	return cmd
+}
+
+func (o *simDynamicOptions) validate() ([]string, []uint64, error) {
+	shared := simOptions{traces: o.traces, nodes: o.nodes, policies: o.policies, seeds: o.seeds, tune: o.tune, popularity: 0.95, parallel: o.parallel, plotFormat: "png"}
+	pols, seeds, err := shared.validate(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case math.IsNaN(o.compression) || o.compression < 0:
+		return nil, nil, fmt.Errorf("--compression: must be > 0 (or 0 to derive it from --load), got %g", o.compression)
+	case o.compression == 0 && !(o.load > 0 && o.load < o.tune):
+		return nil, nil, fmt.Errorf("--load: must be in (0, --tune = %g), got %g (the arrivals ask --tune times the capacity in all, so they cannot offer more)", o.tune, o.load)
+	case !(o.period > 0 && o.period <= 3600):
+		return nil, nil, fmt.Errorf("--period: must be in (0, 3600] seconds, got %g", o.period)
+	}
+	return pols, seeds, nil
+}
+
+func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
+	pols, seeds, err := o.validate()
+	if err != nil {
+		return asUsage(err)
+	}
+	if o.outDir != "" {
+		if err := checkWritable(o.outDir); err != nil {
+			return err
+		}
+	}
+	nodes, err := tracesim.LoadNodes(o.nodes)
+	if err != nil {
+		return loadError("--nodes", o.nodes, err)
+	}
+	type job struct {
+		trace string
+		pods  []tracesim.TimedPod
+		pol   string
+		seed  uint64
+	}
+	var jobs []job
+	for _, path := range o.traces {
+		pods, err := tracesim.LoadTimedPods(path)
+		if err != nil {
+			return loadError("--trace", path, err)
+		}
+		for _, pol := range pols {
+			for _, seed := range seeds {
+				jobs = append(jobs, job{tracesim.TraceName(path), pods, pol, seed})
+			}
+		}
+	}
+	results := make([]*tracesim.DynamicResult, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, o.parallel)
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = tracesim.ReplayDynamic(cmd.Context(), tracesim.DynamicConfig{
+				Trace: j.trace, Nodes: nodes, Pods: j.pods, Policy: j.pol, Seed: j.seed,
+				Tune: o.tune, Load: o.load, Compression: o.compression, Period: o.period,
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	tables := tracesim.DynamicTable(results) + "\nMeans over seeds:\n\n" + tracesim.DynamicMeans(results)
+	if _, err := io.WriteString(a.stdout, tables); err != nil {
+		return err
+	}
+	if o.outDir == "" {
+		return nil
+	}
+	if err := writeFile(filepath.Join(o.outDir, "dynamic.md"), func(w io.Writer) error { _, err := io.WriteString(w, tables); return err }); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(o.outDir, "dynamic.json"), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(o.outDir, "series.csv"), func(w io.Writer) error { return tracesim.WriteSeriesCSV(w, results) })
+}
