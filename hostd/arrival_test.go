@@ -1,7 +1,6 @@
 package hostd
 
 import (
-	"context"
 	"sync"
 	"testing"
 
@@ -49,13 +48,7 @@ func TestEachJobArrivesOnce(t *testing.T) {
 	}
 	pol := &countingPolicy{Policy: d.policy}
 	d.policy = pol
-	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{Daemon: d, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(td.done)
-		_ = d.Run(ctx)
-	}()
-	t.Cleanup(td.shutdown)
+	td := runDaemon(t, d)
 
 	gates := t.TempDir()
 	first, err := d.Submit(gatedJob(gates, map[string]string{"count": "1"}, 0))

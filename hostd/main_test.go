@@ -74,6 +74,12 @@ func startDaemon(t *testing.T, stateDir, spec string, opts ...func(*Config)) *te
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runDaemon(t, d)
+}
+
+// runDaemon runs d until the test ends.
+func runDaemon(t *testing.T, d *Daemon) *testDaemon {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	td := &testDaemon{Daemon: d, cancel: cancel, done: make(chan struct{})}
 	go func() {
