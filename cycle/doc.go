@@ -2,9 +2,13 @@
 // front door: pending workloads (a pod's containers or a host job, as
 // engine pods) are served queue by queue in fair-share order (package
 // queueing's DRF), checked against their queue's hard limits, and placed by
-// the placement engine; a gang is placed all or nothing. Every booking of a
-// cycle goes through a Statement, so a gang that does not fit whole leaves
-// the snapshot exactly as it found it. The result is one Outcome per
+// the placement engine; a gang is placed all or nothing. A workload that
+// fits nowhere may name running workloads to stop for it (preempt within a
+// queue by priority, reclaim a queue's guarantee from a queue above its
+// own: package preemption's rules), planned on what-if releases. Every
+// booking and what-if release of a cycle goes through a Statement, so a
+// gang that does not fit whole, or a preemption plan, leaves the snapshot
+// exactly as it found it. The result is one Outcome per
 // workload: where each part goes, or why it waits, with the reasons the
 // nodes turned it down counted per reason (as Nomad's exhausted-node
 // metrics do).

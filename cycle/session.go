@@ -17,6 +17,8 @@ type Workload struct {
 	ID string
 	// Queue is its queue; "" is the default queue.
 	Queue string
+	// Priority orders preemption within its queue (higher may stop lower).
+	Priority int32
 	// Gang is the key of its gang (Snapshot.Gangs); "" when it is placed alone.
 	Gang string
 	// Parts are what the engine places, in order: the first carries the
@@ -54,8 +56,14 @@ type Snapshot struct {
 	// serves them (priority, then arrival). A gang is served at its first
 	// member's place.
 	Pending []Workload
-	// Gangs are the gangs pending workloads name, by key.
+	// Gangs are the gangs pending and running workloads name, by key.
 	Gangs map[string]Gang
+	// Running are the workloads holding resources (already booked in
+	// Cluster): the candidates of preemption and reclaim. When Usage is
+	// nil, the queues' usage is what they hold.
+	Running []Running
+	// Preemption, when set, lets workloads that fit nowhere name victims.
+	Preemption *Preemption
 }
 
 // Status is what became of a workload in a cycle.
@@ -109,6 +117,12 @@ type Outcome struct {
 	// Rejections count, for a workload no node took, the nodes that turned
 	// it down by reason (the first check each failed).
 	Rejections map[string]int
+	// Victims are, for a workload that fits nowhere now, the running
+	// workloads (Running IDs) whose stopping lets it fit on node Node
+	// (preemption; its queue is charged as if it ran). Empty otherwise.
+	Victims []string
+	// Node is the node the victims free (meaningful only with Victims).
+	Node int
 }
 
 // Run runs one cycle: it serves the pending workloads queue by queue in
@@ -124,8 +138,23 @@ func Run(s Snapshot) ([]Outcome, error) {
 			return nil, fmt.Errorf("default queue tree: %w", err)
 		}
 	}
-	r := &run{snap: s, tree: tree, misfit: map[string]Outcome{}}
-	ledger := tree.NewLedger(total(s.Cluster), s.Usage)
+	r := &run{snap: s, tree: tree, misfit: map[string]Outcome{}, evicting: map[string]bool{}, running: map[string]*Running{}}
+	usage := s.Usage
+	if usage == nil {
+		usage = map[string]queueing.Resources{}
+	}
+	for i := range s.Running {
+		run := &s.Running[i]
+		r.running[run.ID] = run
+		if s.Usage == nil {
+			q := run.Queue
+			if q == "" {
+				q = queueing.DefaultQueue
+			}
+			usage[q] = usage[q].Add(resources(run.Parts))
+		}
+	}
+	ledger := tree.NewLedger(total(s.Cluster), usage)
 	byQueue := map[string][]item{}
 	type at struct {
 		queue string
@@ -163,7 +192,7 @@ func Run(s Snapshot) ([]Outcome, error) {
 		var charge queueing.Resources
 		var err error
 		if it.gang == "" {
-			charge, err = r.single(it.members[0])
+			charge, err = r.single(it.members[0], ledger)
 		} else {
 			charge, err = r.gang(it.gang, it.members)
 		}
@@ -190,6 +219,10 @@ type run struct {
 	// nowhere this cycle: the cluster only fills up within a cycle, so an
 	// equal request later in the cycle fits nowhere either.
 	misfit map[string]Outcome
+	// running are the snapshot's running workloads by ID; evicting those
+	// named victims this cycle (never named twice).
+	running  map[string]*Running
+	evicting map[string]bool
 }
 
 func (r *run) waitAll(ws []Workload, st Status, msg string) {
@@ -198,31 +231,44 @@ func (r *run) waitAll(ws []Workload, st Status, msg string) {
 	}
 }
 
-// single places a workload alone and returns what it takes from its queue.
-func (r *run) single(w Workload) (queueing.Resources, error) {
+// single places a workload alone and returns what it takes from its
+// queue. One that fits nowhere may name victims (preemption).
+func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, error) {
 	key := ""
+	var o Outcome
 	if w.Exclude == nil {
 		key = requestKey(w.Parts)
-		if o, ok := r.misfit[key]; ok {
-			o.Workload = w.ID
-			r.out = append(r.out, o)
-			return queueing.Resources{}, nil
+	}
+	if cached, ok := r.misfit[key]; ok && key != "" {
+		o = cached
+		o.Workload = w.ID
+	} else {
+		st := NewStatement(r.snap.Cluster)
+		var err error
+		if o, err = r.place(st, w); err != nil {
+			return queueing.Resources{}, err
 		}
-	}
-	st := NewStatement(r.snap.Cluster)
-	o, err := r.place(st, w)
-	if err != nil {
-		return queueing.Resources{}, err
-	}
-	r.out = append(r.out, o)
-	if o.Status != Placed {
+		if o.Status == Placed {
+			st.Commit()
+			r.out = append(r.out, o)
+			return resources(w.Parts), nil
+		}
 		if key != "" && o.Status == NoFit {
 			r.misfit[key] = o
 		}
-		return queueing.Resources{}, nil
 	}
-	st.Commit()
-	return resources(w.Parts), nil
+	if o.Status == NoFit && r.snap.Preemption != nil {
+		node, victims, err := r.preempt(w, ledger)
+		if err != nil {
+			return queueing.Resources{}, err
+		}
+		if len(victims) > 0 {
+			o.Node, o.Victims = node, victims
+			o.Message += fmt.Sprintf("; stopping %d running workload(s) frees room on %s", len(victims), r.snap.Cluster.Nodes[node].Name)
+		}
+	}
+	r.out = append(r.out, o)
+	return queueing.Resources{}, nil
 }
 
 // gang places a gang's pending members all or nothing: together with the

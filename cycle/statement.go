@@ -17,6 +17,8 @@ type Statement struct {
 type booked struct {
 	pod placement.Pod
 	dec placement.Decision
+	// released: the op freed a running workload's part (Unbook).
+	released bool
 }
 
 // NewStatement starts an empty statement on c.
@@ -28,6 +30,16 @@ func (s *Statement) Book(p placement.Pod, d placement.Decision) error {
 		return fmt.Errorf("book %s: %w", p.Name, err)
 	}
 	s.ops = append(s.ops, booked{pod: p, dec: d})
+	return nil
+}
+
+// Unbook frees what a running workload's part holds (a what-if eviction)
+// and records it, so that a rollback books it again.
+func (s *Statement) Unbook(p placement.Pod, d placement.Decision) error {
+	if err := s.c.Release(&p, d); err != nil {
+		return fmt.Errorf("free %s: %w", p.Name, err)
+	}
+	s.ops = append(s.ops, booked{pod: p, dec: d, released: true})
 	return nil
 }
 
@@ -46,9 +58,13 @@ func (s *Statement) Discard() error { return s.rollback(0) }
 func (s *Statement) rollback(n int) error {
 	for i := len(s.ops) - 1; i >= n; i-- {
 		op := s.ops[i]
-		if err := s.c.Release(&op.pod, op.dec); err != nil {
+		undo := s.c.Release
+		if op.released {
+			undo = s.c.Apply
+		}
+		if err := undo(&op.pod, op.dec); err != nil {
 			s.ops = s.ops[:i]
-			return fmt.Errorf("undo the booking of %s: %w", op.pod.Name, err)
+			return fmt.Errorf("undo the step on %s: %w", op.pod.Name, err)
 		}
 	}
 	s.ops = s.ops[:n]
