@@ -46,7 +46,7 @@ type Preemption struct {
 // (then the least important) suffice, and charges the plan to the ledger:
 // w's queue as if w ran, the victims' queues without them. It changes no
 // booking: the victims must stop before w can be placed.
-func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []string, err error) {
+func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []Victim, err error) {
 	pe := r.snap.Preemption
 	rules := preemption.Rules{MinRuntime: pe.MinRuntime}
 	if !pe.NoReclaim {
@@ -111,12 +111,14 @@ func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []
 	if best == nil {
 		return -1, nil, nil
 	}
+	for _, v := range best.Victims { // the rule each one falls under, before the plan is charged
+		victims = append(victims, Victim{ID: v.ID, Kind: rules.Why(waiting, v, pe.Now)})
+	}
 	ledger.Charge(w.Queue, need)
 	for _, v := range best.Victims {
 		r.evicting[v.ID] = true
 		run := r.running[v.ID]
 		ledger.Release(run.Queue, resources(run.Parts))
-		victims = append(victims, v.ID)
 	}
 	return best.Node, victims, nil
 }

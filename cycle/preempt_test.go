@@ -23,11 +23,12 @@ func runningOn(t *testing.T, c *placement.Cluster, id, queue string, prio int32,
 	return Running{ID: id, Queue: queue, Priority: prio, Started: started, Parts: w.Parts, Decisions: []placement.Decision{d}}
 }
 
+// victims lists each outcome's victims as "id/kind".
 func victims(outs []Outcome) map[string][]string {
 	m := map[string][]string{}
 	for _, o := range outs {
-		if len(o.Victims) > 0 {
-			m[o.Workload] = o.Victims
+		for _, v := range o.Victims {
+			m[o.Workload] = append(m[o.Workload], v.ID+"/"+v.Kind.String())
 		}
 	}
 	return m
@@ -40,9 +41,9 @@ func TestPreemptWithinAQueue(t *testing.T) {
 		minRuntime time.Duration
 		want       map[string][]string
 	}{
-		{"a higher priority stops the lowest, most recent first", 5, 0, map[string][]string{"p": {"low-new"}}},
+		{"a higher priority stops the lowest, most recent first", 5, 0, map[string][]string{"p": {"low-new/priority"}}},
 		{"an equal priority stops nothing", 0, 0, map[string][]string{}},
-		{"the minimum runtime protects the young", 5, 30 * time.Minute, map[string][]string{"p": {"low-old"}}},
+		{"the minimum runtime protects the young", 5, 30 * time.Minute, map[string][]string{"p": {"low-old/priority"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 3)}}
@@ -88,7 +89,7 @@ func TestReclaimFreesExactlyTheLentShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{"o0": {"l3"}, "o1": {"l2"}}
+	want := map[string][]string{"o0": {"l3/reclaim"}, "o1": {"l2/reclaim"}}
 	if got := victims(outs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("victims %v, want %v (outcomes %+v)", got, want, outs)
 	}
@@ -120,7 +121,7 @@ func TestPreemptSparesAGangAtItsMinimum(t *testing.T) {
 	}{
 		{3, map[string][]string{}},
 		{2, map[string][]string{}}, // one surplus member: two GPUs cannot be freed
-		{1, map[string][]string{"p": {"g2", "g1"}}},
+		{1, map[string][]string{"p": {"g2/priority", "g1/priority"}}},
 	} {
 		outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: []Workload{p}, Running: run,
 			Gangs: map[string]Gang{"g": {MinMember: tc.min, Running: 3}}, Preemption: &Preemption{Now: t0}})

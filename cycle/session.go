@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
@@ -118,11 +119,20 @@ type Outcome struct {
 	// it down by reason (the first check each failed).
 	Rejections map[string]int
 	// Victims are, for a workload that fits nowhere now, the running
-	// workloads (Running IDs) whose stopping lets it fit on node Node
-	// (preemption; its queue is charged as if it ran). Empty otherwise.
-	Victims []string
+	// workloads whose stopping lets it fit on node Node (preemption; its
+	// queue is charged as if it ran). Empty otherwise.
+	Victims []Victim
 	// Node is the node the victims free (meaningful only with Victims).
 	Node int
+}
+
+// Victim is a running workload to stop for a waiting one.
+type Victim struct {
+	// ID is the Running workload's ID.
+	ID string
+	// Kind says which rule allows it: preemption by priority within a
+	// queue, or reclaim of a queue's guarantee.
+	Kind preemption.Kind
 }
 
 // Run runs one cycle: it serves the pending workloads queue by queue in
