@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/rate"
 	"github.com/tessera-gpu/tessera/arbiter/share"
 	"github.com/tessera-gpu/tessera/arbiter/thrash"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Step runs one period: heartbeats, observation, allocation and refill on
@@ -109,7 +110,7 @@ func (a *Arbiter) stepGPU(ctx context.Context, g *gpu, now time.Time, usage map[
 		case !g.mode.Runs(s.c.Key):
 			d, verdicts[i].Cushion = 0, 0
 		case g.mode.Exclusive:
-			d = share.Whole
+			d = request.Whole
 		}
 		verdicts[i].Demand = d
 		in[i] = share.Client{Guarantee: s.share.ComputeMilli, Limit: s.share.ComputeLimitMilli, Demand: d}

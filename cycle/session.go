@@ -9,6 +9,7 @@ import (
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Workload is one unit a front door asks to place: a pod (its containers)
@@ -511,7 +512,7 @@ func total(c *placement.Cluster) queueing.Resources {
 		t.CPUMilli += n.CPUMilli
 		t.MemoryMiB += n.MemoryMiB
 		for _, g := range n.GPUs {
-			t.GPUMilli += placement.Whole
+			t.GPUMilli += request.Whole
 			t.GPUMemoryMiB += g.MemoryMiB
 		}
 	}

@@ -17,7 +17,7 @@ func gpus(name string, n int) placement.Node {
 
 // whole is a workload asking n whole GPUs.
 func whole(id string, n int) Workload {
-	return Workload{ID: id, Parts: []placement.Pod{{Name: id, CPUMilli: 1000, GPU: request.GPU{Count: n, ComputeMilli: placement.Whole}}}}
+	return Workload{ID: id, Parts: []placement.Pod{{Name: id, CPUMilli: 1000, GPU: request.GPU{Count: n, ComputeMilli: request.Whole}}}}
 }
 
 // share is a workload asking a fraction of one GPU (milli).
@@ -146,8 +146,8 @@ func TestRun(t *testing.T) {
 			name:  "a workload's parts share one node",
 			nodes: []placement.Node{gpus("a", 1), gpus("b", 2)},
 			pend: []Workload{{ID: "two", Parts: []placement.Pod{
-				{Name: "two/a", CPUMilli: 1000, GPU: request.GPU{Count: 1, ComputeMilli: placement.Whole}},
-				{Name: "two/b", GPU: request.GPU{Count: 1, ComputeMilli: placement.Whole}},
+				{Name: "two/a", CPUMilli: 1000, GPU: request.GPU{Count: 1, ComputeMilli: request.Whole}},
+				{Name: "two/b", GPU: request.GPU{Count: 1, ComputeMilli: request.Whole}},
 			}}},
 			want: map[string]Status{"two": Placed},
 		},
@@ -155,8 +155,8 @@ func TestRun(t *testing.T) {
 			name:  "parts that fit only apart wait, and book nothing",
 			nodes: []placement.Node{gpus("a", 1), gpus("b", 1)},
 			pend: []Workload{{ID: "two", Parts: []placement.Pod{
-				{Name: "two/a", CPUMilli: 1000, GPU: request.GPU{Count: 1, ComputeMilli: placement.Whole}},
-				{Name: "two/b", GPU: request.GPU{Count: 1, ComputeMilli: placement.Whole}},
+				{Name: "two/a", CPUMilli: 1000, GPU: request.GPU{Count: 1, ComputeMilli: request.Whole}},
+				{Name: "two/b", GPU: request.GPU{Count: 1, ComputeMilli: request.Whole}},
 			}}, whole("after", 1)},
 			want: map[string]Status{"two": NoFit, "after": Placed},
 			msg:  map[string]string{"two": "2 nodes: " + notTogether},

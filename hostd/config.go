@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/queueing"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Config configures a Daemon.
@@ -124,7 +125,7 @@ func (c *Config) defaults() error {
 		gpus += int64(len(n.GPUs))
 	}
 	for i, q := range c.Queues {
-		if q.Guaranteed.GPUMilli > gpus*1000 {
+		if q.Guaranteed.GPUMilli > gpus*request.Whole {
 			return fmt.Errorf("queues[%d].guaranteed.gpu: must be at most this host's %d GPUs, got %s", i, gpus, quantity.FormatShare(q.Guaranteed.GPUMilli))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/quantity"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // ErrFinished is returned (wrapped) when stopping a job that already ended.
@@ -185,7 +186,7 @@ func describe(j api.Job) string {
 		return fmt.Sprintf("%dx MIG %s", g.Count, g.MIGProfile)
 	}
 	s := fmt.Sprintf("%d GPU", g.Count)
-	if g.ComputeMilli > 0 && g.ComputeMilli < 1000 {
+	if g.ComputeMilli > 0 && g.ComputeMilli < request.Whole {
 		s = fmt.Sprintf("%dx %s GPU", g.Count, quantity.FormatShare(g.ComputeMilli))
 	}
 	if g.MemoryMiB > 0 {
@@ -224,7 +225,7 @@ func (d *Daemon) Status() (api.Status, error) {
 			st.GPUs = append(st.GPUs, api.GPUStatus{
 				Node: n.Name, Index: g.Index, UUID: uuid, Model: g.Model,
 				MemoryMiB: g.MemoryMiB, FreeMemoryMiB: g.FreeMemoryMiB,
-				FreeFraction: float64(g.FreeMilli) / 1000, Jobs: onGPU[[2]int{ni, gi}],
+				FreeFraction: float64(g.FreeMilli) / request.Whole, Jobs: onGPU[[2]int{ni, gi}],
 			})
 		}
 	}

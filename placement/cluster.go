@@ -5,10 +5,8 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/request"
 )
-
-// Whole is one whole GPU in thousandths of compute.
-const Whole int64 = 1000
 
 // GPU is one accelerator of a node as the engine sees it.
 type GPU struct {
@@ -124,7 +122,7 @@ func (n *Node) FreeGPUMilli() int64 {
 func (n *Node) FullyFreeGPUs() int {
 	k := 0
 	for i := range n.GPUs {
-		if n.GPUs[i].FreeMilli == Whole {
+		if n.GPUs[i].FreeMilli == request.Whole {
 			k++
 		}
 	}
@@ -135,7 +133,7 @@ func (n *Node) FullyFreeGPUs() int {
 func (c *Cluster) TotalGPUMilli() int64 {
 	var s int64
 	for i := range c.Nodes {
-		s += int64(len(c.Nodes[i].GPUs)) * Whole
+		s += int64(len(c.Nodes[i].GPUs)) * request.Whole
 	}
 	return s
 }
@@ -144,7 +142,7 @@ func (c *Cluster) TotalGPUMilli() int64 {
 func (c *Cluster) AllocatedGPUMilli() int64 {
 	var s int64
 	for i := range c.Nodes {
-		s += int64(len(c.Nodes[i].GPUs))*Whole - c.Nodes[i].FreeGPUMilli()
+		s += int64(len(c.Nodes[i].GPUs))*request.Whole - c.Nodes[i].FreeGPUMilli()
 	}
 	return s
 }
@@ -157,7 +155,7 @@ func NewNode(name string, cpuMilli, memMiB int64, count int, model string, gpuMe
 		n.GPUs = make([]GPU, 0, count)
 	}
 	for i := 0; i < count; i++ {
-		n.GPUs = append(n.GPUs, GPU{Index: i, Model: model, MemoryMiB: gpuMemMiB, FreeMilli: Whole, FreeMemoryMiB: gpuMemMiB, NUMANode: -1})
+		n.GPUs = append(n.GPUs, GPU{Index: i, Model: model, MemoryMiB: gpuMemMiB, FreeMilli: request.Whole, FreeMemoryMiB: gpuMemMiB, NUMANode: -1})
 	}
 	return n
 }
@@ -198,7 +196,7 @@ func FromInventoryCatalog(nodes []inventory.Node, cat *catalog.Catalog) (*Cluste
 			}
 			n.GPUs = append(n.GPUs, GPU{
 				Index: g.Index, Model: g.Model, MemoryMiB: g.MemoryMiB,
-				FreeMilli: Whole - g.AllocatedMilli, FreeMemoryMiB: g.MemoryMiB - g.MemoryUsedMiB,
+				FreeMilli: request.Whole - g.AllocatedMilli, FreeMemoryMiB: g.MemoryMiB - g.MemoryUsedMiB,
 				NUMANode: g.NUMANode,
 			})
 			if g.MIGMode == inventory.MIGEnabled {

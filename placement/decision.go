@@ -3,6 +3,8 @@ package placement
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // ErrNoFit is returned (wrapped) by policies when no node can take the pod.
@@ -118,7 +120,7 @@ func (c *Cluster) Release(p *Pod, d Decision) error {
 	}
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]
-		if g.FreeMilli+p.milliOn(g) > Whole || g.FreeMemoryMiB+p.memoryOn(g) > g.MemoryMiB {
+		if g.FreeMilli+p.milliOn(g) > request.Whole || g.FreeMemoryMiB+p.memoryOn(g) > g.MemoryMiB {
 			return fmt.Errorf("release pod %s: node %s GPU %d would have more free than its capacity", p.Name, n.Name, g.Index)
 		}
 	}

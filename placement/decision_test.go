@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 func TestApplyReleaseRoundTrip(t *testing.T) {
@@ -22,7 +23,7 @@ func TestApplyReleaseRoundTrip(t *testing.T) {
 	if err := c.Release(&p, d); err != nil {
 		t.Fatal(err)
 	}
-	if n.FreeCPUMilli != 8000 || n.GPUs[1].FreeMilli != Whole || n.GPUs[1].FreeMemoryMiB != 16000 || len(n.Shapes) != 0 {
+	if n.FreeCPUMilli != 8000 || n.GPUs[1].FreeMilli != request.Whole || n.GPUs[1].FreeMemoryMiB != 16000 || len(n.Shapes) != 0 {
 		t.Fatalf("after release: %+v", n)
 	}
 	if err := c.Release(&p, d); err == nil {

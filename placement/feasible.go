@@ -1,5 +1,7 @@
 package placement
 
+import "github.com/tessera-gpu/tessera/request"
+
 // unit is one feasibility check: ok is the fast test run on every node;
 // why explains a failure and runs only when a reason is wanted.
 type unit struct {
@@ -86,7 +88,7 @@ func (f *podFit) gpuOK(g *GPU) bool {
 	if !f.fixedMilli {
 		milli = f.p.milliOn(g)
 	}
-	if g.FreeMilli < milli || (milli >= Whole && g.FreeMilli < Whole) {
+	if g.FreeMilli < milli || (milli >= request.Whole && g.FreeMilli < request.Whole) {
 		return false
 	}
 	if !f.anyModel && !modelAllowed(f.p, g.Model) {
@@ -110,10 +112,10 @@ func (f *podFit) fit(dst []int, n *Node) ([]int, bool) {
 	}
 	base := len(dst)
 	if f.fixedMilli { // gpuOK, inlined
-		milli, whole := f.milli, f.milli >= Whole
+		milli, whole := f.milli, f.milli >= request.Whole
 		for i := range n.GPUs {
 			g := &n.GPUs[i]
-			if g.MIG != nil || g.FreeMilli < milli || (whole && g.FreeMilli < Whole) ||
+			if g.MIG != nil || g.FreeMilli < milli || (whole && g.FreeMilli < request.Whole) ||
 				(!f.anyModel && !modelAllowed(p, g.Model)) ||
 				(g.MemoryMiB != 0 && p.memoryOn(g) > g.FreeMemoryMiB) {
 				continue

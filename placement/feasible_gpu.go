@@ -3,6 +3,8 @@ package placement
 import (
 	"fmt"
 	"slices"
+
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // okGPUs: the node has enough GPUs that each fit one GPU's worth of the
@@ -60,7 +62,7 @@ func modelAllowed(p *Pod, model string) bool {
 // gpuOK reports whether one GPU can take one GPU's worth of p.
 func gpuOK(p *Pod, g *GPU) bool {
 	milli := p.milliOn(g)
-	if g.FreeMilli < milli || (milli >= Whole && g.FreeMilli < Whole) {
+	if g.FreeMilli < milli || (milli >= request.Whole && g.FreeMilli < request.Whole) {
 		return false
 	}
 	if !modelAllowed(p, g.Model) || g.MIG != nil {

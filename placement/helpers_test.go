@@ -11,7 +11,7 @@ func sharePod(name string, cpu, milli int64) Pod {
 }
 
 func wholePod(name string, cpu int64, count int, models ...string) Pod {
-	return Pod{Name: name, CPUMilli: cpu, GPU: request.GPU{Count: count, ComputeMilli: Whole, ComputeLimitMilli: Whole, Models: models}}
+	return Pod{Name: name, CPUMilli: cpu, GPU: request.GPU{Count: count, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, Models: models}}
 }
 
 func cpuPod(name string, cpu int64) Pod { return Pod{Name: name, CPUMilli: cpu} }

@@ -36,7 +36,7 @@ func TestMemoryOnlyShareBooksComputePerGPU(t *testing.T) {
 		t.Fatal("a third 60% share fitted on two GPUs")
 	}
 	d := Decision{Node: 0, GPUs: []int{0}}
-	if err := c.Release(p, d); err != nil || c.Nodes[0].GPUs[0].FreeMilli != Whole {
+	if err := c.Release(p, d); err != nil || c.Nodes[0].GPUs[0].FreeMilli != request.Whole {
 		t.Fatalf("release: %v, free %d", err, c.Nodes[0].GPUs[0].FreeMilli)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // MIG in the engine (docs/mig.md).
@@ -232,13 +233,13 @@ func migFree(g *GPU) {
 			continue
 		}
 		if p, ok := g.MIG.profileInfo(in.Profile); ok {
-			milli += int64(p.ComputeSlices) * Whole / int64(g.MIG.Spec.ComputeSlices)
+			milli += int64(p.ComputeSlices) * request.Whole / int64(g.MIG.Spec.ComputeSlices)
 			mem += p.MemoryMiB
 		} else {
-			milli = Whole // unknown geometry: one instance in use books the GPU
+			milli = request.Whole // unknown geometry: one instance in use books the GPU
 		}
 	}
-	g.FreeMilli = max(0, Whole-min(milli, Whole))
+	g.FreeMilli = max(0, request.Whole-min(milli, request.Whole))
 	if g.MemoryMiB > 0 {
 		g.FreeMemoryMiB = max(0, g.MemoryMiB-mem)
 	}

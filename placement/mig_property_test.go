@@ -7,6 +7,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // checkMIGLayouts fails when a MIG GPU of c holds an invalid layout or
@@ -119,7 +120,7 @@ func TestMIGRandomLayoutsStayValid(t *testing.T) {
 		}
 		for ni := range c.Nodes {
 			for _, g := range c.Nodes[ni].GPUs {
-				if len(g.MIG.Instances) != 0 || g.FreeMilli != Whole {
+				if len(g.MIG.Instances) != 0 || g.FreeMilli != request.Whole {
 					t.Fatalf("seed %d: node %d GPU %d left %+v", seed, ni, g.Index, g.MIG.Instances)
 				}
 			}

@@ -48,7 +48,7 @@ func cluster(t *testing.T, nodes ...inventory.Node) *Cluster {
 }
 
 func migPod(name, profile string, count int, models ...string) Pod {
-	return Pod{Name: name, CPUMilli: 1000, MemoryMiB: 1024, GPU: request.GPU{Count: count, ComputeMilli: Whole, ComputeLimitMilli: Whole, MIGProfile: profile, Models: models}}
+	return Pod{Name: name, CPUMilli: 1000, MemoryMiB: 1024, GPU: request.GPU{Count: count, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, MIGProfile: profile, Models: models}}
 }
 
 func inst(profile string, start int, uuid string, inUse bool) inventory.MIGInstance {
@@ -57,7 +57,7 @@ func inst(profile string, start int, uuid string, inUse bool) inventory.MIGInsta
 
 func TestMIGFeasibility(t *testing.T) {
 	share := Pod{Name: "s", GPU: request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250}}
-	whole := Pod{Name: "w", GPU: request.GPU{Count: 1, ComputeMilli: Whole, ComputeLimitMilli: Whole}}
+	whole := Pod{Name: "w", GPU: request.GPU{Count: 1, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole}}
 	cases := []struct {
 		name string
 		node inventory.Node
@@ -104,7 +104,7 @@ func TestMIGFigures(t *testing.T) {
 	inv.GPUs = append(inv.GPUs, migInv("m", "A100-80GB", 1, true).GPUs[0])
 	inv.GPUs[2].Index, inv.GPUs[2].UUID = 2, "GPU-m"
 	c := cluster(t, inv)
-	p := Pod{Name: "w", GPU: request.GPU{Count: 3, ComputeMilli: Whole, ComputeLimitMilli: Whole}}
+	p := Pod{Name: "w", GPU: request.GPU{Count: 3, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole}}
 	r, ok := Explain(&c.Nodes[0], &p)
 	if ok || r.GPUs.InMIGMode != 1 || r.GPUs.Usable() != 2 {
 		t.Errorf("Explain = %v, %+v", ok, r)
@@ -163,7 +163,7 @@ func TestMIGApplyRelease(t *testing.T) {
 	c := cluster(t, migInv("n", "A100-40GB", 2, true, []inventory.MIGInstance{inst("3g.20gb", 4, "MIG-a", false)}))
 	p := migPod("p", "3g.20gb", 1)
 	g0 := &c.Nodes[0].GPUs[0]
-	if g0.FreeMilli != Whole {
+	if g0.FreeMilli != request.Whole {
 		t.Fatalf("idle instance booked: FreeMilli %d", g0.FreeMilli)
 	}
 	existing := Decision{Node: 0, GPUs: []int{0}, MIG: []MIGChoice{{Start: 4, UUID: "MIG-a"}}}
@@ -173,7 +173,7 @@ func TestMIGApplyRelease(t *testing.T) {
 			t.Fatalf("apply %+v: %v", d, err)
 		}
 	}
-	if g0.FreeMilli != Whole-2*(3*Whole/7) || len(g0.MIG.Instances) != 2 || !g0.MIG.Instances[1].InUse {
+	if g0.FreeMilli != request.Whole-2*(3*request.Whole/7) || len(g0.MIG.Instances) != 2 || !g0.MIG.Instances[1].InUse {
 		t.Errorf("after apply: free %d, instances %+v", g0.FreeMilli, g0.MIG.Instances)
 	}
 	if free, ok := g0.MIG.FreeSlots(); !ok || len(free) != 0 {
@@ -190,7 +190,7 @@ func TestMIGApplyRelease(t *testing.T) {
 			t.Fatalf("release %+v: %v", d, err)
 		}
 	}
-	if g0.FreeMilli != Whole || len(g0.MIG.Instances) != 1 || g0.MIG.Instances[0].InUse {
+	if g0.FreeMilli != request.Whole || len(g0.MIG.Instances) != 1 || g0.MIG.Instances[0].InUse {
 		t.Errorf("after release: free %d, instances %+v", g0.FreeMilli, g0.MIG.Instances)
 	}
 	if c.Nodes[0].FreeCPUMilli != c.Nodes[0].CPUMilli || len(c.Nodes[0].Shapes) != 0 {

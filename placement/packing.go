@@ -1,5 +1,7 @@
 package placement
 
+import "github.com/tessera-gpu/tessera/request"
+
 // GpuPacking is the study's GpuPacking baseline: prefer GPUs already
 // shared, then free GPUs on nodes already in use, then idle nodes (fewer
 // GPUs first). Scores are the study's integer bands.
@@ -26,10 +28,10 @@ func (g *GpuPacking) Place(c *Cluster, p *Pod) (Decision, error) {
 		wholeUsed := 0
 		var leftOnUsed int64
 		for _, i := range gpus {
-			if n.GPUs[i].FreeMilli == Whole {
+			if n.GPUs[i].FreeMilli == request.Whole {
 				wholeUsed++
 			}
-			leftOnUsed += n.GPUs[i].FreeMilli * 100 / Whole
+			leftOnUsed += n.GPUs[i].FreeMilli * 100 / request.Whole
 		}
 		if wholeUsed > 0 { // free GPUs on a used node
 			return float64(max(100/2-int64(wholeUsed), 100/3)), gpus

@@ -21,7 +21,7 @@ func (p *Pod) MilliPerGPU() int64 {
 		return 0
 	}
 	if p.GPU.Exclusive {
-		return Whole
+		return request.Whole
 	}
 	return p.GPU.ComputeMilli
 }
@@ -38,7 +38,7 @@ func (p *Pod) milliOn(g *GPU) int64 {
 }
 
 // Sharing reports whether the pod takes a fraction of one GPU.
-func (p *Pod) Sharing() bool { return p.GPU.Count == 1 && p.MilliPerGPU() < Whole && !p.MIG() }
+func (p *Pod) Sharing() bool { return p.GPU.Count == 1 && p.MilliPerGPU() < request.Whole && !p.MIG() }
 
 // TotalGPUMilli is the GPU compute the pod takes in all.
 func (p *Pod) TotalGPUMilli() int64 { return int64(p.GPU.Count) * p.MilliPerGPU() }

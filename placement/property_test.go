@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/request"
 )
 
 func randomCluster(rng *rand.Rand) *Cluster {
@@ -57,7 +59,7 @@ func checkInvariants(t *testing.T, c *Cluster) {
 			t.Fatalf("node over-allocated: %+v", n)
 		}
 		for _, g := range n.GPUs {
-			if g.FreeMilli < 0 || g.FreeMilli > Whole || g.FreeMemoryMiB < 0 || g.FreeMemoryMiB > g.MemoryMiB {
+			if g.FreeMilli < 0 || g.FreeMilli > request.Whole || g.FreeMemoryMiB < 0 || g.FreeMemoryMiB > g.MemoryMiB {
 				t.Fatalf("GPU over-allocated: %+v", g)
 			}
 		}

@@ -1,6 +1,10 @@
 package placement
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tessera-gpu/tessera/request"
+)
 
 // Unit names a feasibility check, in the order the checks run.
 type Unit int
@@ -84,7 +88,7 @@ func gpuFigures(n *Node, p *Pod) GPUFigures {
 		switch {
 		case g.MIG != nil:
 			f.InMIGMode++
-		case g.FreeMilli < milli || (milli >= Whole && g.FreeMilli < Whole):
+		case g.FreeMilli < milli || (milli >= request.Whole && g.FreeMilli < request.Whole):
 			f.ShortCompute++
 		case g.MemoryMiB != 0 && p.memoryOn(g) > g.FreeMemoryMiB:
 			f.ShortMemory++

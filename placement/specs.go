@@ -1,5 +1,7 @@
 package placement
 
+import "github.com/tessera-gpu/tessera/request"
+
 // specs are the largest node capacities in a cluster; baseline policies
 // normalise resource vectors by them.
 type specs struct {
@@ -12,7 +14,7 @@ func clusterSpecs(c *Cluster) specs {
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		s.cpuMilli = max(s.cpuMilli, n.CPUMilli)
-		s.gpuMilli = max(s.gpuMilli, int64(len(n.GPUs))*Whole)
+		s.gpuMilli = max(s.gpuMilli, int64(len(n.GPUs))*request.Whole)
 	}
 	s.cpuMilli = max(s.cpuMilli, 1)
 	s.gpuMilli = max(s.gpuMilli, 1)

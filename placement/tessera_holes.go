@@ -3,6 +3,8 @@ package placement
 import (
 	"cmp"
 	"slices"
+
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Wasted holes: when a sharing pod takes part of a GPU, the compute left
@@ -58,7 +60,7 @@ func fillable(d Distribution) float64 {
 			continue
 		}
 		gpu += t.Weight
-		if t.Shape.GPUCount == 1 && t.Shape.GPUMilli < Whole {
+		if t.Shape.GPUCount == 1 && t.Shape.GPUMilli < request.Whole {
 			sharing += t.Weight
 		}
 	}
@@ -69,7 +71,7 @@ func fillable(d Distribution) float64 {
 }
 
 // holeWaste is W(h) for h in 0..Whole milli.
-type holeWaste [Whole + 1]float64
+type holeWaste [request.Whole + 1]float64
 
 // newHoleWaste builds the table for distribution d. Without GPU pods
 // nothing fills a hole and W(h) = h.
@@ -85,8 +87,8 @@ func newHoleWaste(d Distribution, fillable float64) *holeWaste {
 			continue // CPU-only pods fill no hole
 		}
 		m := t.Shape.GPUMilli
-		if t.Shape.GPUCount > 1 || m > Whole {
-			m = Whole
+		if t.Shape.GPUCount > 1 || m > request.Whole {
+			m = request.Whole
 		}
 		if m <= 0 {
 			continue // a memory-only share: its compute is not known here
@@ -95,7 +97,7 @@ func newHoleWaste(d Distribution, fillable float64) *holeWaste {
 		total += t.Weight
 	}
 	w := new(holeWaste)
-	for h := int64(1); h <= Whole; h++ {
+	for h := int64(1); h <= request.Whole; h++ {
 		var fit, next float64
 		for _, s := range shares {
 			if s.milli <= h {
@@ -124,7 +126,7 @@ func newHoleWaste(d Distribution, fillable float64) *holeWaste {
 // (seeds 42-45: sharing pods then leave good pairings for free GPUs).
 const freeGPUFactor = 2
 
-// contestFreeGPU raises W(Whole) by freeGPUFactor. The table prices a free
+// contestFreeGPU raises W(request.Whole) by freeGPUFactor. The table prices a free
 // GPU as if a pod drawn from the whole distribution filled it, but free
 // GPUs are contested: small sharing pods go into partial holes, so the
 // pods that take the last free GPUs are mostly those that fit nowhere else,
@@ -138,12 +140,12 @@ const freeGPUFactor = 2
 // through the capped holes left in it, and doubling it there loses 0.7 to
 // 1.8 points on the gpushare traces.
 func (w *holeWaste) contestFreeGPU() {
-	w[Whole] *= freeGPUFactor
+	w[request.Whole] *= freeGPUFactor
 }
 
 // at is W(h), h clamped to 0..Whole.
 func (w *holeWaste) at(h int64) float64 {
-	return w[min(max(h, 0), Whole)]
+	return w[min(max(h, 0), request.Whole)]
 }
 
 // Hole supply: when most GPU pods share a GPU (more than
@@ -187,8 +189,8 @@ func newHoleSupply(d Distribution, fillable float64) *holeSupply {
 		m := t.Shape.GPUMilli
 		s.meanGPU += t.Weight * float64(m) * float64(t.Shape.GPUCount)
 		total += t.Weight
-		if t.Shape.GPUCount > 1 || m > Whole {
-			m = Whole
+		if t.Shape.GPUCount > 1 || m > request.Whole {
+			m = request.Whole
 		}
 		if m <= 0 {
 			continue
@@ -214,12 +216,12 @@ func newHoleSupply(d Distribution, fillable float64) *holeSupply {
 // table builds the hole table for the cluster c as it is now. It only
 // reads c and s; the result is the caller's.
 func (s *holeSupply) table(c *Cluster) *holeWaste {
-	var holes [Whole]float64 // partial holes by size
+	var holes [request.Whole]float64 // partial holes by size
 	var free float64
 	for i := range c.Nodes {
 		for _, g := range c.Nodes[i].GPUs {
 			free += float64(g.FreeMilli)
-			if g.FreeMilli > 0 && g.FreeMilli < Whole {
+			if g.FreeMilli > 0 && g.FreeMilli < request.Whole {
 				holes[g.FreeMilli]++
 			}
 		}
@@ -230,8 +232,8 @@ func (s *holeSupply) table(c *Cluster) *holeWaste {
 		left[j] = pods * x.p
 	}
 	w := new(holeWaste)
-	for h := int64(1); h <= Whole; h++ {
-		if h < Whole {
+	for h := int64(1); h <= request.Whole; h++ {
+		if h < request.Whole {
 			need := holes[h]
 			for j := 0; j < len(s.shapes) && need > 0; j++ {
 				if s.shapes[j].milli > h || left[j] <= 0 {
@@ -258,7 +260,7 @@ func (s *holeSupply) table(c *Cluster) *holeWaste {
 		if fit < s.fillable {
 			q = fit / s.fillable
 		}
-		if h < Whole {
+		if h < request.Whole {
 			q = min(q, spare)
 		}
 		w[h] = q*next/fit + (1-q)*float64(h)

@@ -3,6 +3,8 @@ package placement
 import (
 	"math"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/request"
 )
 
 func share(milli int64, w float64) Typical {
@@ -11,7 +13,7 @@ func share(milli int64, w float64) Typical {
 
 func TestHoleWasteTable(t *testing.T) {
 	// Half the GPU pods take 500m, half a whole GPU.
-	w := newHoleWaste(dist(share(500, 0.5), share(Whole, 0.5)), fillableShare)
+	w := newHoleWaste(dist(share(500, 0.5), share(request.Whole, 0.5)), fillableShare)
 	for _, tt := range []struct {
 		h    int64
 		want float64
@@ -33,7 +35,7 @@ func TestHoleWasteTable(t *testing.T) {
 func TestHoleWasteRareFillers(t *testing.T) {
 	// 160m pods are 1% of GPU pods (a third of the fillable share): the
 	// 190m an 810m pod leaves is filled a third of the time, leaving 30m.
-	d := dist(share(810, 0.5), share(160, 0.01), share(Whole, 0.49))
+	d := dist(share(810, 0.5), share(160, 0.01), share(request.Whole, 0.49))
 	w := newHoleWaste(d, 0.03)
 	want := (1.0/3)*30 + (2.0/3)*190
 	if got := w.at(190); math.Abs(got-want) > 1e-9 {
@@ -48,7 +50,7 @@ func TestHoleWasteRareFillers(t *testing.T) {
 func TestHoleWasteWithoutGPUPods(t *testing.T) {
 	for _, d := range []Distribution{nil, dist(Typical{Shape: Shape{CPUMilli: 4000}, Weight: 1})} {
 		w := newHoleWaste(d, fillableShare)
-		for _, h := range []int64{0, 1, 250, Whole} {
+		for _, h := range []int64{0, 1, 250, request.Whole} {
 			if got := w.at(h); got != float64(h) {
 				t.Fatalf("%v: W(%d) = %v, want %d (nothing fills a hole)", d, h, got, h)
 			}
@@ -57,17 +59,17 @@ func TestHoleWasteWithoutGPUPods(t *testing.T) {
 }
 
 func TestHoleWasteMultiGPUFillsOnlyWholeGPUs(t *testing.T) {
-	multi := Typical{Shape: Shape{CPUMilli: 8000, GPUMilli: Whole, GPUCount: 4}, Weight: 1}
+	multi := Typical{Shape: Shape{CPUMilli: 8000, GPUMilli: request.Whole, GPUCount: 4}, Weight: 1}
 	w := newHoleWaste(dist(multi), fillableShare)
-	if w.at(Whole) != 0 || w.at(999) != 999 {
-		t.Fatalf("W(1000) = %v, W(999) = %v; want 0 and 999", w.at(Whole), w.at(999))
+	if w.at(request.Whole) != 0 || w.at(999) != 999 {
+		t.Fatalf("W(1000) = %v, W(999) = %v; want 0 and 999", w.at(request.Whole), w.at(999))
 	}
 }
 
 func TestTesseraPairsSmallPodWithLargeShare(t *testing.T) {
 	// An 810m pod leaves 190m that only the rare 160m pods fit; a 160m pod
 	// goes there, not onto a GPU whose hole popular pods can still fill.
-	d := dist(share(810, 0.3), share(470, 0.3), share(160, 0.02), share(Whole, 0.38))
+	d := dist(share(810, 0.3), share(470, 0.3), share(160, 0.02), share(request.Whole, 0.38))
 	for seed := uint64(0); seed < 10; seed++ {
 		c := &Cluster{Nodes: []Node{
 			NewNode("fresh", 64000, 0, 2, "T4", 0),
@@ -88,7 +90,7 @@ func TestTesseraLeavesFillableHole(t *testing.T) {
 	// with 640m free leaves exactly one more 320m pod's room and keeps the
 	// free GPU whole; on the free GPU it would leave 680m, which 320m pods
 	// fill only down to a 40m sliver.
-	d := dist(share(320, 0.5), share(Whole, 0.5))
+	d := dist(share(320, 0.5), share(request.Whole, 0.5))
 	for seed := uint64(0); seed < 10; seed++ {
 		c := &Cluster{Nodes: []Node{NewNode("free", 64000, 0, 1, "T4", 0), NewNode("used", 64000, 0, 1, "T4", 0)}}
 		c.Nodes[1].GPUs[0].FreeMilli = 640
@@ -106,9 +108,9 @@ func TestTesseraLeavesFillableHole(t *testing.T) {
 }
 
 func TestTesseraWholeGPUPodsPack(t *testing.T) {
-	// Whole-GPU pods cost the same everywhere by holes; ties go to the
+	// request.Whole-GPU pods cost the same everywhere by holes; ties go to the
 	// fixed node order, so successive pods fill one node before the next.
-	d := dist(share(Whole, 1))
+	d := dist(share(request.Whole, 1))
 	c := &Cluster{Nodes: []Node{NewNode("a", 64000, 0, 4, "T4", 0), NewNode("b", 64000, 0, 4, "T4", 0)}}
 	pol := NewTessera(d, 7)
 	first := place(t, c, pol, wholePod("w0", 1000, 1)).Node
@@ -127,9 +129,9 @@ func TestFillableFollowsSharingShare(t *testing.T) {
 		want float64
 	}{
 		{"no GPU pods", dist(cpuOnly), fillableShare},
-		{"40% sharing keeps the floor", dist(share(470, 0.4), share(Whole, 0.6)), fillableShare},
-		{"half sharing", dist(share(810, 0.5), share(Whole, 0.5)), fillablePerSharing * 0.5},
-		{"CPU-only pods do not count", dist(share(810, 0.25), share(Whole, 0.25), cpuOnly), fillablePerSharing * 0.5},
+		{"40% sharing keeps the floor", dist(share(470, 0.4), share(request.Whole, 0.6)), fillableShare},
+		{"half sharing", dist(share(810, 0.5), share(request.Whole, 0.5)), fillablePerSharing * 0.5},
+		{"CPU-only pods do not count", dist(share(810, 0.25), share(request.Whole, 0.25), cpuOnly), fillablePerSharing * 0.5},
 		{"all sharing", dist(share(810, 0.7), share(470, 0.3)), fillablePerSharing},
 	} {
 		if got := fillable(tt.d); math.Abs(got-tt.want) > 1e-12 {
@@ -155,7 +157,7 @@ func TestHoleWasteSharingHeavyDistribution(t *testing.T) {
 }
 
 func TestHoleSupplyOnlyWhenSharingDominates(t *testing.T) {
-	d := dist(share(470, 0.4), share(Whole, 0.6))
+	d := dist(share(470, 0.4), share(request.Whole, 0.6))
 	if s := newHoleSupply(d, fillable(d)); s != nil {
 		t.Fatalf("40%% sharing pods: supply model %+v, want none", s)
 	}
@@ -208,10 +210,10 @@ func TestTesseraContestedFreeGPU(t *testing.T) {
 	// plain table the partial hole is cheaper; but a free GPU is contested
 	// (the large shares that fit nowhere else take the last ones), counts
 	// double, and the pod opens it, where a later 810m pod can join it.
-	d := dist(share(810, 0.2), share(470, 0.15), share(230, 0.05), share(160, 0.02), share(Whole, 0.58))
+	d := dist(share(810, 0.2), share(470, 0.15), share(230, 0.05), share(160, 0.02), share(request.Whole, 0.58))
 	plain := newHoleWaste(d, fillable(d))
-	free, hole := plain.at(840)-plain.at(Whole), plain.at(620)-plain.at(780)
-	if free <= hole || plain.at(840)-freeGPUFactor*plain.at(Whole) >= hole {
+	free, hole := plain.at(840)-plain.at(request.Whole), plain.at(620)-plain.at(780)
+	if free <= hole || plain.at(840)-freeGPUFactor*plain.at(request.Whole) >= hole {
 		t.Fatalf("set-up: want the free GPU dearer than the hole (%.1f vs %.1f) only by the plain table", free, hole)
 	}
 	for seed := uint64(0); seed < 10; seed++ {

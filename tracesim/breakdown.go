@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Breakdown explains where a replay leaves GPU capacity unallocated once
@@ -186,7 +187,7 @@ func (r *recorder) finish(c *placement.Cluster, total int64) *Breakdown {
 // "free" for a GPU nothing took.
 func holdingName(pods []int64, free int64) string {
 	if len(pods) == 0 {
-		if free == placement.Whole {
+		if free == request.Whole {
 			return "free"
 		}
 		return "other" // taken by a pod that is not a fractional share

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Collector is a prometheus.Collector over the agent's state.
@@ -111,9 +112,9 @@ func (c *Collector) collectContainers(ctx context.Context, ch chan<- prometheus.
 		for _, g := range e.GPUs {
 			lv := []string{node, e.Namespace, e.Pod, e.Container, index[g.UUID], g.UUID}
 			who[cg{e.Key, g.UUID}] = lv
-			granted[g.UUID] += float64(g.ComputeMilli) / 1000
-			ch <- gauge(descCReq, float64(g.ComputeMilli)/1000, lv...)
-			ch <- gauge(descCLim, float64(g.ComputeLimitMilli)/1000, lv...)
+			granted[g.UUID] += float64(g.ComputeMilli) / request.Whole
+			ch <- gauge(descCReq, float64(g.ComputeMilli)/request.Whole, lv...)
+			ch <- gauge(descCLim, float64(g.ComputeLimitMilli)/request.Whole, lv...)
 			ch <- gauge(descCMemReq, float64(g.MemoryMiB<<20), lv...)
 			ch <- gauge(descCMemLim, float64(g.MemoryLimitMiB<<20), lv...)
 		}
@@ -134,8 +135,8 @@ func (c *Collector) collectContainers(ctx context.Context, ch chan<- prometheus.
 	if cs, ok := c.usage.(ComputeShares); ok {
 		for _, s := range cs.ComputeShares() {
 			if lv, ok := who[cg{s.Key, s.GPUUUID}]; ok {
-				ch <- gauge(descCShare, float64(s.ShareMilli)/1000, append(append([]string(nil), lv...), fmt.Sprint(s.Measured))...)
-				ch <- gauge(descCDemand, float64(s.DemandMilli)/1000, lv...)
+				ch <- gauge(descCShare, float64(s.ShareMilli)/request.Whole, append(append([]string(nil), lv...), fmt.Sprint(s.Measured))...)
+				ch <- gauge(descCDemand, float64(s.DemandMilli)/request.Whole, lv...)
 			}
 		}
 	}

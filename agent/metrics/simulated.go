@@ -3,6 +3,8 @@ package metrics
 import (
 	"context"
 	"math"
+
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Simulated stands in for NVML on hosts without GPUs. Its figures are
@@ -21,7 +23,7 @@ func (s Simulated) Stats(context.Context) ([]GPUStat, error) {
 	mem := map[string]float64{}
 	for _, e := range s.Node.Allocations() {
 		for _, g := range e.GPUs {
-			util[g.UUID] += float64(g.ComputeMilli) / 1000
+			util[g.UUID] += float64(g.ComputeMilli) / request.Whole
 			mem[g.UUID] += float64(g.MemoryMiB << 20)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/tessera-gpu/tessera/arbiter/share"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Defaults for Config.
@@ -107,12 +107,12 @@ func (c Config) Step(s State, now time.Time, smp Sample, guarantee int64) (Verdi
 	switch {
 	case smp.Waited || smp.RanOut:
 		s.LastActive = now
-		return Verdict{Phase: Active, Demand: share.Whole}, s
+		return Verdict{Phase: Active, Demand: request.Whole}, s
 	case smp.Launches > 0:
 		s.LastActive = now
 		used := float64(smp.Launches) / math.Max(smp.TokensPerMilli, 1e-9)
 		d := int64(math.Ceil(used*c.Headroom)) + 1
-		return Verdict{Phase: Active, Demand: min(d, share.Whole)}, s
+		return Verdict{Phase: Active, Demand: min(d, request.Whole)}, s
 	case now.Sub(s.LastActive) < c.IdleAfter:
 		return Verdict{Phase: Idle, Cushion: max(s.LastShare, guarantee)}, s
 	default:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter/share"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 type simClient struct {
@@ -32,7 +33,7 @@ func simulate(t *testing.T, clients []simClient, measure bool, periods int, chan
 	balance := make([]int64, n)
 	working := make([]bool, n)
 	for i, c := range clients {
-		in[i] = share.Client{Guarantee: c.guarantee, Limit: c.limit, Demand: share.Whole}
+		in[i] = share.Client{Guarantee: c.guarantee, Limit: c.limit, Demand: request.Whole}
 		gpu.kernel = append(gpu.kernel, c.kernel)
 		states[i] = cfg.New()
 		working[i] = true

@@ -3,10 +3,9 @@ package share
 import (
 	"fmt"
 	"sort"
-)
 
-// Whole is the whole GPU in thousandths.
-const Whole = 1000
+	"github.com/tessera-gpu/tessera/request"
+)
 
 // Client is one client's standing and demand on one GPU, in thousandths.
 type Client struct {
@@ -15,7 +14,7 @@ type Client struct {
 	// Limit is the share it never exceeds, [Guarantee, 1000].
 	Limit int64
 	// Demand is the share it would use next period, [0, 1000]: 0 is idle,
-	// Whole (or anything at or above Limit) is busy without bound.
+	// request.Whole (or anything at or above Limit) is busy without bound.
 	Demand int64
 }
 
@@ -28,30 +27,30 @@ func Validate(clients []Client) error {
 	var sum int64
 	for i, c := range clients {
 		switch {
-		case c.Guarantee < 1 || c.Guarantee > Whole:
-			return fmt.Errorf("clients[%d].guarantee: must be in [1, %d], got %d", i, Whole, c.Guarantee)
-		case c.Limit < c.Guarantee || c.Limit > Whole:
-			return fmt.Errorf("clients[%d].limit: must be in [%d, %d], got %d", i, c.Guarantee, Whole, c.Limit)
-		case c.Demand < 0 || c.Demand > Whole:
-			return fmt.Errorf("clients[%d].demand: must be in [0, %d], got %d", i, Whole, c.Demand)
+		case c.Guarantee < 1 || c.Guarantee > request.Whole:
+			return fmt.Errorf("clients[%d].guarantee: must be in [1, %d], got %d", i, request.Whole, c.Guarantee)
+		case c.Limit < c.Guarantee || c.Limit > request.Whole:
+			return fmt.Errorf("clients[%d].limit: must be in [%d, %d], got %d", i, c.Guarantee, request.Whole, c.Limit)
+		case c.Demand < 0 || c.Demand > request.Whole:
+			return fmt.Errorf("clients[%d].demand: must be in [0, %d], got %d", i, request.Whole, c.Demand)
 		}
 		sum += c.Guarantee
 	}
-	if sum > Whole {
-		return fmt.Errorf("clients: guarantees must sum to at most %d, got %d", Whole, sum)
+	if sum > request.Whole {
+		return fmt.Errorf("clients: guarantees must sum to at most %d, got %d", request.Whole, sum)
 	}
 	return nil
 }
 
 // Allocate returns each client's time share for the next period, in the
-// order given. Shares are whole thousandths; their sum never exceeds Whole.
+// order given. Shares are whole thousandths; their sum never exceeds request.Whole.
 func Allocate(clients []Client) ([]int64, error) {
 	if err := Validate(clients); err != nil {
 		return nil, err
 	}
 	out := make([]int64, len(clients))
 	ceil := make([]int64, len(clients))
-	left := int64(Whole)
+	left := int64(request.Whole)
 	for i, c := range clients {
 		ceil[i] = min(c.Limit, c.Demand)
 		out[i] = min(c.Guarantee, c.Demand)

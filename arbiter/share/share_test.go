@@ -5,10 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/request"
 )
 
 func TestAllocate(t *testing.T) {
-	busy := int64(Whole)
+	busy := int64(request.Whole)
 	cases := []struct {
 		name    string
 		clients []Client
@@ -62,22 +64,22 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 }
 
 // randomClients draws a GPU's worth of clients whose guarantees sum to at
-// most Whole, with mixed idle, partial and busy demand.
+// most request.Whole, with mixed idle, partial and busy demand.
 func randomClients(r *rand.Rand) []Client {
 	n := 1 + r.IntN(8)
-	left := int64(Whole)
+	left := int64(request.Whole)
 	var out []Client
 	for i := 0; i < n && left > 0; i++ {
 		g := 1 + r.Int64N(min(left, 600))
 		left -= g
-		l := g + r.Int64N(Whole-g+1)
+		l := g + r.Int64N(request.Whole-g+1)
 		var d int64
 		switch r.IntN(3) {
 		case 0: // idle
 		case 1:
-			d = r.Int64N(Whole + 1)
+			d = r.Int64N(request.Whole + 1)
 		default:
-			d = Whole
+			d = request.Whole
 		}
 		out = append(out, Client{Guarantee: g, Limit: l, Demand: d})
 	}
@@ -113,10 +115,10 @@ func TestAllocateProperties(t *testing.T) {
 				unsatisfied = true
 			}
 		}
-		if sum > Whole {
-			t.Fatalf("trial %d: shares %v sum to %d > %d", trial, got, sum, Whole)
+		if sum > request.Whole {
+			t.Fatalf("trial %d: shares %v sum to %d > %d", trial, got, sum, request.Whole)
 		}
-		if unsatisfied && sum != Whole {
+		if unsatisfied && sum != request.Whole {
 			t.Fatalf("trial %d: %v -> %v: a client wants more but only %d is handed out", trial, clients, got, sum)
 		}
 	}
@@ -130,7 +132,7 @@ func TestAllocateWeightsBurstByGuarantee(t *testing.T) {
 	for trial := 0; trial < 2000; trial++ {
 		g1 := 1 + r.Int64N(499)
 		g2 := 1 + r.Int64N(499)
-		got, err := Allocate([]Client{{g1, Whole, Whole}, {g2, Whole, Whole}})
+		got, err := Allocate([]Client{{g1, request.Whole, request.Whole}, {g2, request.Whole, request.Whole}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // reasonQueueLimit leaves a pod pending because its queue is at its limit.
@@ -84,7 +85,7 @@ func (s *Scheduler) ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger
 		total.CPUMilli += n.CPUMilli
 		total.MemoryMiB += n.MemoryMiB
 		for _, g := range n.GPUs {
-			total.GPUMilli += 1000
+			total.GPUMilli += request.Whole
 			total.GPUMemoryMiB += g.MemoryMiB
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tessera-gpu/tessera/queueing"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // metrics are the scheduler's Prometheus series. They are registered on
@@ -105,8 +106,8 @@ func (m *metrics) observeQueues(tree *queueing.Tree, l *queueing.Ledger) {
 	m.queueShare.Reset()
 	for _, name := range tree.Names() {
 		q, _ := tree.Queue(name)
-		m.queueUsed.WithLabelValues(name).Set(float64(l.Used(name).GPUMilli) / 1000)
-		m.queueGuaranteed.WithLabelValues(name).Set(float64(q.Guaranteed.GPUMilli) / 1000)
+		m.queueUsed.WithLabelValues(name).Set(float64(l.Used(name).GPUMilli) / request.Whole)
+		m.queueGuaranteed.WithLabelValues(name).Set(float64(q.Guaranteed.GPUMilli) / request.Whole)
 		m.queueShare.WithLabelValues(name).Set(l.Share(name))
 	}
 }

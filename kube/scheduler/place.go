@@ -318,7 +318,7 @@ func describe(r request.GPU) string {
 	if r.Count == 0 {
 		return "the pod's CPU and memory"
 	}
-	return fmt.Sprintf("%d GPU(s) at compute %d/1000", r.Count, r.ComputeMilli)
+	return fmt.Sprintf("%d GPU(s) at compute %d/%d", r.Count, r.ComputeMilli, request.Whole)
 }
 
 func summarize(why map[string]int) string {

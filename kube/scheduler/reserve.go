@@ -8,6 +8,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // reservation holds nodes for the pod, or the gang, that has waited longest
@@ -83,7 +84,7 @@ func (s *Scheduler) maybeReserveFor(snap *snapshot, key, what string, pods, memb
 		for _, g := range n.GPUs {
 			free[i] += g.FreeMilli
 		}
-		room[i] = 1000 * int64(len(n.GPUs))
+		room[i] = request.Whole * int64(len(n.GPUs))
 	}
 	nodes := map[string]bool{}
 	for _, p := range pods {
