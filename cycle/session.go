@@ -66,6 +66,11 @@ type Snapshot struct {
 	Running []Running
 	// Preemption, when set, lets workloads that fit nowhere name victims.
 	Preemption *Preemption
+	// Strict serves Pending in the order given, across queues (the caller
+	// ordered them), and stops at the first workload not placed, after its
+	// preemption plan: no workload overtakes one that waits (the host
+	// daemon's rule). The rest are Behind.
+	Strict bool
 }
 
 // Status is what became of a workload in a cycle.
@@ -85,6 +90,8 @@ const (
 	// Invalid: the workload cannot be placed as written (an unknown queue
 	// or gang, no parts); waiting does not help.
 	Invalid
+	// Behind: a Strict cycle stopped at an earlier workload that waits.
+	Behind
 )
 
 func (s Status) String() string {
@@ -101,6 +108,8 @@ func (s Status) String() string {
 		return "gang-misfit"
 	case Invalid:
 		return "invalid"
+	case Behind:
+		return "behind"
 	}
 	return fmt.Sprintf("status(%d)", int(s))
 }
@@ -172,6 +181,7 @@ func Run(s Snapshot) ([]Outcome, error) {
 		i     int
 	}
 	gangAt := map[string]at{} // a gang is served in its first member's queue
+	var strictOrder []at      // every item, in the pending order
 	for _, w := range s.Pending {
 		q := w.Queue
 		if q == "" {
@@ -189,9 +199,10 @@ func Run(s Snapshot) ([]Outcome, error) {
 			gangAt[w.Gang] = at{q, len(byQueue[q])}
 		}
 		byQueue[q] = append(byQueue[q], item{gang: w.Gang, members: []Workload{w}})
+		strictOrder = append(strictOrder, at{q, len(byQueue[q]) - 1})
 	}
 	var failed error
-	queueing.Serve(ledger, byQueue, func(q string, it item) (queueing.Resources, bool) {
+	serve := func(q string, it item) (queueing.Resources, bool) {
 		var need queueing.Resources
 		for _, w := range it.members {
 			need = need.Add(resources(w.Parts))
@@ -212,7 +223,30 @@ func Run(s Snapshot) ([]Outcome, error) {
 			return queueing.Resources{}, true
 		}
 		return charge, false
-	})
+	}
+	if !s.Strict {
+		queueing.Serve(ledger, byQueue, serve)
+		return r.out, failed
+	}
+	// Strict: the caller's order across queues; the first item not placed
+	// holds up the rest.
+	for i, a := range strictOrder {
+		served := len(r.out)
+		charge, stop := serve(a.queue, byQueue[a.queue][a.i])
+		ledger.Charge(a.queue, charge)
+		if stop {
+			return r.out, failed
+		}
+		for _, o := range r.out[served:] {
+			if o.Status == Placed {
+				continue
+			}
+			for _, rest := range strictOrder[i+1:] {
+				r.waitAll(byQueue[rest.queue][rest.i].members, Behind, "behind "+o.Workload+", which waits (strict order: no workload overtakes one that waits)")
+			}
+			return r.out, failed
+		}
+	}
 	return r.out, failed
 }
 

@@ -317,3 +317,37 @@ func TestStatementDiscardRestores(t *testing.T) {
 		t.Fatal("a booking on a GPU the node lacks was accepted")
 	}
 }
+
+// TestStrictNoOvertaking: in a strict cycle the first workload that does
+// not fit holds up the rest, even those that would fit, and the order is
+// the caller's across queues (not fair share).
+func TestStrictNoOvertaking(t *testing.T) {
+	c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 2)}}
+	qs := tree(t, queueing.Queue{Name: "rich"}, queueing.Queue{Name: "poor"})
+	pend := []Workload{inQueue(whole("r0", 1), "rich"), inQueue(whole("big", 2), "rich"), inQueue(whole("p0", 1), "poor")}
+	outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Queues: qs, Usage: map[string]queueing.Resources{"rich": {GPUMilli: 8000}},
+		Pending: pend, Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Status{"r0": Placed, "big": NoFit, "p0": Behind}
+	if got := statuses(outs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("statuses %v, want %v", got, want)
+	}
+	if got := served(outs); !reflect.DeepEqual(got, []string{"r0", "big", "p0"}) {
+		t.Errorf("served %v, want the caller's order", got)
+	}
+	if o := outs[2]; !strings.Contains(o.Message, "behind big") {
+		t.Errorf("p0's message %q does not name big", o.Message)
+	}
+	// The same snapshot without Strict: p0 (the poorer queue) goes first
+	// and big does not hold anything up.
+	c = &placement.Cluster{Nodes: []placement.Node{gpus("a", 2)}}
+	outs, err = Run(Snapshot{Cluster: c, Policy: bestfit(t), Queues: qs, Usage: map[string]queueing.Resources{"rich": {GPUMilli: 8000}}, Pending: pend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := statuses(outs); !reflect.DeepEqual(got, map[string]Status{"p0": Placed, "r0": Placed, "big": NoFit}) {
+		t.Fatalf("without Strict: statuses %v", got)
+	}
+}
