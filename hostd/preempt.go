@@ -6,9 +6,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
 )
@@ -35,107 +37,60 @@ func queueOr(q string) string {
 	return q
 }
 
-// preemptionRules are package preemption's rules with this host's queues
-// and their usage (for reclaim).
-func (d *Daemon) preemptionRules(jobs []api.Job) preemption.Rules {
-	used := usage(jobs)
+// snapshotLocked is the scheduling cycle's view of this host: its bookings
+// (a copy), its policy and queues, waiting in start order (package queue's
+// order, served strictly), and, unless preemption is off or earlier
+// victims are still on their way out, the running jobs as candidate
+// victims with minRuntime protecting the young.
+func (d *Daemon) snapshotLocked(waiting, jobs []api.Job, minRuntime time.Duration) cycle.Snapshot {
 	names := make([]string, 0, len(jobs))
 	for _, j := range jobs {
 		names = append(names, queueOr(j.Queue))
 	}
-	tree := queue.Tree(d.cfg.Queues, names)
-	return preemption.Rules{
-		MinRuntime: d.cfg.PreemptionMinRuntime,
-		Fair:       &preemption.Fairness{Tree: tree, Ledger: tree.NewLedger(d.capacity(), used)},
+	snap := cycle.Snapshot{Cluster: d.cluster.Clone(), Policy: d.policy, Queues: queue.Tree(d.cfg.Queues, names), Usage: usage(jobs), Strict: true}
+	for _, j := range waiting {
+		snap.Pending = append(snap.Pending, cycle.Workload{ID: j.ID, Queue: queueOr(j.Queue), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)}})
 	}
-}
-
-// victimPlan is the jobs to stop so a waiting job fits, with why each.
-type victimPlan struct {
-	victims []api.Job
-	kinds   []preemption.Kind
-}
-
-// planPreemptionLocked finds the running jobs whose stopping lets w start,
-// by package preemption's rules: per node, candidates are released from a
-// copy of the bookings in eviction order until w fits; the node needing the
-// fewest victims wins.
-func (d *Daemon) planPreemptionLocked(w api.Job, jobs []api.Job, rules preemption.Rules, now time.Time) (victimPlan, bool) {
-	waiting := preemption.Waiting{Queue: queueOr(w.Queue), Priority: int32(w.Priority), Need: jobNeed(w)}
-	byID := map[string]api.Job{}
-	perNode := map[int][]preemption.Candidate{}
-	for _, j := range jobs {
-		if j.State != api.Running || j.StopRequested || j.Preempt != nil {
-			continue
-		}
-		c := preemption.Candidate{ID: j.ID, Queue: queueOr(j.Queue), Priority: int32(j.Priority)}
-		if j.Started != nil {
-			c.Started = *j.Started
-		}
-		byID[j.ID] = j
-		perNode[j.Node] = append(perNode[j.Node], c)
-	}
-	pod := podOf(w)
-	var best *preemption.Plan
-	for ni := range d.cluster.Nodes {
-		eligible := rules.Eligible(waiting, perNode[ni], now)
-		if len(eligible) == 0 {
-			continue
-		}
-		what := d.cluster.Clone()
-		release := func(c preemption.Candidate) error {
-			v := byID[c.ID]
-			vp := podOf(v)
-			if err := what.Release(&vp, decisionOf(v)); err != nil {
-				return fmt.Errorf("release %s: %w", v.ID, err)
-			}
-			return nil
-		}
-		fits := func() bool {
-			_, err := d.probe.Place(what, &pod)
-			return err == nil
-		}
-		victims, ok := preemption.Victims(eligible, nil, release, fits)
-		if !ok {
-			continue
-		}
-		p := preemption.Plan{Node: ni, Victims: victims}
-		if best == nil || preemption.Better(p, *best) {
-			best = &p
-		}
-	}
-	if best == nil {
-		return victimPlan{}, false
-	}
-	var vp victimPlan
-	for _, c := range best.Victims {
-		vp.victims = append(vp.victims, byID[c.ID])
-		vp.kinds = append(vp.kinds, rules.Why(waiting, c, now))
-	}
-	return vp, true
-}
-
-// preemptLocked tries to make room for w, the head of the queue, which
-// does not fit: it marks the victims (persisted, so a restart keeps the
-// reason) and sends their supervisors SIGTERM (SIGKILL follows after the
-// stop grace). While earlier victims are still exiting it waits for them.
-func (d *Daemon) preemptLocked(w api.Job, jobs []api.Job) {
 	if d.cfg.DisablePreemption {
-		return
+		return snap
 	}
 	for _, j := range jobs {
 		if j.State == api.Running && j.Preempt != nil {
-			return // wait for the victims already on their way out
+			return snap // wait for the victims already on their way out
 		}
 	}
-	now := d.cfg.Now()
-	plan, ok := d.planPreemptionLocked(w, jobs, d.preemptionRules(jobs), now)
-	if !ok {
-		return
+	snap.Preemption = &cycle.Preemption{MinRuntime: minRuntime, Now: d.cfg.Now()}
+	for _, j := range jobs {
+		if j.State != api.Running {
+			continue
+		}
+		r := cycle.Running{ID: j.ID, Queue: queueOr(j.Queue), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)},
+			Decisions: []placement.Decision{decisionOf(j)}, Stopping: j.StopRequested}
+		if j.Started != nil {
+			r.Started = *j.Started
+		}
+		snap.Running = append(snap.Running, r)
 	}
-	for i, v := range plan.victims {
-		p := &api.Preemption{By: w.ID, Kind: plan.kinds[i].String(), At: now.UTC()}
-		switch plan.kinds[i] {
+	return snap
+}
+
+// preemptLocked stops the victims the cycle named for w, the head of the
+// queue, which does not fit: it marks them (persisted, so a restart keeps
+// the reason) and sends their supervisors SIGTERM (SIGKILL follows after
+// the stop grace).
+func (d *Daemon) preemptLocked(w api.Job, victims []cycle.Victim, jobs []api.Job) {
+	byID := map[string]api.Job{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	now := d.cfg.Now()
+	for _, victim := range victims {
+		v, ok := byID[victim.ID]
+		if !ok {
+			continue
+		}
+		p := &api.Preemption{By: w.ID, Kind: victim.Kind.String(), At: now.UTC()}
+		switch victim.Kind {
 		case preemption.ByReclaim:
 			p.Reason = fmt.Sprintf("preempted by %s of queue %s, which is below its guaranteed share, to reclaim GPU capacity from queue %s, which is above its own", w.ID, queueOr(w.Queue), queueOr(v.Queue))
 		default:
@@ -154,6 +109,20 @@ func (d *Daemon) preemptLocked(w api.Job, jobs []api.Job) {
 		}
 	}
 	d.notifyLocked()
+}
+
+// victimsLocked asks the cycle, on a copy, which running jobs it would
+// stop for w alone with minRuntime protecting the young.
+func (d *Daemon) victimsLocked(w api.Job, jobs []api.Job, minRuntime time.Duration) []cycle.Victim {
+	snap := d.snapshotLocked([]api.Job{w}, jobs, minRuntime)
+	if snap.Preemption == nil {
+		return nil
+	}
+	outs, err := cycle.Run(snap)
+	if err != nil || len(outs) == 0 {
+		return nil
+	}
+	return outs[0].Victims
 }
 
 // preemptNoteLocked says, for the head of the queue, what preemption does
@@ -175,17 +144,14 @@ func (d *Daemon) preemptNoteLocked(w api.Job, jobs []api.Job) string {
 	if d.cfg.PreemptionMinRuntime <= 0 {
 		return ""
 	}
-	rules := d.preemptionRules(jobs)
-	now := d.cfg.Now()
-	if _, ok := d.planPreemptionLocked(w, jobs, rules, now); ok {
+	if len(d.victimsLocked(w, jobs, d.cfg.PreemptionMinRuntime)) > 0 {
 		return ""
 	}
-	rules.MinRuntime = 0
-	plan, ok := d.planPreemptionLocked(w, jobs, rules, now)
-	if !ok {
+	victims := d.victimsLocked(w, jobs, 0)
+	if len(victims) == 0 {
 		return ""
 	}
-	for _, v := range plan.victims {
+	for _, v := range victims {
 		out = append(out, v.ID)
 	}
 	return fmt.Sprintf("%s could be preempted once running for the minimum runtime (%s)", strings.Join(out, ", "), d.cfg.PreemptionMinRuntime)

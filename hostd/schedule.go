@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/jobenv"
 	"github.com/tessera-gpu/tessera/hostd/queue"
@@ -17,8 +18,10 @@ import (
 	"github.com/tessera-gpu/tessera/request"
 )
 
-// schedule starts waiting jobs strictly in queue order and stops at the
-// first one that does not fit (no backfill: see package queue).
+// schedule starts waiting jobs strictly in queue order through the
+// scheduling cycle (package cycle, Strict): it stops at the first job that
+// does not fit (no backfill: see package queue) and stops the victims the
+// cycle named for it, if any.
 func (d *Daemon) schedule() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -30,13 +33,27 @@ func (d *Daemon) schedule() {
 		d.cfg.Log.Error("list queued jobs", "err", err)
 		return
 	}
+	if len(waiting) == 0 {
+		return
+	}
+	byID := make(map[string]api.Job, len(waiting))
 	for _, j := range waiting {
-		pod := podOf(j)
-		dec, err := d.policy.Place(d.cluster, &pod)
-		if err != nil {
-			d.preemptLocked(j, jobs)
+		byID[j.ID] = j
+	}
+	outs, err := cycle.Run(d.snapshotLocked(waiting, jobs, d.cfg.PreemptionMinRuntime))
+	if err != nil {
+		d.cfg.Log.Error("scheduling cycle", "err", err)
+		return
+	}
+	for _, o := range outs {
+		j := byID[o.Workload]
+		if o.Status != cycle.Placed {
+			if len(o.Victims) > 0 {
+				d.preemptLocked(j, o.Victims, jobs)
+			}
 			return // the head waits; Queue says why
 		}
+		dec := o.Decisions[0]
 		if err := d.bookLocked(j, dec); err != nil {
 			d.cfg.Log.Error("book placement", "job", j.ID, "err", err)
 			return
