@@ -1,11 +1,13 @@
 package hostd
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // countingPolicy counts what a policy is told and asked.
@@ -77,5 +79,46 @@ func TestEachJobArrivesOnce(t *testing.T) {
 	}
 	if observed, _ := pol.counts(); observed != 2 {
 		t.Errorf("after both jobs ran the policy was told of %d arrivals, want 2", observed)
+	}
+}
+
+// TestQueueLimitHoldsJobs: a configured queue's hard limit (documented in
+// docs/host.md) holds its next job while the GPUs are free, and tessera
+// queue says so in this host's words; the job starts once the queue's
+// running job ends.
+func TestQueueLimitHoldsJobs(t *testing.T) {
+	gates := t.TempDir()
+	d := startDaemon(t, t.TempDir(), "2xH200", withQueues(queueing.Queue{Name: "capped", Limit: queueing.Resources{GPUMilli: 1000}}))
+	job := func() api.SubmitRequest {
+		r := gatedJob(gates, map[string]string{"count": "1"}, 0)
+		r.Queue = "capped"
+		return r
+	}
+	first, err := d.Submit(job())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "first job running", func() bool { return states(t, d)[first.ID] == api.Running })
+	second, err := d.Submit(job())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.schedule() // one pass, here: the job would start now if nothing held it
+	q, err := d.Queue()
+	if err != nil || len(q) != 1 || q[0].ID != second.ID {
+		t.Fatalf("queue = %+v, %v", q, err)
+	}
+	want := "waiting for queue capped's limit: its jobs use 1 GPU of its limit 1, and this job needs 1 more"
+	if !strings.Contains(q[0].Reason, want) {
+		t.Errorf("reason %q, want it to contain %q", q[0].Reason, want)
+	}
+	if s := states(t, d)[second.ID]; s != api.Queued {
+		t.Fatalf("second job %s with a GPU free: the queue's limit is 1 GPU", s)
+	}
+	openGate(t, gates, first.ID, 0)
+	eventually(t, "second job running once the first ended", func() bool { return states(t, d)[second.ID] == api.Running })
+	openGate(t, gates, second.ID, 0)
+	if _, err := d.Wait(t.Context(), second.ID); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/tessera-gpu/tessera/arbiter"
+	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
@@ -127,7 +128,9 @@ func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 			e.Reason = "behind " + waiting[0].ID + " (jobs start in priority order, then submission order; no overtaking)"
 		} else {
 			pod := podOf(j)
-			if _, err := d.policy.Place(d.cluster, &pod); err != nil {
+			if reason := d.queueLimitLocked(j, jobs); reason != "" {
+				e.Reason = reason
+			} else if _, err := d.policy.Place(d.cluster, &pod); err != nil {
 				e.Reason = "waiting for GPU capacity: " + waitReason(j, err)
 				if note := d.preemptNoteLocked(j, jobs); note != "" {
 					e.Reason += "; " + note
@@ -239,4 +242,26 @@ func sharingName(m arbiter.Mode) string {
 		return "mps"
 	}
 	return "shared"
+}
+
+// queueLimitLocked says, in this host's words, why j waits for its queue's
+// hard limit (or an ancestor's), as the scheduling cycle checks it; "" when
+// no limit holds it.
+func (d *Daemon) queueLimitLocked(j api.Job, jobs []api.Job) string {
+	snap := d.snapshotLocked([]api.Job{j}, jobs, 0)
+	snap.Preemption, snap.Running = nil, nil
+	outs, err := cycle.Run(snap)
+	if err != nil || len(outs) == 0 || outs[0].Status != cycle.QueueLimit {
+		return ""
+	}
+	need := jobNeed(j)
+	for _, q := range snap.Queues.Ancestry(queueOr(j.Queue)) {
+		conf, _ := snap.Queues.Queue(q)
+		used := snap.Usage[q]
+		if lim := conf.Limit.GPUMilli; lim > 0 && used.GPUMilli+need.GPUMilli > lim {
+			return fmt.Sprintf("waiting for queue %s's limit: its jobs use %s GPU of its limit %s, and this job needs %s more (limits are set in the file given to tessera up --config)",
+				q, quantity.FormatShare(used.GPUMilli), quantity.FormatShare(lim), quantity.FormatShare(need.GPUMilli))
+		}
+	}
+	return "waiting for its queue's limit: " + outs[0].Message
 }
