@@ -55,7 +55,7 @@ func startAPIServer(t *testing.T) *apiServer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs, err := decodeAll(data)
+		objs, err := testcluster.DecodeManifests(data)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/tessera-gpu/tessera/internal/testcluster"
 )
 
 // TestManifestsAreAccepted creates every object of deploy/ on a real
@@ -55,7 +57,7 @@ func readManifest(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := decodeAll(data)
+	objs, err := testcluster.DecodeManifests(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -3,10 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 )
@@ -117,31 +113,7 @@ func (h helmCLI) template(t *testing.T, name, ns string, s valueSet) ([]*unstruc
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll([]byte(out))
-}
-
-// decodeAll decodes every object of a multi-document YAML stream (numbers
-// as int64, as the API machinery reads them).
-func decodeAll(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, err
-		}
-		if len(raw) == 0 || string(raw) == "null" {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(raw); err != nil {
-			return nil, fmt.Errorf("%s: %w", raw, err)
-		}
-		out = append(out, obj)
-	}
+	return testcluster.DecodeManifests([]byte(out))
 }
 
 // TestChartLint: helm lint --strict passes with every value set.

@@ -19,10 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/gpusummary"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
-	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
@@ -64,23 +62,7 @@ func showGPUsKube(t *testing.T, env map[string]string, want []gpusummary.PoolRow
 // agent publishes it, with count GPUs of model.
 func showGPUsNode(ctx context.Context, t *testing.T, core kubernetes.Interface, dyn dynamic.Interface, name, model string, count int, labels map[string]string) {
 	t.Helper()
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), workload.ResourceGPU: resource.MustParse(fmt.Sprint(8 * count))}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
-		Status: corev1.NodeStatus{Capacity: res, Allocatable: res}}
-	if _, err := core.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := catalog.Default().Resolve(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := inventory.Node{Name: name, Source: "sim"}
-	for i := 0; i < count; i++ {
-		in.GPUs = append(in.GPUs, inventory.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: m.Name, Product: m.Name,
-			Vendor: string(m.Vendor), MemoryMiB: m.MemoryMiB, SMCount: m.SMCount, NUMANode: -1, Health: inventory.Healthy, MIGMode: inventory.MIGDisabled})
-	}
-	if _, err := dyn.Resource(gpunode.Resource()).Create(ctx, gpunode.Object(in, 8, gpunode.SharingShared), metav1.CreateOptions{}); err != nil {
+	if err := testcluster.CreateGPUNode(ctx, core, dyn, testcluster.GPUNode{Name: name, Model: model, Count: count, Labels: labels}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,9 +1,7 @@
 package e2enode_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -17,12 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -30,10 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
-	"github.com/tessera-gpu/tessera/inventory"
-	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
 // hostDirs are the host folders the chart's agent uses at fixed paths (its
@@ -142,31 +135,12 @@ func startNode(t *testing.T, gpus string) *node {
 // node by name.
 func (n *node) kwokNode(name, model string, count int) {
 	n.t.Helper()
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
-		corev1.ResourcePods: resource.MustParse("110"), "tessera.io/gpu": resource.MustParse(fmt.Sprint(8 * count))}
-	kn := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tessera.io/pool": "kwok"},
-			Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
-		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "e2e.tessera.io/kwok", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
-	}
-	if _, err := n.cs.CoreV1().Nodes().Create(n.ctx, kn, metav1.CreateOptions{}); err != nil {
-		n.t.Fatalf("create KWOK node: %v", err)
-	}
-	m, err := catalog.Default().Resolve(model)
+	err := testcluster.CreateGPUNode(n.ctx, n.cs, n.dyn, testcluster.GPUNode{Name: name, Model: model, Count: count,
+		Labels: map[string]string{"tessera.io/pool": "kwok"},
+		Taints: []corev1.Taint{{Key: "e2e.tessera.io/kwok", Value: "true", Effect: corev1.TaintEffectNoSchedule}}})
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	in := inventory.Node{Name: name, Source: "sim"}
-	for i := 0; i < count; i++ {
-		in.GPUs = append(in.GPUs, inventory.GPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Index: i, Model: m.Name, Product: m.Name,
-			Vendor: string(m.Vendor), MemoryMiB: m.MemoryMiB, SMCount: m.SMCount, NUMANode: -1, Health: inventory.Healthy, MIGMode: inventory.MIGDisabled})
-	}
-	gpunodes := schema.GroupVersionResource{Group: "tessera.io", Version: "v1alpha1", Resource: "gpunodes"}
-	n.eventually(time.Minute, "the GPUNode CRD is served", func() error {
-		_, err := n.dyn.Resource(gpunodes).Create(n.ctx, gpunode.Object(in, 8, gpunode.SharingShared), metav1.CreateOptions{})
-		return err
-	})
 }
 
 // manifests renders the chart (deploy/helm/tessera, with Helm built from
@@ -455,36 +429,18 @@ func (n *node) logs(ctx context.Context, ns, pod, container string, tail int64) 
 
 func decodeManifests(t *testing.T, what string, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("%s: %v", what, err)
-		}
-		if len(obj.Object) > 0 {
-			out = append(out, &obj)
-		}
+	objs, err := testcluster.DecodeManifests(data)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
+	return objs
 }
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := testcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
+	return root
 }
