@@ -200,14 +200,9 @@ func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	if o.outDir != "" {
-		if err := checkWritable(o.outDir); err != nil {
-			return err
-		}
-	}
-	nodes, err := tracesim.LoadNodes(o.nodes)
+	nodes, err := simSetup(o.outDir, o.nodes)
 	if err != nil {
-		return loadError("--nodes", o.nodes, err)
+		return err
 	}
 	m := tracesim.Matrix{Nodes: nodes, Policies: pols, Seeds: seeds, Tune: o.tune, Popularity: o.popularity, Parallel: o.parallel, Breakdown: o.breakdown}
 	for _, path := range o.traces {
@@ -244,6 +239,20 @@ func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 		return nil
 	}
 	return writeSimOutputs(o.outDir, o.plotFormat, results, rows, pols)
+}
+
+// simSetup checks that -o (when given) is writable, then loads --nodes.
+func simSetup(outDir, nodesPath string) (*placement.Cluster, error) {
+	if outDir != "" {
+		if err := checkWritable(outDir); err != nil {
+			return nil, err
+		}
+	}
+	nodes, err := tracesim.LoadNodes(nodesPath)
+	if err != nil {
+		return nil, loadError("--nodes", nodesPath, err)
+	}
+	return nodes, nil
 }
 
 // checkWritable makes sure the output folder exists (creating it) and

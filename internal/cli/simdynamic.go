@@ -93,14 +93,9 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	if o.outDir != "" {
-		if err := checkWritable(o.outDir); err != nil {
-			return err
-		}
-	}
-	nodes, err := tracesim.LoadNodes(o.nodes)
+	nodes, err := simSetup(o.outDir, o.nodes)
 	if err != nil {
-		return loadError("--nodes", o.nodes, err)
+		return err
 	}
 	type job struct {
 		trace string
