@@ -2,7 +2,6 @@ package cycle
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tessera-gpu/tessera/placement"
@@ -131,22 +130,9 @@ func (r *run) fitsOn(st *Statement, w Workload, ni int) (bool, error) {
 		pol = r.snap.Policy
 	}
 	mark := st.Len()
-	c := r.snap.Cluster
-	fits := true
-	for i := 0; i < len(w.Parts) && fits; i++ {
-		p := w.Parts[i]
-		d, err := pol.Place(&placement.Cluster{Nodes: []placement.Node{c.Nodes[ni]}}, &p)
-		switch {
-		case errors.Is(err, placement.ErrNoFit):
-			fits = false
-		case err != nil:
-			return false, errors.Join(fmt.Errorf("place %s: %w", p.Name, err), st.rollback(mark))
-		default:
-			d.Node = ni
-			if err := st.Book(p, d); err != nil {
-				return false, errors.Join(fmt.Errorf("policy %s made a decision that does not apply: %w", pol.Name(), err), st.rollback(mark))
-			}
-		}
+	_, fits, err := bookOn(st, pol, w.Parts, ni)
+	if err != nil {
+		return false, errors.Join(err, st.rollback(mark))
 	}
 	return fits, st.rollback(mark)
 }

@@ -382,7 +382,6 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 	if pol == nil {
 		pol = r.snap.Policy
 	}
-	c := r.snap.Cluster
 	mark := st.Len()
 	var together map[int]bool // nodes that cannot take all the parts at once
 	for {
@@ -403,24 +402,11 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 		if err := st.Book(first, d); err != nil {
 			return o, fmt.Errorf("policy %s made a decision that does not apply: %w", pol.Name(), err)
 		}
-		decisions := []placement.Decision{d}
-		fits := true
-		for i := 1; i < len(w.Parts) && fits; i++ {
-			p := w.Parts[i]
-			d, err := pol.Place(&placement.Cluster{Nodes: []placement.Node{c.Nodes[node]}}, &p)
-			switch {
-			case errors.Is(err, placement.ErrNoFit):
-				fits = false
-			case err != nil:
-				return o, fmt.Errorf("place %s: %w", p.Name, err)
-			default:
-				d.Node = node
-				if err := st.Book(p, d); err != nil {
-					return o, fmt.Errorf("policy %s made a decision that does not apply: %w", pol.Name(), err)
-				}
-				decisions = append(decisions, d)
-			}
+		rest, fits, err := bookOn(st, pol, w.Parts[1:], node)
+		if err != nil {
+			return o, err
 		}
+		decisions := append([]placement.Decision{d}, rest...)
 		if fits {
 			o.Status, o.Decisions = Placed, decisions
 			return o, nil
@@ -433,6 +419,28 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 		}
 		together[node] = true
 	}
+}
+
+// bookOn places parts one after another on node ni alone, booking each
+// through st, and stops at the first that does not fit there (fits false;
+// what it booked stays in st for the caller to keep or roll back).
+func bookOn(st *Statement, pol placement.Policy, parts []placement.Pod, ni int) (decisions []placement.Decision, fits bool, err error) {
+	for i := range parts {
+		p := parts[i]
+		d, err := pol.Place(&placement.Cluster{Nodes: []placement.Node{st.c.Nodes[ni]}}, &p)
+		if errors.Is(err, placement.ErrNoFit) {
+			return decisions, false, nil
+		}
+		if err != nil {
+			return decisions, false, fmt.Errorf("place %s: %w", p.Name, err)
+		}
+		d.Node = ni
+		if err := st.Book(p, d); err != nil {
+			return decisions, false, fmt.Errorf("policy %s made a decision that does not apply: %w", pol.Name(), err)
+		}
+		decisions = append(decisions, d)
+	}
+	return decisions, true, nil
 }
 
 // notTogether is why a node that can take a workload's first part but not
