@@ -1,4 +1,4 @@
-"""Memory cap check under libtessera-intercept (NOT YET RUN on a GPU).
+"""Memory cap check under libtessera-intercept (run on an H200: docs/gpu-validation.md).
 
 Run with LD_PRELOAD set and TESSERA_MEMORY_LIMIT=<N>Gi (see run.sh):
   python3 mem_cap.py N
