@@ -147,7 +147,8 @@ func New(cfg Config) (*Agent, error) {
 // Registered receives after each registration with kubelet.
 func (a *Agent) Registered() <-chan struct{} { return a.plugin.Registered() }
 
-// Reconcile releases the allocations of pods kubelet no longer runs now,
+// Reconcile releases the allocations of pods that have ended (kubelet no
+// longer lists them and the API server no longer shows them running) now,
 // rather than at the next ReconcileInterval.
 func (a *Agent) Reconcile(ctx context.Context) error { return a.alloc.Reconcile(ctx) }
 

@@ -121,7 +121,7 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 		return nil, err
 	}
 	if kerr == nil {
-		if err := a.releaseStale(ctx, kpods); err != nil {
+		if err := a.releaseStale(ctx, kpods, pods); err != nil {
 			a.cfg.Log.Warn("cannot release the allocations of finished pods before this one", "error", err)
 		}
 	}
@@ -350,7 +350,9 @@ func (a *Allocator) PreStart(ctx context.Context, deviceIDs []string) error {
 }
 
 // Reconcile drops checkpoint entries (and their state folders) of pods
-// kubelet no longer lists as active. Without kubelet's report it keeps all.
+// that have ended: kubelet no longer lists them as active and the API
+// server no longer shows them running on the node. Without either report
+// it keeps all.
 func (a *Allocator) Reconcile(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -358,25 +360,53 @@ func (a *Allocator) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.releaseStale(ctx, kpods)
+	pods, err := a.cfg.Pods.OnNode(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	return a.releaseStale(ctx, kpods, pods)
 }
 
-// releaseStale drops the allocations of pods absent from kubelet's report
-// kpods: their checkpoint entries, enforcer registrations and state
-// folders. Allocate calls it too, before it registers a new container:
-// the scheduler binds a pod to the room a deleted pod left as soon as the
+// releaseStale drops the allocations of pods that have ended: their
+// checkpoint entries, enforcer registrations and state folders. A pod has
+// ended when kubelet's report kpods does not list it and the API server's
+// pods (every pod bound to the node) do not show it, with the entry's UID,
+// as a pod that runs or will run: it is gone, finished or being deleted,
+// and that is final.
+//
+// kubelet's report alone is not enough: a restarted kubelet serves its
+// PodResources API before it has re-added the pods it runs (its pod
+// manager fills from the API server after start, one pod at a time), and
+// a release in that window would drop the shares of running containers,
+// which a restarted agent then no longer recovers (found on the real node,
+// internal/e2enode; test TestKubeletStartingUpKeepsAllocations).
+//
+// Allocate calls it too, before it registers a new container: the
+// scheduler binds a pod to the room a deleted pod left as soon as the
 // deletion is visible, and kubelet may call Allocate for it before the
 // periodic reconcile has released the deleted pod's shares.
-func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod) error {
+func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod, pods []handoff.Pod) error {
 	active := map[handoff.PodRef]bool{}
 	for _, kp := range kpods {
 		active[kp.Ref()] = true
 	}
+	running := map[handoff.PodRef]string{} // pod -> UID, for pods that have not ended
+	for _, p := range pods {
+		if !p.Terminal {
+			running[p.Ref()] = p.UID
+		}
+	}
 	var stale []string
 	for _, e := range a.cfg.Store.Entries() {
-		if !active[handoff.PodRef{Namespace: e.Namespace, Name: e.Pod}] {
-			stale = append(stale, e.Key)
+		ref := handoff.PodRef{Namespace: e.Namespace, Name: e.Pod}
+		if active[ref] {
+			continue
 		}
+		if uid, ok := running[ref]; ok && (e.PodUID == "" || e.PodUID == uid) {
+			a.cfg.Log.Debug("kubelet does not list a pod the API server shows running; keeping its allocation (kubelet may be starting)", "pod", ref, "key", e.Key)
+			continue
+		}
+		stale = append(stale, e.Key)
 	}
 	if len(stale) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,7 @@ func TestAllocationsAreEnforcedByTheArbiter(t *testing.T) {
 	}
 	for _, w := range wants[:2] {
 		h.kubelet.Remove(w.pod.Namespace, w.pod.Name)
+		h.api.remove(w.pod.Namespace, w.pod.Name)
 	}
 	if err := h.agent.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
@@ -116,5 +118,80 @@ func TestAllocateReleasesDeletedPodsFirst(t *testing.T) {
 	// A fourth half still overbooks: nothing was released that runs.
 	if err := admit("d"); err == nil || !strings.Contains(err.Error(), "enforce GPU shares") {
 		t.Fatalf("admit d on a full GPU: %v, want an overbooking refusal", err)
+	}
+}
+
+// TestKubeletStartingUpKeepsAllocations: a restarted kubelet serves its
+// PodResources API before it has re-added the pods it runs, and lists none
+// of them meanwhile. A release in that window must not drop the shares of
+// running containers: a new agent process would then not recover them
+// (found on the real node, internal/e2enode: after "kubelet restart", the
+// agent deleted in "agent pod deleted" came back with one of two halves).
+// Pods that ended meanwhile are still released.
+func TestKubeletStartingUpKeepsAllocations(t *testing.T) {
+	h := newHarness(t, "1xH100-SXM")
+	arb, err := arbiter.New(arbiter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config()
+	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
+	h.startAgent(cfg)
+	ctx := context.Background()
+	keys := map[string]string{} // pod -> key
+	for _, name := range []string{"a", "b", "deleted", "finished"} {
+		s := h.share(0, 250, 1000, 1024)
+		p := h.bind("team", name, oneGPU, map[string][]binding.Share{"main": {s}})
+		got, err := h.kubelet.Admit(ctx, p, kubeletsim.AdmitOptions{})
+		if err != nil {
+			t.Fatalf("admit %s: %v", name, err)
+		}
+		keys[name] = checkHandoff(t, h, want{pod: p, shares: []binding.Share{s}}, got["main"])
+		if err := h.kubelet.Start(ctx, "team", name); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+	}
+	if err := h.kubelet.RestartStarting(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRegistered(2)
+	// While kubelet starts, one pod is deleted (gone from the API server)
+	// and one finishes (Succeeded there); kubelet will list neither.
+	h.kubelet.Remove("team", "deleted")
+	h.api.remove("team", "deleted")
+	h.kubelet.Remove("team", "finished")
+	fin, _, _ := h.api.Pod(ctx, "team", "finished")
+	fin.Terminal = true
+	h.api.put(fin)
+	if err := h.agent.Reconcile(ctx); err != nil {
+		t.Fatalf("reconcile while kubelet starts: %v", err)
+	}
+	wantKept := map[string]int{keys["a"]: 1, keys["b"]: 1}
+	if got := seats(arb); fmt.Sprint(got) != fmt.Sprint(wantKept) {
+		t.Errorf("after a release while kubelet starts, arbiter seats = %v, want a's and b's %v", got, wantKept)
+	}
+	checkRecorded(t, h, map[string]string{keys["a"]: "a", keys["b"]: "b"})
+	if got := len(h.agent.Allocations()); got != 2 {
+		t.Errorf("after a release while kubelet starts, the agent records %d allocations, want a's and b's", got)
+	}
+
+	// kubelet has re-added its pods; a new agent process recovers both
+	// running containers from its checkpoint.
+	h.kubelet.Synced()
+	h.stopAgent()
+	arb2, err := arbiter.New(arbiter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb2}
+	h.startAgent(cfg)
+	if got := seats(arb2); fmt.Sprint(got) != fmt.Sprint(wantKept) {
+		t.Errorf("a restarted agent's arbiter seats = %v, want a's and b's %v", got, wantKept)
+	}
+	if err := h.agent.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := seats(arb2); fmt.Sprint(got) != fmt.Sprint(wantKept) {
+		t.Errorf("after a reconcile with kubelet synced, arbiter seats = %v, want a's and b's %v", got, wantKept)
 	}
 }

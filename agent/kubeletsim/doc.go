@@ -17,7 +17,9 @@
 //     regular init containers left out, and their devices);
 //   - restarts: deletes every socket in the folder (its own and the
 //     plugins'), keeps its allocations (kubelet's checkpoint) and serves a
-//     fresh kubelet.sock, so plugins must register again.
+//     fresh kubelet.sock, so plugins must register again; RestartStarting
+//     also keeps the PodResources API listing no pod until Synced, as a
+//     real kubelet's does before its pod manager has re-added the pods.
 //
 // A plugin that calls PodResources while kubelet holds its device lock
 // deadlocks a real kubelet; the stand-in answers such a call with an error

@@ -35,6 +35,9 @@ type Kubelet struct {
 	order      []string                          // admission order of active pods
 	podDevices map[string]map[string]*Allocation // pod key -> container -> allocation
 	inUse      map[string]string                 // device ID -> pod key
+	// starting is set from RestartStarting until Synced: the PodResources
+	// API lists no pod.
+	starting bool
 
 	servers []*grpc.Server
 	wg      sync.WaitGroup
@@ -129,6 +132,26 @@ func (k *Kubelet) Restart() error {
 	k.notifyLocked()
 	k.stateMu.Unlock()
 	return k.serve()
+}
+
+// RestartStarting restarts as Restart does, and keeps the stand-in where a
+// real kubelet is just after it starts: its PodResources API answers, but
+// lists no pod until Synced, since kubelet serves it before its pod manager
+// has re-added the pods it runs (they come from the API server after
+// start). Allocations survive as with Restart.
+func (k *Kubelet) RestartStarting() error {
+	k.stateMu.Lock()
+	k.starting = true
+	k.stateMu.Unlock()
+	return k.Restart()
+}
+
+// Synced ends what RestartStarting began: the PodResources API lists every
+// active pod again.
+func (k *Kubelet) Synced() {
+	k.stateMu.Lock()
+	defer k.stateMu.Unlock()
+	k.starting = false
 }
 
 // Registrations counts successful plugin registrations.

@@ -24,6 +24,9 @@ func (s podResources) List(context.Context, *podresourcesv1.ListPodResourcesRequ
 		return nil, ErrDeadlock
 	}
 	resp := &podresourcesv1.ListPodResourcesResponse{}
+	if k.starting {
+		return resp, nil // the pod manager has not re-added the pods yet
+	}
 	for _, key := range k.order {
 		pod := k.active[key]
 		pr := &podresourcesv1.PodResources{Namespace: pod.Namespace, Name: pod.Name}
