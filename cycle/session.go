@@ -71,6 +71,9 @@ type Snapshot struct {
 	// preemption plan: no workload overtakes one that waits (the host
 	// daemon's rule). The rest are Behind.
 	Strict bool
+	// Reservation, when set, holds nodes for a long-waiting workload or
+	// gang: the others backfill around it.
+	Reservation *Reservation
 }
 
 // Status is what became of a workload in a cycle.
@@ -281,7 +284,9 @@ func (r *run) waitAll(ws []Workload, st Status, msg string) {
 func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, error) {
 	key := ""
 	var o Outcome
-	if w.Exclude == nil {
+	if w.Exclude == nil && !r.snap.Reservation.holds(w) {
+		// A reservation's own workload may fit where an equal request
+		// did not: it is left out of the memo.
 		key = requestKey(w.Parts)
 	}
 	if cached, ok := r.misfit[key]; ok && key != "" {
@@ -383,9 +388,9 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 		pol = r.snap.Policy
 	}
 	mark := st.Len()
-	var together map[int]bool // nodes that cannot take all the parts at once
+	var skip map[int]string // nodes ruled out while placing: why
 	for {
-		view, index, excluded := r.view(w, together)
+		view, index, excluded := r.view(st.c, w, skip)
 		first := w.Parts[0]
 		d, err := pol.Place(view, &first)
 		if errors.Is(err, placement.ErrNoFit) {
@@ -407,17 +412,33 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 			return o, err
 		}
 		decisions := append([]placement.Decision{d}, rest...)
+		why := notTogether
 		if fits {
-			o.Status, o.Decisions = Placed, decisions
-			return o, nil
+			blocked, err := r.snap.Reservation.blocks(st.c, pol, w, node)
+			if err != nil {
+				return o, err
+			}
+			if !blocked {
+				o.Status, o.Decisions = Placed, decisions
+				return o, nil
+			}
+			why = "reserved for " + r.snap.Reservation.What
 		}
 		if err := st.rollback(mark); err != nil {
 			return o, err
 		}
-		if together == nil {
-			together = map[int]bool{}
+		if skip == nil {
+			skip = map[int]string{}
 		}
-		together[node] = true
+		if why == notTogether {
+			skip[node] = why
+			continue
+		}
+		// Backfill failed on a reserved node: every reserved node is
+		// ruled out (the reservation's workloads may need any of them).
+		for n := range r.snap.Reservation.Nodes {
+			skip[n] = why
+		}
 	}
 }
 
@@ -447,12 +468,10 @@ func bookOn(st *Statement, pol placement.Policy, parts []placement.Pod, ni int) 
 // the others beside it is ruled out.
 const notTogether = "cannot take all of the workload's parts together"
 
-// view is the cluster restricted to the nodes w may use (not excluded by
-// w, nor in skip), the view's node indexes in the snapshot's cluster, and
-// the nodes left out counted by reason. With nothing left out it is the
-// cluster itself.
-func (r *run) view(w Workload, skip map[int]bool) (*placement.Cluster, []int, map[string]int) {
-	c := r.snap.Cluster
+// view is c restricted to the nodes w may use (not excluded by w, nor in
+// skip, which says why), the view's node indexes in c, and the nodes left
+// out counted by reason. With nothing left out it is c itself.
+func (r *run) view(c *placement.Cluster, w Workload, skip map[int]string) (*placement.Cluster, []int, map[string]int) {
 	index := make([]int, 0, len(c.Nodes))
 	if w.Exclude == nil && len(skip) == 0 {
 		for i := range c.Nodes {
@@ -463,10 +482,8 @@ func (r *run) view(w Workload, skip map[int]bool) (*placement.Cluster, []int, ma
 	excluded := map[string]int{}
 	v := &placement.Cluster{}
 	for i := range c.Nodes {
-		why := ""
-		if skip[i] {
-			why = notTogether
-		} else if w.Exclude != nil {
+		why := skip[i]
+		if why == "" && w.Exclude != nil {
 			why = w.Exclude(i)
 		}
 		if why != "" {

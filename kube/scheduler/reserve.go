@@ -5,10 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
-	"github.com/tessera-gpu/tessera/kube/workload"
-	"github.com/tessera-gpu/tessera/request"
+	"github.com/tessera-gpu/tessera/cycle"
 )
 
 // reservation holds nodes for the pod, or the gang, that has waited longest
@@ -74,35 +72,19 @@ func (s *Scheduler) maybeReserveFor(snap *snapshot, key, what string, pods, memb
 	if s.reserved != nil || time.Since(b.since) < s.cfg.ReservationWait {
 		return
 	}
-	// free is each node's free GPU compute and room its capacity (1000
-	// per GPU), both less what earlier pods were given: a pod goes to the
-	// eligible node with the most free compute among those with room for
-	// it (any eligible node when none has room).
-	free := make([]int64, len(snap.cluster.Nodes))
-	room := make([]int64, len(snap.cluster.Nodes))
-	for i, n := range snap.cluster.Nodes {
-		for _, g := range n.GPUs {
-			free[i] += g.FreeMilli
-		}
-		room[i] = request.Whole * int64(len(n.GPUs))
+	// The nodes: cycle.Reserve's choice (most free GPU compute among the
+	// nodes each pod may use that could hold it, pod after pod).
+	ws, err := s.workloadsOf(snap, pods)
+	if err != nil {
+		return // a pod that cannot be read is refused elsewhere
+	}
+	chosen, ok := cycle.Reserve(snap.cluster, ws)
+	if !ok {
+		return // some pod can use no node at all: reserving would only block others
 	}
 	nodes := map[string]bool{}
-	for _, p := range pods {
-		need := s.gpuMilli(p)
-		best, bestRoomy := -1, false
-		for i, n := range snap.nodes {
-			roomy := room[i] >= need
-			better := best < 0 || (roomy && !bestRoomy) || (roomy == bestRoomy && free[i] > free[best])
-			if better && eligibleNoTaints(p, n) {
-				best, bestRoomy = i, roomy
-			}
-		}
-		if best < 0 {
-			return // some pod can use no node at all: reserving would only block others
-		}
-		free[best] -= need
-		room[best] -= need
-		nodes[snap.nodes[best].Name] = true
+	for i := range chosen {
+		nodes[snap.nodes[i].Name] = true
 	}
 	s.reserved = &reservation{key: key, what: what, pods: pods, members: uidSet(members), nodes: nodes}
 	names := make([]string, 0, len(nodes))
@@ -116,20 +98,6 @@ func uidSet(pods []*corev1.Pod) map[types.UID]bool {
 	m := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
 		m[p.UID] = true
-	}
-	return m
-}
-
-// gpuMilli is the GPU compute a pod asks for, in thousandths of a GPU
-// (memory-only shares count as one thousandth: their size depends on the GPU).
-func (s *Scheduler) gpuMilli(pod *corev1.Pod) int64 {
-	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
-	if err != nil {
-		return 0
-	}
-	var m int64
-	for _, r := range reqs {
-		m += int64(r.GPU.Count) * max(r.GPU.ComputeMilli, 1)
 	}
 	return m
 }
@@ -170,14 +138,17 @@ func (s *Scheduler) backfillOK(snap *snapshot, pod *corev1.Pod, pl plan) bool {
 	}
 	scratch := snap.scratch()
 	s.book(scratch, pod, pl)
-	for _, p := range r.pods {
-		rp, o, _ := s.plan(scratch, p)
-		if o != outcomeBound {
-			return false
-		}
-		s.book(scratch, p, rp)
+	held, err := s.workloadsOf(scratch, r.pods)
+	if err != nil {
+		return false
 	}
-	return true
+	res := cycle.Reservation{What: r.what, For: held}
+	fits, err := res.Fits(scratch.cluster, nil)
+	if err != nil {
+		s.cfg.Log.Error("backfill check failed; the reserved nodes are kept free", "for", r.what, "err", err)
+		return false
+	}
+	return fits
 }
 
 // planRespecting is plan that honours the reservation: a plan that would
@@ -221,9 +192,4 @@ func (s *Scheduler) gcReservations(seen map[types.UID]bool, occupying []*corev1.
 			s.reserved = nil
 		}
 	}
-}
-
-// eligibleNoTaints applies the pod's node constraints to a node.
-func eligibleNoTaints(pod *corev1.Pod, n *corev1.Node) bool {
-	return eligible(pod, nodeaffinity.GetRequiredNodeAffinity(pod), n) == ""
 }

@@ -1,0 +1,63 @@
+package scheduler
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
+)
+
+// workloadOf translates a pending pod into the scheduling cycle's terms:
+// its GPU containers as engine parts in container order (the first also
+// carries the pod's host CPU and memory; a pod without GPU containers is
+// one host-only part), its policy, queue, priority and gang, and the nodes
+// of snap its constraints and the nodes' sharing modes rule out, with why.
+func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload, error) {
+	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
+	if err != nil {
+		return cycle.Workload{}, err
+	}
+	pol, err := s.policyFor(pod)
+	if err != nil {
+		return cycle.Workload{}, err
+	}
+	name := pod.Namespace + "/" + pod.Name
+	gpuReqs := reqs
+	if len(reqs) == 0 {
+		reqs = []workload.ContainerRequest{{}}
+	}
+	cpu, mem := podHostRequests(pod)
+	parts := make([]placement.Pod, len(reqs))
+	for i, r := range reqs {
+		parts[i] = placement.Pod{Name: fmt.Sprintf("%s/%s", name, r.Container), GPU: r.GPU}
+	}
+	parts[0].CPUMilli, parts[0].MemoryMiB = cpu, mem
+	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
+	exclude := func(i int) string {
+		if why := eligible(pod, aff, snap.nodes[i]); why != "" {
+			return why
+		}
+		return sharingRule(gpuReqs, pod.Spec.HostIPC, &snap.inv[i])
+	}
+	return cycle.Workload{
+		ID: name, Queue: s.queueOf(pod), Priority: priority(pod), Gang: s.groupKey(pod),
+		Parts: parts, Policy: pol, Exclude: exclude,
+	}, nil
+}
+
+// workloadsOf is workloadOf for several pods, in order.
+func (s *Scheduler) workloadsOf(snap *snapshot, pods []*corev1.Pod) ([]cycle.Workload, error) {
+	out := make([]cycle.Workload, 0, len(pods))
+	for _, p := range pods {
+		w, err := s.workloadOf(snap, p)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
