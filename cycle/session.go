@@ -396,7 +396,7 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 		if errors.Is(err, placement.ErrNoFit) {
 			o.Status = NoFit
 			o.Rejections = rejections(view, &first, excluded)
-			o.Message = fmt.Sprintf("no node fits %s: %s", first.Name, summarize(o.Rejections))
+			o.Message = fmt.Sprintf("no node fits %s: %s", first.Name, Summarize(o.Rejections))
 			return o, nil
 		}
 		if err != nil {
@@ -440,6 +440,20 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 			skip[n] = why
 		}
 	}
+}
+
+// Plan decides where w would go on c now, as a cycle does for a workload
+// served alone, without booking it: Placed with its decisions, NoFit with
+// the nodes' rejections counted per reason, or Invalid. pol places it when
+// w names no policy. c is left as it was found.
+func Plan(c *placement.Cluster, w Workload, pol placement.Policy) (Outcome, error) {
+	r := &run{snap: Snapshot{Cluster: c, Policy: pol}}
+	st := NewStatement(c)
+	o, err := r.place(st, w)
+	if derr := st.Discard(); err == nil {
+		err = derr
+	}
+	return o, err
 }
 
 // bookOn places parts one after another on node ni alone, booking each
@@ -511,9 +525,9 @@ func rejections(c *placement.Cluster, p *placement.Pod, excluded map[string]int)
 	return out
 }
 
-// summarize writes rejection counts most common first: "3 nodes: fewer
+// Summarize writes rejection counts most common first: "3 nodes: fewer
 // than 2 whole GPUs free; 1 node: insufficient CPU".
-func summarize(rej map[string]int) string {
+func Summarize(rej map[string]int) string {
 	if len(rej) == 0 {
 		return "the cluster has no nodes"
 	}

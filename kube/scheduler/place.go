@@ -2,18 +2,14 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -57,34 +53,45 @@ func (s *Scheduler) plan(snap *snapshot, pod *corev1.Pod) (plan, outcome, string
 }
 
 // planExcept is plan with the except nodes (by name) ruled out as reserved
-// for what.
+// for what. The engine's part is cycle.Plan: the first GPU container
+// chooses the node, the others go beside it (a node that cannot take them
+// all is ruled out and the first placed again).
 func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[string]bool, what string) (plan, outcome, string) {
-	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
+	w, reqs, err := s.workloadOf(snap, pod)
 	if err != nil {
 		return plan{}, outcomeInvalid, err.Error()
 	}
-	pol, err := s.policyFor(pod)
-	if err != nil {
-		return plan{}, outcomeInvalid, err.Error()
-	}
-	view, viewNodes, why := s.eligibleView(snap, pod, reqs, except, what)
-	cpu, mem := podHostRequests(pod)
-	a, decisions, err := s.decide(pol, view, viewNodes, snap, pod, reqs, cpu, mem)
-	if err != nil {
-		msg := err.Error()
-		if len(why) > 0 {
-			msg += "; ruled out: " + summarize(why)
+	if len(except) > 0 {
+		own := w.Exclude
+		w.Exclude = func(i int) string {
+			if except[snap.nodes[i].Name] {
+				return "reserved for " + what
+			}
+			return own(i)
 		}
-		return plan{}, outcomeUnschedulable, msg
 	}
-	for i := range decisions {
-		decisions[i].dec.Node = snap.byName[a.Node]
+	o, err := cycle.Plan(snap.cluster, w, nil)
+	if err != nil {
+		return plan{}, outcomeError, err.Error()
 	}
-	pl := plan{assignment: a, placed: decisions}
-	if len(a.Containers) > 0 {
+	switch o.Status {
+	case cycle.Placed:
+	case cycle.Invalid:
+		return plan{}, outcomeInvalid, o.Message
+	default:
+		return plan{}, outcomeUnschedulable, fmt.Sprintf("no node fits %s for %s: %s", describe(reqs[0].GPU), w.Parts[0].Name, cycle.Summarize(o.Rejections))
+	}
+	pl := plan{assignment: binding.Assignment{Version: binding.Version, Node: snap.nodes[o.Decisions[0].Node].Name}}
+	for i, d := range o.Decisions {
+		pl.placed = append(pl.placed, placed{pod: w.Parts[i], dec: d})
+		if r := reqs[i]; r.Container != "" {
+			pl.assignment.Containers = append(pl.assignment.Containers, binding.Container{Name: r.Container, GPUs: s.shares(snap, d.Node, d, r.GPU)})
+		}
+	}
+	if len(pl.assignment.Containers) > 0 {
 		// Encoded here, not at bind time, so that a record that cannot be
 		// written fails the plan (and a gang's plan) before anything binds.
-		if pl.encoded, err = binding.Encode(a); err != nil {
+		if pl.encoded, err = binding.Encode(pl.assignment); err != nil {
 			return plan{}, outcomeError, fmt.Sprintf("annotation %s: %v", binding.AnnotationKey, err)
 		}
 	}
@@ -187,89 +194,6 @@ type placed struct {
 	dec placement.Decision
 }
 
-// eligibleView returns the snapshot restricted to the nodes the pod's
-// constraints and the nodes' sharing modes allow (the full snapshot when all are allowed), the view's
-// node indexes in snap, and why nodes were ruled out.
-func (s *Scheduler) eligibleView(snap *snapshot, pod *corev1.Pod, reqs []workload.ContainerRequest, except map[string]bool, what string) (*placement.Cluster, []int, map[string]int) {
-	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
-	why := map[string]int{}
-	var keep []int
-	for i, n := range snap.nodes {
-		if except[n.Name] {
-			why["reserved for "+what]++
-			continue
-		}
-		if r := eligible(pod, aff, n); r != "" {
-			why[r]++
-			continue
-		}
-		if r := sharingRule(reqs, pod.Spec.HostIPC, &snap.inv[i]); r != "" {
-			why[r]++
-			continue
-		}
-		keep = append(keep, i)
-	}
-	if len(keep) == len(snap.nodes) {
-		return snap.cluster, keep, why
-	}
-	view := &placement.Cluster{Nodes: make([]placement.Node, len(keep))}
-	for vi, i := range keep {
-		view.Nodes[vi] = snap.cluster.Nodes[i]
-	}
-	return view, keep, why
-}
-
-// decide runs the engine (policy pol) for every GPU container of the pod: the first
-// chooses the node, the others are placed on that node. It returns the
-// assignment and the decisions, with nodes indexed in snap.
-func (s *Scheduler) decide(pol placement.Policy, view *placement.Cluster, viewNodes []int, snap *snapshot, pod *corev1.Pod, reqs []workload.ContainerRequest, cpu, mem int64) (binding.Assignment, []placed, error) {
-	name := pod.Namespace + "/" + pod.Name
-	if len(reqs) == 0 {
-		reqs = []workload.ContainerRequest{{}} // CPU-only pod: one host-only placement
-	}
-	// Later containers must see the earlier ones' bookings: only then is a
-	// scratch copy needed (policies never change the cluster they read).
-	work := view
-	if len(reqs) > 1 {
-		work = view.Clone()
-	}
-	var out []placed
-	var a binding.Assignment
-	node := -1
-	for i, r := range reqs {
-		p := placement.Pod{Name: name + "/" + r.Container, GPU: r.GPU}
-		if i == 0 {
-			p.CPUMilli, p.MemoryMiB = cpu, mem
-		}
-		cl := work
-		if node >= 0 {
-			cl = &placement.Cluster{Nodes: []placement.Node{work.Nodes[node]}}
-		}
-		d, err := pol.Place(cl, &p)
-		if err != nil {
-			if errors.Is(err, placement.ErrNoFit) {
-				return a, nil, fmt.Errorf("no node fits %s: %w", describe(r.GPU), err)
-			}
-			return a, nil, err
-		}
-		if node >= 0 {
-			d.Node = node
-		}
-		if len(reqs) > 1 {
-			if err := work.Apply(&p, d); err != nil {
-				return a, nil, fmt.Errorf("engine decision does not apply: %w", err)
-			}
-		}
-		node = d.Node
-		out = append(out, placed{pod: p, dec: d})
-		if r.Container != "" {
-			a.Containers = append(a.Containers, binding.Container{Name: r.Container, GPUs: s.shares(snap, viewNodes[d.Node], d, r.GPU)})
-		}
-	}
-	a.Version, a.Node = binding.Version, snap.nodes[viewNodes[node]].Name
-	return a, out, nil
-}
-
 // shares turns a decision into per-GPU grants with the request's defaults
 // resolved against each chosen GPU.
 func (s *Scheduler) shares(snap *snapshot, ni int, d placement.Decision, r request.GPU) []binding.Share {
@@ -319,13 +243,4 @@ func describe(r request.GPU) string {
 		return "the pod's CPU and memory"
 	}
 	return fmt.Sprintf("%d GPU(s) at compute %d/%d", r.Count, r.ComputeMilli, request.Whole)
-}
-
-func summarize(why map[string]int) string {
-	var parts []string
-	for r, n := range why {
-		parts = append(parts, fmt.Sprintf("%d node(s): %s", n, r))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }

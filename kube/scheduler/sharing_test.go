@@ -60,8 +60,8 @@ func TestSharingModes(t *testing.T) {
 	}{
 		{"fraction goes to the MPS node", "1", "0.5", true, "mps-0", ""},
 		{"two whole GPUs go to the exclusive node", "2", "", true, "exclusive-0", ""},
-		{"two fractional GPUs fit nowhere", "2", "0.5", true, "", "1 node(s): GPUs are exclusive (sharing: exclusive): whole GPUs only, 1 node(s): GPUs are shared through MPS (sharing: mps): one GPU per container"},
-		{"a fraction without hostIPC fits nowhere", "1", "0.5", false, "", "1 node(s): GPUs are shared through MPS (sharing: mps): the pod needs spec.hostIPC: true"},
+		{"two fractional GPUs fit nowhere", "2", "0.5", true, "", "1 node: GPUs are exclusive (sharing: exclusive): whole GPUs only; 1 node: GPUs are shared through MPS (sharing: mps): one GPU per container"},
+		{"a fraction without hostIPC fits nowhere", "1", "0.5", false, "", "1 node: GPUs are shared through MPS (sharing: mps): the pod needs spec.hostIPC: true"},
 		{"a whole GPU without hostIPC goes to the exclusive node", "1", "", false, "exclusive-0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

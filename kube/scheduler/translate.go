@@ -16,14 +16,16 @@ import (
 // carries the pod's host CPU and memory; a pod without GPU containers is
 // one host-only part), its policy, queue, priority and gang, and the nodes
 // of snap its constraints and the nodes' sharing modes rule out, with why.
-func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload, error) {
-	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
+// reqs are the parts' container requests, in the same order (one empty
+// request for a host-only pod).
+func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workload, reqs []workload.ContainerRequest, err error) {
+	reqs, err = workload.FromPod(pod, s.cfg.Catalog)
 	if err != nil {
-		return cycle.Workload{}, err
+		return cycle.Workload{}, nil, err
 	}
 	pol, err := s.policyFor(pod)
 	if err != nil {
-		return cycle.Workload{}, err
+		return cycle.Workload{}, nil, err
 	}
 	name := pod.Namespace + "/" + pod.Name
 	gpuReqs := reqs
@@ -46,14 +48,14 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload,
 	return cycle.Workload{
 		ID: name, Queue: s.queueOf(pod), Priority: priority(pod), Gang: s.groupKey(pod),
 		Parts: parts, Policy: pol, Exclude: exclude,
-	}, nil
+	}, reqs, nil
 }
 
 // workloadsOf is workloadOf for several pods, in order.
 func (s *Scheduler) workloadsOf(snap *snapshot, pods []*corev1.Pod) ([]cycle.Workload, error) {
 	out := make([]cycle.Workload, 0, len(pods))
 	for _, p := range pods {
-		w, err := s.workloadOf(snap, p)
+		w, _, err := s.workloadOf(snap, p)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
