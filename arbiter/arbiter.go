@@ -38,7 +38,11 @@ type seat struct {
 	dev   int
 	share binding.Share
 	rate  rate.State
-	idle  demand.State
+	// window sums launches and measured busy time for the next rate
+	// update; busyReadings counts its readings that found the client busy.
+	window       rate.Observation
+	busyReadings int
+	idle         demand.State
 	// granted is every token ever added minus every token revoked, so
 	// granted - balance is the tokens consumed so far.
 	granted  int64

@@ -52,6 +52,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"period above staleAfter/4", Config{Period: time.Second}, "period: must be in [1ms, staleAfter/4 = 500ms]"},
 		{"stale not whole ms", Config{StaleAfter: 1500 * time.Microsecond}, "staleAfter: must be whole milliseconds in [4ms, 1h]"},
 		{"burst periods", Config{BurstPeriods: 101}, "burstPeriods: must be in [1, 100], got 101"},
+		{"meter window below the period", Config{MeterWindow: 10 * time.Millisecond}, "meterWindow: must be in [period = 50ms, 1m], got 10ms"},
+		{"meter window above a minute", Config{MeterWindow: 2 * time.Minute}, "meterWindow: must be in [period = 50ms, 1m], got 2m0s"},
 		{"quantum", Config{Quantum: time.Microsecond}, "quantum: must be in [1ms, 1h]"},
 		{"rate", Config{Rate: rateGain(3)}, "rate: gain: must be in (0, 1], got 3"},
 		{"demand", Config{Demand: demand.Config{Headroom: 9}}, "demand: headroom: must be in [1, 4], got 9"},

@@ -42,6 +42,8 @@ const (
 	DefaultPeriod       = 50 * time.Millisecond
 	DefaultStaleAfter   = 2 * time.Second
 	DefaultBurstPeriods = 2
+	// DefaultMeterWindow is five NVML sampling ticks of ~200 ms.
+	DefaultMeterWindow = time.Second
 )
 
 // Config is the arbiter's setting; zero fields take defaults.
@@ -67,6 +69,13 @@ type Config struct {
 	// Meter measures GPU time per client; nil keeps the static rate.
 	// Unused in ModeMPS.
 	Meter Meter
+	// MeterWindow is the least measured span one rate update covers:
+	// each client's launches and measured busy time are summed until the
+	// Meter's readings span this much and 5 of them found the client
+	// busy (or they span 60 windows), then the rate is updated from the
+	// sums. [Period, 1m]; it should hold several of the Meter's sampling
+	// ticks. Unused without a Meter.
+	MeterWindow time.Duration
 	// MPS configures the control daemons in ModeMPS (Root and GPUs are
 	// required there; its Logger defaults to Logger). Ignored in
 	// ModeTokens.
@@ -91,6 +100,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BurstPeriods == 0 {
 		c.BurstPeriods = DefaultBurstPeriods
+	}
+	if c.MeterWindow == 0 {
+		c.MeterWindow = DefaultMeterWindow
 	}
 	c.Rate.Period = c.Period
 	c.Rate = c.Rate.WithDefaults()
@@ -130,6 +142,8 @@ func (c Config) validate() error {
 			c.StaleAfter/4, c.Period)
 	case c.BurstPeriods < 1 || c.BurstPeriods > 100:
 		return fmt.Errorf("burstPeriods: must be in [1, 100], got %d", c.BurstPeriods)
+	case c.MeterWindow < c.Period || c.MeterWindow > time.Minute:
+		return fmt.Errorf("meterWindow: must be in [period = %v, 1m], got %v", c.Period, c.MeterWindow)
 	}
 	if err := c.Rate.Validate(); err != nil {
 		return fmt.Errorf("rate: %w", err)

@@ -1,6 +1,9 @@
 package arbiter
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Meter measures how much GPU time clients used, the feedback that turns
 // launch tokens into time shares. Package arbiter/nvmlmeter implements it
@@ -9,8 +12,24 @@ import "context"
 // daemon use it on real GPUs. Without a Meter every client keeps the
 // static rate, and a compute limit caps launch rate, not GPU time.
 type Meter interface {
-	// Busy returns, for the GPU with uuid, the fraction of the last
-	// period during which each client's kernels ran, [0, 1], keyed by
-	// client key. Clients it could not measure are absent.
-	Busy(ctx context.Context, uuid string, keys []string) (map[string]float64, error)
+	// Read returns, for the GPU with uuid, the GPU time each client's
+	// kernels ran since the previous Read for that GPU, keyed by client
+	// key (keys lists the GPU's clients), and the span of time that
+	// covers. A meter that samples coarsely (NVML: one tick every
+	// ~200 ms, each attributed to one process) reports whole sampling
+	// ticks: Span is 0 until one ends.
+	Read(ctx context.Context, uuid string, keys []string) (Reading, error)
+}
+
+// Reading is one measurement of one GPU.
+type Reading struct {
+	// Span is the time covered: the sampling ticks that ended since the
+	// previous reading. 0 means no tick ended and nothing was measured.
+	Span time.Duration
+	// Busy is the GPU time each client's kernels ran within Span,
+	// [0, Span]. With a non-zero Span, a client absent here was measured
+	// idle. A single reading may attribute a tick to one client when
+	// several ran (NVML does); summed over many ticks it is each
+	// client's GPU time.
+	Busy map[string]time.Duration
 }

@@ -95,8 +95,8 @@ func TestStepProperties(t *testing.T) {
 
 type brokenMeter struct{}
 
-func (brokenMeter) Busy(context.Context, string, []string) (map[string]float64, error) {
-	return nil, errors.New("NVML gone")
+func (brokenMeter) Read(context.Context, string, []string) (Reading, error) {
+	return Reading{}, errors.New("NVML gone")
 }
 
 func TestMeterErrorKeepsRates(t *testing.T) {
@@ -106,6 +106,98 @@ func TestMeterErrorKeepsRates(t *testing.T) {
 	step(t, a, clock)
 	if st := a.Snapshot()[0]; st.Rate != 20_000 || st.Measured || st.Share != 1000 {
 		t.Fatalf("snapshot %+v: want the static rate kept and the client served", st)
+	}
+}
+
+// scriptedMeter answers the n-th Read (from 0) with script(n).
+type scriptedMeter struct {
+	n      int
+	script func(n int) (Reading, error)
+}
+
+func (m *scriptedMeter) Read(context.Context, string, []string) (Reading, error) {
+	m.n++
+	return m.script(m.n - 1)
+}
+
+// TestRateWindow checks when the rate moves: launches are summed every
+// period and busy time over the readings, and the rate is updated from the
+// sums once they span MeterWindow (1 s) and at least 5 readings found the
+// client busy, or once they span 60 windows.
+func TestRateWindow(t *testing.T) {
+	const ms = time.Millisecond
+	tick := func(busy time.Duration) Reading {
+		return Reading{Span: 200 * ms, Busy: map[string]time.Duration{"a": busy}}
+	}
+	cases := []struct {
+		name   string
+		script func(n int) (Reading, error)
+		// steps is how many steps run; launches are 100 per step.
+		steps    int
+		want     float64 // rate after steps
+		measured bool
+	}{
+		// One 200 ms tick every 4 steps, the client busy half of each:
+		// 20 steps, 2000 launches, 0.5 s busy.
+		{"every tick busy: an update after 1 s", every4(func(int) Reading { return tick(100 * ms) }), 20, 4000, true},
+		{"not before the span reaches 1 s", every4(func(int) Reading { return tick(100 * ms) }), 19, 20000, false},
+		// Busy in every other tick: at 1 s only 3 of 5 ticks found it
+		// busy; the 5th busy tick is the 9th, at step 36: 3600
+		// launches over 1 s busy.
+		{"too few busy readings extend the window", every4(func(n int) Reading {
+			if n%2 == 1 {
+				return tick(0)
+			}
+			return tick(200 * ms)
+		}), 35, 20000, false},
+		{"the extended window closes with 5 busy readings", every4(func(n int) Reading {
+			if n%2 == 1 {
+				return tick(0)
+			}
+			return tick(200 * ms)
+		}), 36, 3600, true},
+		{"busy is capped at the span", every4(func(int) Reading { return tick(time.Second) }), 20, 2000, true},
+		// Never found busy: the window closes after 60 s (1200 steps)
+		// and is skipped, busy being below MinBusy.
+		{"never busy: dropped after 60 windows", every4(func(int) Reading { return tick(0) }), 1300, 20000, false},
+		// A failed reading (step 11) drops the window: the 1100
+		// launches up to it are not compared with the busy time after
+		// it. Five ticks later (step 28): 1700 launches over 0.5 s.
+		{"a meter error drops the window", func(n int) (Reading, error) {
+			switch {
+			case n == 10:
+				return Reading{}, errors.New("NVML gone")
+			case n > 10 && n%4 == 3:
+				return tick(100 * ms), nil
+			}
+			return Reading{}, nil
+		}, 28, 3400, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, clock := newArbiter(t, Config{Meter: &scriptedMeter{script: c.script}})
+			_, l := register(t, a, "a", gpuShare("G", 1000, 1000))
+			for range c.steps {
+				if got := l.launch(0, 100); got != 100 {
+					t.Fatalf("launched %d, want 100", got)
+				}
+				step(t, a, clock)
+			}
+			if st := a.Snapshot()[0]; st.Rate != c.want || st.Measured != c.measured {
+				t.Fatalf("rate %g measured %v, want %g %v", st.Rate, st.Measured, c.want, c.measured)
+			}
+		})
+	}
+}
+
+// every4 is a script that ends a tick every 4th reading (n = 3, 7, ...)
+// and has nothing in between.
+func every4(tick func(n int) Reading) func(int) (Reading, error) {
+	return func(n int) (Reading, error) {
+		if n%4 != 3 {
+			return Reading{}, nil
+		}
+		return tick(n / 4), nil
 	}
 }
 

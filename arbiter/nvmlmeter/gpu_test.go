@@ -17,9 +17,11 @@ import (
 
 // TestOnRealGPU measures a matmul loop and a tiny-kernel loop through the
 // real NVML, each resolved by its TESSERA_CONTAINER_ID and by its process
-// tree, and logs every measurement. It asserts only what any GPU shows: the
-// matmul loop is measured, busy at least half the time, and every value is
-// in [0, 1].
+// tree, and logs every reading. It asserts only what any GPU shows: the
+// readings' spans add up to about the time polled (the ticks follow the
+// clock), no client is busy longer than a reading's span nor all clients
+// together, and the matmul loop is measured, busy at least half of some
+// reading.
 func TestOnRealGPU(t *testing.T) {
 	gputest.Require(t, "PyTorch")
 	lib := nvml.New()
@@ -84,33 +86,51 @@ func TestOnRealGPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := m.Read(ctx, uuid, nil); err != nil { // the baseline
+			t.Fatalf("%s: Read: %v", name, err)
+		}
+		start := time.Now()
+		var span time.Duration
+		total := map[string]time.Duration{}
 		maxBusy, measured := 0.0, 0
-		deadline := time.Now().Add(4 * time.Second)
-		for time.Now().Before(deadline) {
-			b, err := m.Busy(ctx, uuid, []string{"gpucheck-matmul", "gpucheck-launch"})
-			if err != nil {
-				t.Fatalf("%s: Busy: %v", name, err)
-			}
-			if len(b) > 0 {
-				t.Logf("%s: %s busy %v", name, time.Now().Format("15:04:05.000"), b)
-			}
-			for k, v := range b {
-				if v < 0 || v > 1 {
-					t.Errorf("%s: busy[%s] = %v, outside [0, 1]", name, k, v)
-				}
-			}
-			if v, ok := b["gpucheck-matmul"]; ok {
-				measured++
-				maxBusy = max(maxBusy, v)
-			}
+		for time.Since(start) < 4*time.Second {
 			time.Sleep(50 * time.Millisecond) // the arbiter's period
+			r, err := m.Read(ctx, uuid, []string{"gpucheck-matmul", "gpucheck-launch"})
+			if err != nil {
+				t.Fatalf("%s: Read: %v", name, err)
+			}
+			if r.Span == 0 {
+				continue
+			}
+			t.Logf("%s: %s span %v busy %v", name, time.Now().Format("15:04:05.000"), r.Span, r.Busy)
+			span += r.Span
+			var sum time.Duration
+			for k, v := range r.Busy {
+				if v < 0 || v > r.Span {
+					t.Errorf("%s: busy[%s] = %v, outside [0, %v]", name, k, v, r.Span)
+				}
+				sum += v
+				total[k] += v
+			}
+			if sum > r.Span {
+				t.Errorf("%s: the clients were busy %v together in %v", name, sum, r.Span)
+			}
+			if v, ok := r.Busy["gpucheck-matmul"]; ok && v > 0 {
+				measured++
+				maxBusy = max(maxBusy, v.Seconds()/r.Span.Seconds())
+			}
+		}
+		elapsed := time.Since(start)
+		t.Logf("%s: %v of ticks in %v; busy %v; matmul measured in %d readings, max busy %.2f of a span",
+			name, span, elapsed.Round(time.Millisecond), total, measured, maxBusy)
+		if span < elapsed/2 || span > elapsed*3/2 {
+			t.Errorf("%s: the readings spanned %v in %v", name, span, elapsed)
+		}
+		if measured == 0 || maxBusy < 0.5 {
+			t.Errorf("%s: the matmul loop was measured %d times, max %.2f; want at least once, ≥ 0.5", name, measured, maxBusy)
 		}
 		if err := m.Close(); err != nil {
 			t.Error(err)
-		}
-		t.Logf("%s: matmul measured in %d periods, max busy %.2f", name, measured, maxBusy)
-		if measured == 0 || maxBusy < 0.5 {
-			t.Errorf("%s: the matmul loop was measured %d times, max %.2f; want at least once, ≥ 0.5", name, measured, maxBusy)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 // hardware reports rather than on the API's one-line description: one
 // matmul loop alone; the same loop throttled to about half the GPU (the
 // interception library fed by grantfeed, when PREBUILT names a folder with
-// both); two loops at once. For each it polls GetProcessUtilization every
+// both); two loops at once; two loops throttled about 3:1 (with PREBUILT). For each it polls GetProcessUtilization every
 // 20 ms for 3 s and logs every new sample (pid, timestamp, SM util) and the
 // device's own utilisation samples, and the latency of each call. It
 // asserts only that samples were seen.
@@ -66,6 +66,7 @@ func TestRawSamplesOnRealGPU(t *testing.T) {
 	poll := func(name string) {
 		var last, lastDev uint64
 		seen := 0
+		perPID := map[uint32]int{} // ticks attributed to each process
 		var slow time.Duration
 		end := time.Now().Add(3 * time.Second)
 		for time.Now().Before(end) {
@@ -79,6 +80,7 @@ func TestRawSamplesOnRealGPU(t *testing.T) {
 					if s.TimeStamp > last {
 						fmt.Fprintf(&b, " pid=%d ts=%d sm=%d", s.Pid, s.TimeStamp, s.SmUtil)
 						seen++
+						perPID[s.Pid]++
 					}
 				}
 				for _, s := range samples {
@@ -99,7 +101,7 @@ func TestRawSamplesOnRealGPU(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		t.Logf("%s: %d process samples, slowest call %v", name, seen, slow)
+		t.Logf("%s: %d process samples (by pid %v), slowest call %v", name, seen, perPID, slow)
 		if seen == 0 {
 			t.Errorf("%s: no per-process samples", name)
 		}
@@ -139,4 +141,26 @@ func TestRawSamplesOnRealGPU(t *testing.T) {
 	waitOnGPU(2)
 	poll("two")
 	wait(b1, b2)
+
+	// Two loops throttled unequally (about 3:1 of GPU time, together
+	// about half the GPU): if NVML gives each tick to one process with
+	// probability proportional to its GPU time, the ticks split about 3:1.
+	if dir := os.Getenv("PREBUILT"); dir != "" {
+		work := t.TempDir()
+		ra, rb := filepath.Join(work, "ga"), filepath.Join(work, "gb")
+		feed := exec.CommandContext(ctx, filepath.Join(dir, "grantfeed"), "14", ra+":1800", rb+":600")
+		if err := feed.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		lib := "LD_PRELOAD=" + filepath.Join(dir, "libtessera-intercept.so")
+		ua := start(lib, "TESSERA_ARBITER_REGION="+ra, "TESSERA_SHM_DIR="+work, "TESSERA_CONTAINER_ID=ua", "BUSY_EVERY=3")
+		ub := start(lib, "TESSERA_ARBITER_REGION="+rb, "TESSERA_SHM_DIR="+work, "TESSERA_CONTAINER_ID=ub", "BUSY_EVERY=3")
+		waitOnGPU(2)
+		t.Logf("unequal: pids %d (1800/s) and %d (600/s)", ua.Process.Pid, ub.Process.Pid)
+		poll("unequal")
+		wait(ua, ub)
+		_ = feed.Process.Kill()
+		_ = feed.Wait()
+	}
 }

@@ -15,14 +15,15 @@ const (
 	DefaultMaxRate    = 10_000_000 // 100 ns kernels
 	DefaultGain       = 0.25
 	DefaultMaxStep    = 4
-	// DefaultMinBusy ignores samples below 1% busy: too little GPU time
-	// to estimate a rate from without amplifying noise.
+	// DefaultMinBusy ignores observations below 1% busy: too little GPU
+	// time to estimate a rate from without amplifying noise.
 	DefaultMinBusy = 0.01
 )
 
 // Config is the controller's tuning; zero fields take the defaults.
 type Config struct {
-	// Period is the time one grant covers, (0, 10s].
+	// Period is the time one grant covers, (0, 10s]. Update does not use
+	// it: an observation carries its own span.
 	Period time.Duration
 	// StaticRate is the initial rate and the rate used without
 	// measurements, in launches per GPU-second, [MinRate, MaxRate].
@@ -31,9 +32,10 @@ type Config struct {
 	MinRate, MaxRate float64
 	// Gain is the weight of a new estimate, (0, 1].
 	Gain float64
-	// MaxStep bounds the change of a rate per period as a factor, >= 1.
+	// MaxStep bounds the change of a rate per update as a factor, >= 1.
 	MaxStep float64
-	// MinBusy is the smallest busy fraction a rate is estimated from, [0, 1).
+	// MinBusy is the smallest busy fraction of an observation's span a
+	// rate is estimated from, [0, 1).
 	MinBusy float64
 }
 
@@ -105,27 +107,37 @@ func (c Config) Tokens(s State, share int64) (int64, State) {
 	return int64(n), s
 }
 
-// Observation is what the arbiter saw of a client over the last period.
+// Observation is what the arbiter saw of a client over a window of
+// periods: the launches it made and the GPU time its kernels were measured
+// to run. The busy time is summed over the meter's readings in the window,
+// so the estimate is a ratio of sums: a meter that attributes each coarse
+// sampling tick wholly to one client (NVML) is right on average over many
+// ticks, while per-tick ratios would not be.
 type Observation struct {
-	// Launches is the tokens the client consumed.
+	// Launches is the tokens the client consumed in the window.
 	Launches int64
-	// Busy is the fraction of the period its kernels ran, [0, 1];
-	// meaningful only when Measured.
-	Busy float64
-	// Measured reports whether Busy came from a measurement.
-	Measured bool
+	// Busy is the GPU time its kernels ran, as measured, within Span.
+	Busy time.Duration
+	// Span is the time the measurements cover; 0 when nothing was
+	// measured.
+	Span time.Duration
 }
 
-// Update moves the rate towards launches ÷ (busy × period). Without a
-// measurement, or with too little activity to estimate from (no launches,
-// or busy below MinBusy), the state is unchanged.
+// Update moves the rate towards the estimate launches ÷ busy seconds: the
+// first estimate replaces the static rate, which is only a guess (20× off
+// for 1 ms kernels); later ones are weighted by Gain, the change bounded by
+// MaxStep. With nothing measured, or too little activity to estimate from
+// (no launches, or busy below MinBusy of the span), the state is unchanged.
 func (c Config) Update(s State, o Observation) State {
-	if !o.Measured || o.Launches <= 0 || o.Busy <= 0 || o.Busy < c.MinBusy {
+	if o.Launches <= 0 || o.Span <= 0 || o.Busy <= 0 || o.Busy.Seconds() < c.MinBusy*o.Span.Seconds() {
 		return s
 	}
-	estimate := float64(o.Launches) / (o.Busy * c.Period.Seconds())
-	next := (1-c.Gain)*s.Rate + c.Gain*estimate
-	next = math.Min(math.Max(next, s.Rate/c.MaxStep), s.Rate*c.MaxStep)
+	estimate := float64(o.Launches) / o.Busy.Seconds()
+	next := estimate
+	if s.Measured {
+		next = (1-c.Gain)*s.Rate + c.Gain*estimate
+		next = math.Min(math.Max(next, s.Rate/c.MaxStep), s.Rate*c.MaxStep)
+	}
 	s.Rate = math.Min(math.Max(next, c.MinRate), c.MaxRate)
 	s.Measured = true
 	return s

@@ -26,27 +26,38 @@ func TestTokensCarryFractions(t *testing.T) {
 func TestUpdate(t *testing.T) {
 	half := Config{Period: 100 * time.Millisecond, Gain: 0.5, MaxStep: 4}.WithDefaults()
 	full := Config{Period: 100 * time.Millisecond, Gain: 1, MaxStep: 4, MinRate: 15}.WithDefaults()
+	noMinBusy := half
+	noMinBusy.MinBusy = 0
+	measured := func(r float64) State { return State{Rate: r, Measured: true} }
+	ms := time.Millisecond
 	cases := []struct {
 		name string
 		c    Config
-		rate float64
+		s    State
 		obs  Observation
 		want float64
 	}{
-		{"no measurement keeps the rate", half, 20000, Observation{Launches: 10, Busy: 0.5}, 20000},
-		{"no launches keeps the rate", half, 20000, Observation{Busy: 0.5, Measured: true}, 20000},
-		{"a sample below MinBusy keeps the rate", half, 20000, Observation{Launches: 3, Busy: 0.005, Measured: true}, 20000},
-		{"estimate equal to the rate", half, 2000, Observation{Launches: 100, Busy: 0.5, Measured: true}, 2000},
-		{"halfway up", half, 1000, Observation{Launches: 150, Busy: 0.5, Measured: true}, 2000},
-		{"gain 1 jumps to the estimate", full, 1000, Observation{Launches: 150, Busy: 0.5, Measured: true}, 3000},
-		{"bounded by MaxStep", full, 20000, Observation{Launches: 1, Busy: 1, Measured: true}, 5000},
-		{"bounded by MinRate", full, 20, Observation{Launches: 1, Busy: 1, Measured: true}, 15},
+		{"nothing measured keeps the rate", half, measured(20000), Observation{Launches: 10, Busy: 50 * ms}, 20000},
+		{"no launches keeps the rate", half, measured(20000), Observation{Busy: 500 * ms, Span: time.Second}, 20000},
+		{"busy below MinBusy of the span keeps the rate", half, measured(20000), Observation{Launches: 3, Busy: 9 * ms, Span: time.Second}, 20000},
+		{"no busy time keeps the rate", noMinBusy, measured(20000), Observation{Launches: 3, Span: time.Second}, 20000},
+		{"estimate equal to the rate", half, measured(2000), Observation{Launches: 1000, Busy: 500 * ms, Span: time.Second}, 2000},
+		{"halfway up", half, measured(1000), Observation{Launches: 1500, Busy: 500 * ms, Span: time.Second}, 2000},
+		{"the span does not enter the estimate", half, measured(1000), Observation{Launches: 1500, Busy: 500 * ms, Span: 5 * time.Second}, 2000},
+		{"gain 1 jumps to the estimate", full, measured(1000), Observation{Launches: 1500, Busy: 500 * ms, Span: time.Second}, 3000},
+		{"bounded by MaxStep", full, measured(20000), Observation{Launches: 200, Busy: time.Second, Span: time.Second}, 5000},
+		{"bounded by MinRate", full, measured(20), Observation{Launches: 1, Busy: time.Second, Span: time.Second}, 15},
+		{"the first estimate replaces the static rate", half, half.New(), Observation{Launches: 200, Busy: 200 * ms, Span: time.Second}, 1000},
+		{"the first estimate within MaxRate", half, half.New(), Observation{Launches: 1 << 40, Busy: 200 * ms, Span: time.Second}, DefaultMaxRate},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.c.Update(State{Rate: tc.rate}, tc.obs).Rate
-			if got != tc.want {
-				t.Fatalf("rate %g, want %g", got, tc.want)
+			got := tc.c.Update(tc.s, tc.obs)
+			if got.Rate != tc.want {
+				t.Fatalf("rate %g, want %g", got.Rate, tc.want)
+			}
+			if moved := got.Rate != tc.s.Rate; got.Measured != (tc.s.Measured || moved) {
+				t.Fatalf("measured %v after %+v", got.Measured, tc.s)
 			}
 		})
 	}

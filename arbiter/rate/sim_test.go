@@ -16,10 +16,14 @@ type simClient struct {
 	kernel           time.Duration
 }
 
+// meterWindow is the span one rate update covers, as in the arbiter.
+const meterWindow = time.Second
+
 // simulate runs the arbiter's per-period loop (share -> tokens -> bucket ->
 // GPU -> measurement -> rate) for periods periods with every client busy
 // and returns the targets and each client's achieved share (thousandths)
-// over the last quarter of the run.
+// over the last quarter of the run. The rate is updated from each client's
+// launches and measured busy time summed over meterWindow.
 func simulate(t *testing.T, clients []simClient, measure bool, periods int, change func(p int, g *simGPU)) (target []int64, achieved []float64) {
 	t.Helper()
 	cfg := Config{Period: 50 * time.Millisecond}.WithDefaults()
@@ -43,6 +47,7 @@ func simulate(t *testing.T, clients []simClient, measure bool, periods int, chan
 		t.Fatal(err)
 	}
 	achieved = make([]float64, n)
+	obs := make([]Observation, n)
 	window := periods / 4
 	for p := 0; p < periods; p++ {
 		if change != nil {
@@ -60,7 +65,13 @@ func simulate(t *testing.T, clients []simClient, measure bool, periods int, chan
 		launches, busy, measured := gpu.run(balance, working)
 		for i := range n {
 			balance[i] -= launches[i]
-			states[i] = cfg.Update(states[i], Observation{Launches: launches[i], Busy: measured[i], Measured: measure})
+			obs[i].Launches += launches[i]
+			obs[i].Busy += time.Duration(measured[i] * float64(cfg.Period))
+			obs[i].Span += cfg.Period
+			if measure && obs[i].Span >= meterWindow {
+				states[i] = cfg.Update(states[i], obs[i])
+				obs[i] = Observation{}
+			}
 			if p >= periods-window {
 				achieved[i] += busy[i] * 1000 / float64(window)
 			}
@@ -84,15 +95,15 @@ func TestFeedbackConvergesOnTargetShares(t *testing.T) {
 		{"kernels shrink tenfold mid-run", []simClient{
 			{600, 1000, 50 * time.Microsecond}, {400, 1000, 50 * time.Microsecond}},
 			func(p int, g *simGPU) {
-				if p == 200 {
+				if p == 400 {
 					g.kernel[0] = 5 * time.Microsecond
 				}
 			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			target, fb := simulate(t, c.clients, true, 400, c.change)
-			_, static := simulate(t, c.clients, false, 400, c.change)
+			target, fb := simulate(t, c.clients, true, 1600, c.change)
+			_, static := simulate(t, c.clients, false, 1600, c.change)
 			var fbErr, staticErr float64
 			for i := range target {
 				fbErr = math.Max(fbErr, math.Abs(fb[i]-float64(target[i])))
