@@ -487,25 +487,27 @@ const notTogether = "cannot take all of the workload's parts together"
 // out counted by reason. With nothing left out it is c itself.
 func (r *run) view(c *placement.Cluster, w Workload, skip map[int]string) (*placement.Cluster, []int, map[string]int) {
 	index := make([]int, 0, len(c.Nodes))
-	if w.Exclude == nil && len(skip) == 0 {
-		for i := range c.Nodes {
-			index = append(index, i)
-		}
-		return c, index, nil
-	}
-	excluded := map[string]int{}
-	v := &placement.Cluster{}
+	var excluded map[string]int
 	for i := range c.Nodes {
 		why := skip[i]
 		if why == "" && w.Exclude != nil {
 			why = w.Exclude(i)
 		}
 		if why != "" {
+			if excluded == nil {
+				excluded = map[string]int{}
+			}
 			excluded[why]++
 			continue
 		}
-		v.Nodes = append(v.Nodes, c.Nodes[i])
 		index = append(index, i)
+	}
+	if len(index) == len(c.Nodes) {
+		return c, index, nil // nothing left out: no copy
+	}
+	v := &placement.Cluster{Nodes: make([]placement.Node, len(index))}
+	for vi, i := range index {
+		v.Nodes[vi] = c.Nodes[i]
 	}
 	return v, index, excluded
 }

@@ -128,7 +128,11 @@ host() {
 # alone again. Both print their rate every 2 s. Then the memory cap through
 # the daemon: a job given 8 GiB sees 8 GiB and hits OOM there.
 hostburst() {
-  local busy=$root/intercept/gpu-validation/busy.py
+  local busy=$root/intercept/gpu-validation/busy.py smi
+  # The card's own view every second: utilisation (time a kernel ran),
+  # SM clock and power, to tell a time share from a throughput share.
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,clocks.sm,power.draw --format=csv -lms 1000 >"$out/host-burst-smi.csv" &
+  smi=$!
   echo "solo: $(python3 "$busy" 5)"
   daemon_up || return 1
   local a rc=0
@@ -143,6 +147,7 @@ hostburst() {
   "$PREBUILT/tessera" run --gpu-fraction 0.5 --gpu-memory 8Gi -- python3 "$root/intercept/gpu-validation/mem_cap.py" 8 || rc=1
   "$PREBUILT/tessera" ps -a
   daemon_down
+  kill "$smi"
   return $rc
 }
 
