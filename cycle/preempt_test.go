@@ -44,6 +44,7 @@ func TestPreemptWithinAQueue(t *testing.T) {
 		{"a higher priority stops the lowest, most recent first", 5, 0, map[string][]string{"p": {"low-new/priority"}}},
 		{"an equal priority stops nothing", 0, 0, map[string][]string{}},
 		{"the minimum runtime protects the young", 5, 30 * time.Minute, map[string][]string{"p": {"low-old/priority"}}},
+		{"one awaiting its victims names no more", 5, 0, map[string][]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 3)}}
@@ -55,6 +56,7 @@ func TestPreemptWithinAQueue(t *testing.T) {
 			before := free(c)
 			p := whole("p", 1)
 			p.Priority = tc.prio
+			p.AwaitingVictims = tc.name == "one awaiting its victims names no more"
 			outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: []Workload{p}, Running: run,
 				Preemption: &Preemption{Now: t0, MinRuntime: tc.minRuntime}})
 			if err != nil {

@@ -33,6 +33,9 @@ type Workload struct {
 	// selectors, taints, sharing modes, reservations): it returns why node
 	// i of the snapshot's cluster cannot take the workload, or "".
 	Exclude func(node int) string
+	// AwaitingVictims: it named victims in an earlier cycle and waits for
+	// them to stop; it names no more until the caller clears this.
+	AwaitingVictims bool
 }
 
 // Gang is a group of workloads placed all or nothing.
@@ -307,7 +310,7 @@ func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, e
 			r.misfit[key] = o
 		}
 	}
-	if o.Status == NoFit && r.snap.Preemption != nil {
+	if o.Status == NoFit && r.snap.Preemption != nil && !w.AwaitingVictims {
 		node, victims, err := r.preempt(w, ledger)
 		if err != nil {
 			return queueing.Resources{}, err

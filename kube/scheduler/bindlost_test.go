@@ -83,7 +83,7 @@ func TestFailedBindingThatApplied(t *testing.T) {
 			if o != outcomeBound {
 				t.Fatalf("plan a: %v %s", o, msg)
 			}
-			s.commit(ctx, snap, a, pl, a.Namespace+"/"+a.Name) // no binder outside Run: binds inline
+			s.commit(ctx, snap, a, pl, a.Namespace+"/"+a.Name, false) // no binder outside Run: binds inline
 
 			// The next cycle, before the informer shows a bound: a is still
 			// pending in the informer's view.

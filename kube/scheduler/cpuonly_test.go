@@ -102,7 +102,7 @@ func TestGangWithCPUOnlyMember(t *testing.T) {
 	gang("fat", "1000") // the launcher asks for more CPU than any node has
 	waitFor(t, "fat gang held back", func() error {
 		return hasCondition(ctx, client, "fat-worker-0", corev1.PodReasonUnschedulable,
-			"gang default/fat: only 2 of the 3 members still needed fit, so none is bound (all or nothing); first misfit: fat-launcher: no node fits the pod's CPU and memory")
+			"gang default/fat: only 2 of the 3 members still needed fit, so none is placed (all or nothing); first misfit: default/fat-launcher: no node fits default/fat-launcher: ")
 	})
 	if err := countBound(ctx, client, "fat-", 0); err != nil {
 		t.Fatal(err)

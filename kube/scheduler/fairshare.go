@@ -1,10 +1,7 @@
 package scheduler
 
 import (
-	"context"
-	"fmt"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -121,85 +118,4 @@ func shareResources(a binding.Assignment) queueing.Resources {
 		}
 	}
 	return r
-}
-
-// estimate is what a pending pod would take, for the limit check before
-// placement (a memory-only share's compute is known only once placed).
-func (s *Scheduler) estimate(p *corev1.Pod) queueing.Resources {
-	cpu, mem := podHostRequests(p)
-	r := queueing.Resources{CPUMilli: cpu, MemoryMiB: mem}
-	reqs, err := workload.FromPod(p, s.cfg.Catalog)
-	if err != nil {
-		return r
-	}
-	for _, c := range reqs {
-		r.GPUMilli += int64(c.GPU.Count) * c.GPU.ComputeMilli
-		r.GPUMemoryMiB += int64(c.GPU.Count) * c.GPU.MemoryMiB
-	}
-	return r
-}
-
-// serveQueues schedules the items queue by queue in fair-share order: each
-// step takes the head of the queue the ledger puts first, checks its hard
-// limits, schedules it and charges what was bound.
-func (s *Scheduler) serveQueues(ctx context.Context, snap *snapshot, tree *queueing.Tree, items []item, st *CycleStats) error {
-	l := s.ledger(tree, snap)
-	byQueue := map[string][]item{}
-	for _, it := range items {
-		byQueue[it.queue] = append(byQueue[it.queue], it)
-	}
-	queueing.Serve(l, byQueue, func(_ string, it item) (queueing.Resources, bool) {
-		if ctx.Err() != nil {
-			return queueing.Resources{}, true
-		}
-		start, before := time.Now(), *st
-		charge := s.serveItem(ctx, snap, tree, l, it, st)
-		s.metrics.observeItem(before, *st, start)
-		return charge, false
-	})
-	s.metrics.observeQueues(tree, l)
-	return ctx.Err()
-}
-
-// serveItem schedules one item and returns what it bound, for its queue.
-func (s *Scheduler) serveItem(ctx context.Context, snap *snapshot, tree *queueing.Tree, l *queueing.Ledger, it item, st *CycleStats) queueing.Resources {
-	members := []*corev1.Pod{it.pod}
-	if it.gang != nil {
-		members = it.gang.pending
-	}
-	if _, ok := tree.Queue(it.queue); !ok {
-		_, from := s.queueSource(members[0])
-		msg := fmt.Sprintf("%s: queue %q does not exist (create a Queue or drop the label for the default queue)", from, it.queue)
-		for _, p := range members {
-			s.reject(ctx, it.key(), p, reasonInvalid, msg)
-			st.Invalid++
-		}
-		return queueing.Resources{}
-	}
-	var need queueing.Resources
-	for _, p := range members {
-		need = need.Add(s.estimate(p))
-	}
-	if err := l.Admit(it.queue, need); err != nil {
-		for _, p := range members {
-			s.reject(ctx, it.key(), p, reasonQueueLimit, err.Error())
-			st.Unschedulable++
-		}
-		return queueing.Resources{}
-	}
-	bound := st.Bound
-	if it.gang != nil {
-		s.scheduleGang(ctx, snap, it.gang, st)
-	} else {
-		st.count(s.scheduleOne(ctx, snap, it.pod, &fairness{Tree: tree, Ledger: l}, it.key()))
-	}
-	var charge queueing.Resources
-	if st.Bound > bound {
-		for _, p := range members {
-			if b, ok := snap.bookingOf(p); ok {
-				charge = charge.Add(bookedResources(b))
-			}
-		}
-	}
-	return charge
 }

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -171,73 +170,6 @@ func (s *Scheduler) gangs(pending, occupying []*corev1.Pod) map[string]*gang {
 		}
 	}
 	return out
-}
-
-// scheduleGang binds a gang's members all or nothing: it plans on a scratch
-// copy of the snapshot and binds only when at least the members still
-// needed to reach minMember fit. Members beyond the minimum, and members of
-// a gang that already reached it, are scheduled like single pods.
-func (s *Scheduler) scheduleGang(ctx context.Context, snap *snapshot, g *gang, st *CycleStats) {
-	key := gangBlockKey(g.key)
-	if g.err != nil {
-		for _, p := range g.pending {
-			s.reject(ctx, key, p, reasonInvalid, g.err.Error())
-			st.Invalid++
-		}
-		return
-	}
-	need := g.min - g.bound
-	if need <= 0 {
-		for _, p := range g.pending {
-			st.count(s.scheduleOne(ctx, snap, p, nil, key))
-		}
-		return
-	}
-	if len(g.pending) < need {
-		msg := fmt.Sprintf("gang %s: %d of %d members exist (%d bound, %d pending); waiting for the rest", g.key, g.bound+len(g.pending), g.min, g.bound, len(g.pending))
-		for _, p := range g.pending {
-			s.reject(ctx, key, p, reasonUnschedulable, msg)
-			st.Unschedulable++
-		}
-		return
-	}
-	scratch := snap.scratch()
-	var plans []plan
-	var planned []*corev1.Pod
-	firstWhy := ""
-	for _, p := range g.pending {
-		pl, o, msg := s.planRespecting(scratch, p)
-		if o == outcomeInvalid {
-			s.reject(ctx, key, p, reasonInvalid, msg)
-			st.Invalid++
-			continue
-		}
-		if o != outcomeBound {
-			if firstWhy == "" {
-				firstWhy = p.Name + ": " + msg
-			}
-			continue
-		}
-		s.book(scratch, p, pl)
-		plans = append(plans, pl)
-		planned = append(planned, p)
-	}
-	if len(plans) < need {
-		msg := fmt.Sprintf("gang %s: only %d of the %d members still needed fit, so none is bound (all or nothing); first misfit: %s", g.key, len(plans), need, firstWhy)
-		if waited := g.waited(); g.timeout > 0 && waited > g.timeout {
-			msg = fmt.Sprintf("gang %s timed out: it has not fitted for %s, over its scheduleTimeoutSeconds (%s); ", g.key, waited.Round(time.Second), g.timeout) + msg
-		}
-		for _, p := range g.pending {
-			s.reject(ctx, key, p, reasonUnschedulable, msg)
-			st.Unschedulable++
-		}
-		s.maybeReserveGang(snap, g, g.pending[:need])
-		return
-	}
-	s.unblockKey(gangBlockKey(g.key))
-	for i, p := range planned {
-		st.count(s.commit(ctx, snap, p, plans[i], key))
-	}
 }
 
 func (st *CycleStats) count(o outcome) {

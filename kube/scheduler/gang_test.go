@@ -28,7 +28,7 @@ func TestGangAllOrNothing(t *testing.T) {
 	stop := startScheduler(ctx, t, client, nil, nil)
 	defer stop()
 	waitFor(t, "big gang reported", func() error {
-		return hasCondition(ctx, client, "big-0", corev1.PodReasonUnschedulable, "gang default/big: only 2 of the 3 members still needed fit, so none is bound")
+		return hasCondition(ctx, client, "big-0", corev1.PodReasonUnschedulable, "gang default/big: only 2 of the 3 members still needed fit, so none is placed")
 	})
 	gangPod("pair-0", "pair", "2")
 	gangPod("pair-1", "pair", "2")

@@ -89,10 +89,16 @@ func (o outcome) String() string {
 	}
 }
 
-// observeItem records one queue item's pods by result (a gang's members
-// all count; its time is one decision).
-func (m *metrics) observeItem(before, after CycleStats, start time.Time) {
-	m.decision.Observe(time.Since(start).Seconds())
+// observeCycle records one cycle's pods by result (a gang's members all
+// count) and its time per item (a pod or a gang: the cycle decides them
+// together, so each is given an equal part of it).
+func (m *metrics) observeCycle(before, after CycleStats, start time.Time, items int) {
+	if items > 0 {
+		per := time.Since(start).Seconds() / float64(items)
+		for range items {
+			m.decision.Observe(per)
+		}
+	}
 	m.decisions.WithLabelValues("bound").Add(float64(after.Bound - before.Bound))
 	m.decisions.WithLabelValues("invalid").Add(float64(after.Invalid - before.Invalid))
 	m.decisions.WithLabelValues("unschedulable").Add(float64(after.Unschedulable - before.Unschedulable))

@@ -176,7 +176,7 @@ func TestVolcanoPodGroups(t *testing.T) {
 	stop := startScheduler(ctx, t, client, dyn, nil)
 	defer stop()
 	waitFor(t, "trio reported", func() error {
-		return hasCondition(ctx, client, "trio-0", corev1.PodReasonUnschedulable, "gang default/volcano:trio: only 2 of the 3 members still needed fit, so none is bound")
+		return hasCondition(ctx, client, "trio-0", corev1.PodReasonUnschedulable, "gang default/volcano:trio: only 2 of the 3 members still needed fit, so none is placed")
 	})
 	if err := countBound(ctx, client, "trio-", 0); err != nil {
 		t.Fatal(err)

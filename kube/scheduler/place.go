@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -22,28 +23,6 @@ const (
 	outcomeUnschedulable
 	outcomeError
 )
-
-// scheduleOne places, records and binds one pending pod, updating snap.
-// fair, when set, allows reclaim from queues above their guarantee; key is
-// what a failure backs off (the pod's, or its gang's).
-func (s *Scheduler) scheduleOne(ctx context.Context, snap *snapshot, pod *corev1.Pod, fair *fairness, key string) outcome {
-	pl, o, msg := s.planRespecting(snap, pod)
-	if o == outcomeUnschedulable {
-		s.maybeReserve(snap, pod)
-	} else {
-		s.unblock(pod)
-	}
-	if o == outcomeUnschedulable && !s.cfg.DisablePreemption {
-		if note := s.preempt(ctx, snap, pod, fair); note != "" {
-			msg += "; " + note
-		}
-	}
-	if o != outcomeBound {
-		s.reject(ctx, key, pod, reasonFor(o), msg)
-		return o
-	}
-	return s.commit(ctx, snap, pod, pl, key)
-}
 
 // plan decides where a pod goes without changing snap or the API. On
 // success the outcome is outcomeBound (to be done by commit); otherwise it
@@ -81,9 +60,16 @@ func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[strin
 	default:
 		return plan{}, outcomeUnschedulable, fmt.Sprintf("no node fits %s for %s: %s", describe(reqs[0].GPU), w.Parts[0].Name, cycle.Summarize(o.Rejections))
 	}
-	pl := plan{assignment: binding.Assignment{Version: binding.Version, Node: snap.nodes[o.Decisions[0].Node].Name}}
-	for i, d := range o.Decisions {
-		pl.placed = append(pl.placed, placed{pod: w.Parts[i], dec: d})
+	return s.planFrom(snap, reqs, w.Parts, o.Decisions)
+}
+
+// planFrom turns the cycle's decisions for a pod's parts (nodes indexed in
+// snap; reqs the parts' container requests) into its plan: the assignment
+// with each GPU container's shares, encoded for its annotation.
+func (s *Scheduler) planFrom(snap *snapshot, reqs []workload.ContainerRequest, parts []placement.Pod, decisions []placement.Decision) (plan, outcome, string) {
+	pl := plan{assignment: binding.Assignment{Version: binding.Version, Node: snap.nodes[decisions[0].Node].Name}}
+	for i, d := range decisions {
+		pl.placed = append(pl.placed, placed{pod: parts[i], dec: d})
 		if r := reqs[i]; r.Container != "" {
 			pl.assignment.Containers = append(pl.assignment.Containers, binding.Container{Name: r.Container, GPUs: s.shares(snap, d.Node, d, r.GPU)})
 		}
@@ -91,6 +77,7 @@ func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[strin
 	if len(pl.assignment.Containers) > 0 {
 		// Encoded here, not at bind time, so that a record that cannot be
 		// written fails the plan (and a gang's plan) before anything binds.
+		var err error
 		if pl.encoded, err = binding.Encode(pl.assignment); err != nil {
 			return plan{}, outcomeError, fmt.Sprintf("annotation %s: %v", binding.AnnotationKey, err)
 		}
@@ -123,12 +110,13 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 	}
 }
 
-// commit books a planned pod on snap, assumes it (so later cycles count it
-// until the informer shows it bound) and hands its binding to the binder.
+// commit books a planned pod on snap (or, when booked, records a booking
+// the cycle already made), assumes it (so later cycles count it until the
+// informer shows it bound) and hands its binding to the binder.
 // A binding that fails un-assumes the pod, reports why on it and backs off
 // key, after which the pod is scheduled again, unless the pod turns out
 // bound after all (settleFailedBind).
-func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan, key string) outcome {
+func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan, key string, booked bool) outcome {
 	a := pl.assignment
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = a.Node
@@ -138,7 +126,11 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		}
 		bound.Annotations[binding.AnnotationKey] = pl.encoded
 	}
-	s.book(snap, bound, pl)
+	if booked {
+		snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true})
+	} else {
+		s.book(snap, bound, pl)
+	}
 	s.assume(bound)
 	job := func(ctx context.Context) {
 		if err := s.bind(ctx, pod, a.Node, pl.encoded); err != nil {

@@ -7,46 +7,56 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tessera-gpu/tessera/cycle"
 )
 
-func TestRanLongEnough(t *testing.T) {
-	s, err := New(Config{Client: fake.NewClientset(), PreemptionMinRuntime: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started := func(ago time.Duration) *corev1.Pod {
-		st := metav1.NewTime(time.Now().Add(-ago))
-		return &corev1.Pod{Status: corev1.PodStatus{StartTime: &st}}
-	}
-	if s.ranLongEnough(&corev1.Pod{}) {
-		t.Error("a pod that has not started is protected")
-	}
-	if s.ranLongEnough(started(10 * time.Second)) {
-		t.Error("a pod 10s into a 1m minimum is protected")
-	}
-	if !s.ranLongEnough(started(2 * time.Minute)) {
-		t.Error("a pod past its minimum runtime is not protected")
-	}
-	s.cfg.PreemptionMinRuntime = 0
-	if !s.ranLongEnough(&corev1.Pod{}) {
-		t.Error("without a minimum, nothing is protected")
-	}
-}
-
-func TestGangSurplus(t *testing.T) {
-	member := func(group, min string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Labels: map[string]string{LabelPodGroup: group}, Annotations: map[string]string{AnnotationMinMember: min}}}
-	}
-	snap := &snapshot{onNode: [][]booking{
-		{{pod: member("a", "2")}, {pod: member("a", "2")}, {pod: member("b", "1")}},
-		{{pod: member("a", "2")}, {pod: member("b", "1")}, {pod: &corev1.Pod{}}},
-	}}
+// TestRunningPods: booked pods become the cycle's Running workloads; only
+// this scheduler's exactly booked, live pods may be victims, a pod's start
+// time is its runtime's, and every running gang's minimum reaches the
+// cycle (it keeps gangs at their minimum when it chooses victims).
+func TestRunningPods(t *testing.T) {
 	s, err := New(Config{Client: fake.NewClientset()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := s.gangSurplus(snap)
-	if got["ns/a"] != 1 || got["ns/b"] != 1 || len(got) != 2 {
-		t.Errorf("gangSurplus = %v, want ns/a:1 ns/b:1", got)
+	started := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pod := func(name, scheduler string, mut func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PodSpec{SchedulerName: scheduler}}
+		if mut != nil {
+			mut(p)
+		}
+		return p
+	}
+	member := func(p *corev1.Pod) {
+		p.Labels = map[string]string{LabelPodGroup: "g"}
+		p.Annotations = map[string]string{AnnotationMinMember: "2"}
+		p.Status.StartTime = &started
+	}
+	deleting := func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
+	snap := &snapshot{onNode: [][]booking{
+		{{pod: pod("ours", DefaultName, member), exact: true}, {pod: pod("other", "default-scheduler", nil), exact: true}},
+		{{pod: pod("inexact", DefaultName, nil)}, {pod: pod("leaving", DefaultName, deleting), exact: true}},
+	}}
+	gangs := map[string]cycle.Gang{}
+	run, pods := s.running(snap, gangs)
+	stopping := map[string]bool{}
+	for _, r := range run {
+		stopping[r.ID] = r.Stopping
+		if pods[r.ID] == nil {
+			t.Errorf("%s: no pod for it", r.ID)
+		}
+	}
+	want := map[string]bool{"ns/ours": false, "ns/other": true, "ns/inexact": true, "ns/leaving": true}
+	for id, w := range want {
+		if got, ok := stopping[id]; !ok || got != w {
+			t.Errorf("%s: Stopping = %v (present %v), want %v", id, got, ok, w)
+		}
+	}
+	if run[0].ID != "ns/ours" || !run[0].Started.Equal(started.Time) || run[0].Gang != "ns/g" {
+		t.Errorf("ours: %+v, want started %v in gang ns/g", run[0], started.Time)
+	}
+	if gangs["ns/g"].MinMember != 2 {
+		t.Errorf("gang ns/g minimum %d, want 2", gangs["ns/g"].MinMember)
 	}
 }

@@ -115,53 +115,6 @@ func (s *Scheduler) unblockKey(key string) {
 	}
 }
 
-// reservedNodes returns the nodes reserved for pods other than pod (nil
-// when there are none) and how rejections should name the reservation.
-func (s *Scheduler) reservedNodes(pod *corev1.Pod) (map[string]bool, string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reserved == nil || s.reserved.holds(pod) {
-		return nil, ""
-	}
-	return s.reserved.nodes, s.reserved.what
-}
-
-// backfillOK reports whether a plan respects the reservation: the plan is
-// not on a reserved node, is for a reserved pod, or leaves room on the
-// reserved nodes for every pod the reservation holds.
-func (s *Scheduler) backfillOK(snap *snapshot, pod *corev1.Pod, pl plan) bool {
-	s.mu.Lock()
-	r := s.reserved
-	s.mu.Unlock()
-	if r == nil || r.holds(pod) || !r.nodes[pl.assignment.Node] {
-		return true
-	}
-	scratch := snap.scratch()
-	s.book(scratch, pod, pl)
-	held, err := s.workloadsOf(scratch, r.pods)
-	if err != nil {
-		return false
-	}
-	res := cycle.Reservation{What: r.what, For: held}
-	fits, err := res.Fits(scratch.cluster, nil)
-	if err != nil {
-		s.cfg.Log.Error("backfill check failed; the reserved nodes are kept free", "for", r.what, "err", err)
-		return false
-	}
-	return fits
-}
-
-// planRespecting is plan that honours the reservation: a plan that would
-// delay the reserved pods is replaced by one that avoids the reserved nodes.
-func (s *Scheduler) planRespecting(snap *snapshot, pod *corev1.Pod) (plan, outcome, string) {
-	pl, o, msg := s.plan(snap, pod)
-	if o == outcomeBound && !s.backfillOK(snap, pod, pl) {
-		nodes, what := s.reservedNodes(pod)
-		pl, o, msg = s.planExcept(snap, pod, nodes, what)
-	}
-	return pl, o, msg
-}
-
 // gcReservations forgets waits and reservations whose pods are gone or placed.
 func (s *Scheduler) gcReservations(seen map[types.UID]bool, occupying []*corev1.Pod) {
 	s.mu.Lock()

@@ -339,7 +339,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	if err != nil {
 		s.cfg.Log.Error("queues are inconsistent; only the default queue is used", "err", err)
 	}
-	if err := s.serveQueues(ctx, snap, tree, items, &st); err != nil {
+	if err := s.serve(ctx, snap, tree, items, &st); err != nil {
 		return st, err
 	}
 	if len(pending) > 0 {

@@ -35,7 +35,10 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workloa
 	cpu, mem := podHostRequests(pod)
 	parts := make([]placement.Pod, len(reqs))
 	for i, r := range reqs {
-		parts[i] = placement.Pod{Name: fmt.Sprintf("%s/%s", name, r.Container), GPU: r.GPU}
+		parts[i] = placement.Pod{Name: name, GPU: r.GPU}
+		if r.Container != "" {
+			parts[i].Name = name + "/" + r.Container
+		}
 	}
 	parts[0].CPUMilli, parts[0].MemoryMiB = cpu, mem
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)

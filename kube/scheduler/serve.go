@@ -1,0 +1,279 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/preemption"
+	"github.com/tessera-gpu/tessera/queueing"
+)
+
+// This file is the Kubernetes adapter of the scheduling cycle (package
+// cycle): it translates the cycle's pods, queues, gangs, running pods and
+// reservation into a cycle.Snapshot, runs the cycle once, and applies the
+// outcomes (bindings, rejections with their reasons, preemption victims,
+// reservations). Policy is the cycle's; this file only translates.
+
+// pendingPod is what applying a workload's outcome needs.
+type pendingPod struct {
+	pod   *corev1.Pod
+	reqs  []workload.ContainerRequest
+	parts []placement.Pod
+	item  item
+}
+
+// serve runs one scheduling cycle over the items (in queue order) on snap
+// and applies its outcomes, counting them in st.
+func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, items []item, st *CycleStats) error {
+	start := time.Now()
+	before := *st
+	cs := cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap), Gangs: map[string]cycle.Gang{}}
+	pend := map[string]pendingPod{}
+	for _, it := range items {
+		members := it.members()
+		if _, ok := tree.Queue(it.queue); !ok {
+			_, from := s.queueSource(members[0])
+			s.rejectAll(ctx, it, members, reasonInvalid, fmt.Sprintf("%s: queue %q does not exist (create a Queue or drop the label for the default queue)", from, it.queue), &st.Invalid)
+			continue
+		}
+		if g := it.gang; g != nil {
+			if g.err != nil {
+				s.rejectAll(ctx, it, members, reasonInvalid, g.err.Error(), &st.Invalid)
+				continue
+			}
+			cs.Gangs[g.key] = cycle.Gang{MinMember: g.min, Running: g.bound}
+		}
+		for _, p := range members {
+			w, reqs, err := s.workloadOf(snap, p)
+			if err != nil {
+				s.reject(ctx, it.key(), p, reasonInvalid, err.Error())
+				st.Invalid++
+				continue
+			}
+			// A gang is served in its first member's queue.
+			w.Queue = it.queue
+			if until, ok := s.preempting(p.UID); ok && start.Before(until) {
+				w.AwaitingVictims = true
+			}
+			cs.Pending = append(cs.Pending, w)
+			pend[w.ID] = pendingPod{pod: p, reqs: reqs, parts: w.Parts, item: it}
+		}
+	}
+	running, pods := s.running(snap, cs.Gangs)
+	cs.Running = running
+	if !s.cfg.DisablePreemption {
+		cs.Preemption = &cycle.Preemption{MinRuntime: s.cfg.PreemptionMinRuntime, Now: start}
+	}
+	cs.Reservation = s.reservation(snap, pend)
+	outs, err := cycle.Run(cs)
+	if err != nil {
+		return fmt.Errorf("scheduling cycle: %w", err)
+	}
+	misfitGangs := map[string]*gang{}
+	for _, o := range outs {
+		pp, ok := pend[o.Workload]
+		if !ok {
+			continue
+		}
+		s.apply(ctx, snap, pp, o, pods, st)
+		if o.Status == cycle.GangMisfit {
+			misfitGangs[pp.item.gang.key] = pp.item.gang
+		}
+	}
+	for _, g := range misfitGangs {
+		need := min(max(g.min-g.bound, 0), len(g.pending))
+		s.maybeReserveGang(snap, g, g.pending[:need])
+	}
+	s.metrics.observeCycle(before, *st, start, len(items))
+	s.metrics.observeQueues(tree, s.ledger(tree, snap))
+	return ctx.Err()
+}
+
+// members are an item's pods: its pod, or its gang's pending members.
+func (it item) members() []*corev1.Pod {
+	if it.gang != nil {
+		return it.gang.pending
+	}
+	return []*corev1.Pod{it.pod}
+}
+
+// rejectAll rejects every member of an item for one reason, counting them.
+func (s *Scheduler) rejectAll(ctx context.Context, it item, members []*corev1.Pod, reason, msg string, count *int) {
+	for _, p := range members {
+		s.reject(ctx, it.key(), p, reason, msg)
+		*count++
+	}
+}
+
+// apply carries out one workload's outcome.
+func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o cycle.Outcome, pods map[string]*corev1.Pod, st *CycleStats) {
+	p, key := pp.pod, pp.item.key()
+	switch o.Status {
+	case cycle.Placed:
+		pl, oc, msg := s.planFrom(snap, pp.reqs, pp.parts, o.Decisions)
+		if oc != outcomeBound {
+			// The assignment cannot be recorded: give the room back.
+			for i, d := range o.Decisions {
+				if err := snap.cluster.Release(&pp.parts[i], d); err != nil {
+					s.cfg.Log.Error("releasing an unrecorded placement failed", "pod", o.Workload, "err", err)
+				}
+			}
+			s.reject(ctx, key, p, reasonFor(oc), msg)
+			st.count(oc)
+			return
+		}
+		if pp.item.gang != nil {
+			s.unblockKey(gangBlockKey(pp.item.gang.key))
+		} else {
+			s.unblock(p)
+		}
+		st.count(s.commit(ctx, snap, p, pl, key, true))
+	case cycle.NoFit:
+		msg := fmt.Sprintf("no node fits %s for %s: %s", describe(pp.reqs[0].GPU), pp.parts[0].Name, cycle.Summarize(o.Rejections))
+		switch {
+		case len(o.Victims) > 0:
+			msg += "; " + s.evict(ctx, snap, p, o, pods)
+		case s.awaitingVictims(p):
+			msg += "; waiting for preempted pods to exit"
+		}
+		if pp.item.gang == nil {
+			s.maybeReserve(snap, p)
+		}
+		s.reject(ctx, key, p, reasonUnschedulable, msg)
+		st.Unschedulable++
+	case cycle.QueueLimit:
+		s.reject(ctx, key, p, reasonQueueLimit, o.Message)
+		st.Unschedulable++
+	case cycle.GangMisfit:
+		msg := o.Message
+		if g := pp.item.gang; g.timeout > 0 {
+			if waited := g.waited(); waited > g.timeout {
+				msg = fmt.Sprintf("gang %s timed out: it has not fitted for %s, over its scheduleTimeoutSeconds (%s); ", g.key, waited.Round(time.Second), g.timeout) + msg
+			}
+		}
+		s.reject(ctx, key, p, reasonUnschedulable, msg)
+		st.Unschedulable++
+	case cycle.Invalid:
+		s.unblock(p)
+		s.reject(ctx, key, p, reasonInvalid, o.Message)
+		st.Invalid++
+	default: // GangWaiting; Behind does not occur (not Strict)
+		s.reject(ctx, key, p, reasonUnschedulable, o.Message)
+		st.Unschedulable++
+	}
+}
+
+// awaitingVictims reports whether a pod waits for victims it chose.
+func (s *Scheduler) awaitingVictims(p *corev1.Pod) bool {
+	until, ok := s.preempting(p.UID)
+	return ok && time.Now().Before(until)
+}
+
+// running is every pod booked on snap as a cycle.Running (the candidates
+// of preemption are this scheduler's exactly booked, live pods; the others
+// are Stopping: they count, but are never victims), the pods by workload
+// ID, and gangs gains the minimum of every running member's gang.
+func (s *Scheduler) running(snap *snapshot, gangs map[string]cycle.Gang) ([]cycle.Running, map[string]*corev1.Pod) {
+	var out []cycle.Running
+	pods := map[string]*corev1.Pod{}
+	for _, bs := range snap.onNode {
+		for _, b := range bs {
+			p := b.pod
+			r := cycle.Running{
+				ID: p.Namespace + "/" + p.Name, Queue: s.queueOf(p), Priority: priority(p), Gang: s.groupKey(p),
+				Stopping: !b.exact || p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil,
+			}
+			if p.Status.StartTime != nil {
+				r.Started = p.Status.StartTime.Time
+			}
+			for _, part := range b.parts {
+				r.Parts = append(r.Parts, part.pod)
+				r.Decisions = append(r.Decisions, part.dec)
+			}
+			if _, known := gangs[r.Gang]; r.Gang != "" && !known {
+				if n, err := s.minMember(p); err == nil {
+					gangs[r.Gang] = cycle.Gang{MinMember: n}
+				}
+			}
+			out = append(out, r)
+			pods[r.ID] = p
+		}
+	}
+	return out, pods
+}
+
+// usage is what the pods booked on snap take from their queues.
+func (s *Scheduler) usage(snap *snapshot) map[string]queueing.Resources {
+	own := map[string]queueing.Resources{}
+	for _, bs := range snap.onNode {
+		for _, b := range bs {
+			q := s.queueOf(b.pod)
+			own[q] = own[q].Add(bookedResources(b))
+		}
+	}
+	return own
+}
+
+// reservation is the reservation in force as the cycle's: its nodes by
+// index in snap, the pods it holds room for, and the pending workloads that
+// may use it. nil when there is none or it cannot be translated.
+func (s *Scheduler) reservation(snap *snapshot, pend map[string]pendingPod) *cycle.Reservation {
+	s.mu.Lock()
+	r := s.reserved
+	s.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	held, err := s.workloadsOf(snap, r.pods)
+	if err != nil {
+		return nil
+	}
+	res := &cycle.Reservation{What: r.what, Nodes: map[int]bool{}, For: held, Members: map[string]bool{}}
+	for name := range r.nodes {
+		if i, ok := snap.byName[name]; ok {
+			res.Nodes[i] = true
+		}
+	}
+	for id, pp := range pend {
+		if r.holds(pp.pod) {
+			res.Members[id] = true
+		}
+	}
+	for _, w := range held {
+		res.Members[w.ID] = true
+	}
+	return res
+}
+
+// evict stops the victims the cycle chose for pod (o.Victims, on node
+// o.Node): each gets an event saying why and is deleted (with its UID as a
+// precondition), and the pod waits for them (preemptionWait) before it
+// names others. It returns the note to leave on the pod.
+func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, o cycle.Outcome, pods map[string]*corev1.Pod) string {
+	node := snap.nodes[o.Node].Name
+	prio := priority(pod)
+	for _, v := range o.Victims {
+		vp, ok := pods[v.ID]
+		if !ok {
+			continue
+		}
+		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, node, priority(vp))
+		if v.Kind == preemption.ByReclaim {
+			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, s.queueOf(pod), node, s.queueOf(vp))
+		}
+		s.events.recorder.Event(vp, corev1.EventTypeWarning, "Preempted", msg)
+		err := s.cfg.Client.CoreV1().Pods(vp.Namespace).Delete(ctx, vp.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vp.UID}})
+		if err != nil {
+			s.cfg.Log.Warn("evicting a preemption victim failed", "victim", v.ID, "err", err)
+		}
+	}
+	s.setPreempting(pod.UID, time.Now().Add(preemptionWait))
+	return fmt.Sprintf("preempting %d pod(s) on node %s; scheduling once they exit", len(o.Victims), node)
+}
