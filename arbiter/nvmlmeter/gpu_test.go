@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,20 +23,12 @@ import (
 // reading.
 func TestOnRealGPU(t *testing.T) {
 	gputest.Require(t, "PyTorch")
-	lib := nvml.New()
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		t.Fatalf("nvmlInit: %v", ret)
-	}
-	defer lib.Shutdown()
-	dev, ret := lib.DeviceGetHandleByIndex(0)
-	if ret != nvml.SUCCESS {
-		t.Fatalf("GPU 0: %v", ret)
-	}
+	dev := gpu0(t)
 	uuid, ret := dev.GetUUID()
 	if ret != nvml.SUCCESS {
 		t.Fatalf("GPU 0 UUID: %v", ret)
 	}
-	busy := filepath.Join("..", "..", "intercept", "gpu-validation", "busy.py")
+	busy := busyScript
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	roots := map[int]string{}
@@ -133,4 +124,23 @@ func TestOnRealGPU(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// busyScript is the GPU worker the real-GPU tests run (from this folder).
+const busyScript = "../../intercept/gpu-validation/busy.py"
+
+// gpu0 initialises the real NVML and returns GPU 0; NVML is shut down
+// when the test ends.
+func gpu0(t *testing.T) nvml.Device {
+	t.Helper()
+	lib := nvml.New()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		t.Fatalf("nvmlInit: %v", ret)
+	}
+	t.Cleanup(func() { lib.Shutdown() })
+	dev, ret := lib.DeviceGetHandleByIndex(0)
+	if ret != nvml.SUCCESS {
+		t.Fatalf("GPU 0: %v", ret)
+	}
+	return dev
 }

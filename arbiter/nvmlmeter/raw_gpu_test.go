@@ -26,16 +26,8 @@ import (
 // asserts only that samples were seen.
 func TestRawSamplesOnRealGPU(t *testing.T) {
 	gputest.Require(t, "PyTorch")
-	lib := nvml.New()
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		t.Fatalf("nvmlInit: %v", ret)
-	}
-	defer lib.Shutdown()
-	dev, ret := lib.DeviceGetHandleByIndex(0)
-	if ret != nvml.SUCCESS {
-		t.Fatalf("GPU 0: %v", ret)
-	}
-	busy, err := filepath.Abs(filepath.Join("..", "..", "intercept", "gpu-validation", "busy.py"))
+	dev := gpu0(t)
+	busy, err := filepath.Abs(busyScript)
 	if err != nil {
 		t.Fatal(err)
 	}
