@@ -6,14 +6,14 @@ package placement
 type BestFit struct{ ch chooser }
 
 // NewBestFit returns the BestFit policy seeded with seed.
-func NewBestFit(seed uint64) *BestFit { return &BestFit{ch: newChooser(seed)} }
+func NewBestFit(seed uint64) *BestFit { return &BestFit{ch: withClasses(newChooser(seed), false)} }
 
 // Name implements Policy.
 func (*BestFit) Name() string { return "bestfit" }
 
 // Place implements Policy.
 func (b *BestFit) Place(c *Cluster, p *Pod) (Decision, error) {
-	sp := clusterSpecs(c)
+	sp := b.ch.specs(c)
 	return b.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 		n := &c.Nodes[ni]
 		left := 0.5*float64(n.FreeCPUMilli-p.CPUMilli)/float64(sp.cpuMilli) +

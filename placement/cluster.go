@@ -58,9 +58,14 @@ type GPUShape struct {
 }
 
 // Cluster is a snapshot of nodes. Policies only read it; Apply and Release
-// change it.
+// change it, and record which node they changed (changelog.go), so that
+// policies that score by node state follow the changes. Change nodes by
+// hand only before placing on the cluster, or call Changed after.
 type Cluster struct {
 	Nodes []Node
+	// log records the nodes Apply and Release changed; nil until the
+	// first change. Clone leaves it out.
+	log *changeLog
 }
 
 // Clone returns a deep copy of the snapshot. The copy's GPUs lie in one

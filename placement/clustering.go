@@ -8,14 +8,16 @@ package placement
 type GpuClustering struct{ ch chooser }
 
 // NewGpuClustering returns the GpuClustering policy seeded with seed.
-func NewGpuClustering(seed uint64) *GpuClustering { return &GpuClustering{ch: newChooser(seed)} }
+func NewGpuClustering(seed uint64) *GpuClustering {
+	return &GpuClustering{ch: withClasses(newChooser(seed), true)}
+}
 
 // Name implements Policy.
 func (*GpuClustering) Name() string { return "gpuclustering" }
 
 // Place implements Policy.
 func (g *GpuClustering) Place(c *Cluster, p *Pod) (Decision, error) {
-	sp := clusterSpecs(c)
+	sp := g.ch.specs(c)
 	return g.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 		n := &c.Nodes[ni]
 		if p.GPUCount() == 0 {

@@ -22,8 +22,18 @@ type Decision struct {
 }
 
 // Apply books the pod on the snapshot as decided. It checks every
-// invariant first and changes nothing when one fails.
+// invariant first and changes nothing when one fails. A change is
+// recorded in the cluster's change log (changelog.go).
 func (c *Cluster) Apply(p *Pod, d Decision) error {
+	if err := c.apply(p, d); err != nil {
+		return err
+	}
+	c.record(d.Node)
+	return nil
+}
+
+// apply is Apply without the record.
+func (c *Cluster) apply(p *Pod, d Decision) error {
 	n, err := c.checkDecision(p, d)
 	if err != nil {
 		return fmt.Errorf("apply pod %s: %w", p.Name, err)
@@ -99,8 +109,18 @@ func (n *Node) book(p *Pod, release bool) {
 	}
 }
 
-// Release gives back what Apply booked for the same pod and decision.
+// Release gives back what Apply booked for the same pod and decision,
+// recording the change as Apply does.
 func (c *Cluster) Release(p *Pod, d Decision) error {
+	if err := c.release(p, d); err != nil {
+		return err
+	}
+	c.record(d.Node)
+	return nil
+}
+
+// release is Release without the record.
+func (c *Cluster) release(p *Pod, d Decision) error {
 	n, err := c.checkDecision(p, d)
 	if err != nil {
 		return fmt.Errorf("release pod %s: %w", p.Name, err)

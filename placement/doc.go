@@ -12,6 +12,10 @@
 //
 // Policies never mutate the snapshot they read; Apply is a separate step and
 // returns an error (never panics) when a decision would over-allocate.
+// Apply and Release record the node they changed, so that a policy whose
+// score depends only on a node's state can keep the nodes grouped by state
+// and score each group once (classchoose.go), deciding exactly as it does
+// node by node.
 // Everything is deterministic given a seed and there is no package-level
 // mutable state.
 //

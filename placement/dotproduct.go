@@ -7,14 +7,16 @@ package placement
 type DotProduct struct{ ch chooser }
 
 // NewDotProduct returns the DotProduct policy seeded with seed.
-func NewDotProduct(seed uint64) *DotProduct { return &DotProduct{ch: newChooser(seed)} }
+func NewDotProduct(seed uint64) *DotProduct {
+	return &DotProduct{ch: withClasses(newChooser(seed), false)}
+}
 
 // Name implements Policy.
 func (*DotProduct) Name() string { return "dotproduct" }
 
 // Place implements Policy.
 func (d *DotProduct) Place(c *Cluster, p *Pod) (Decision, error) {
-	sp := clusterSpecs(c)
+	sp := d.ch.specs(c)
 	return d.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 		n := &c.Nodes[ni]
 		cpu := float64(n.FreeCPUMilli) / float64(sp.cpuMilli) * float64(p.CPUMilli) / float64(sp.cpuMilli)

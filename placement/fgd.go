@@ -19,7 +19,7 @@ type FGD struct {
 
 // NewFGD returns FGD against the typical distribution d, seeded with seed.
 func NewFGD(d Distribution, seed uint64) *FGD {
-	return &FGD{ch: newChooser(seed), frag: newFragMeter(d)}
+	return &FGD{ch: withClasses(newChooser(seed), false), frag: newFragMeter(d)}
 }
 
 // Name implements Policy.

@@ -8,7 +8,9 @@ import "github.com/tessera-gpu/tessera/request"
 type GpuPacking struct{ ch chooser }
 
 // NewGpuPacking returns the GpuPacking policy seeded with seed.
-func NewGpuPacking(seed uint64) *GpuPacking { return &GpuPacking{ch: newChooser(seed)} }
+func NewGpuPacking(seed uint64) *GpuPacking {
+	return &GpuPacking{ch: withClasses(newChooser(seed), false)}
+}
 
 // Name implements Policy.
 func (*GpuPacking) Name() string { return "gpupacking" }

@@ -40,8 +40,8 @@ func mixedCluster(rng *rand.Rand, n int) *Cluster {
 
 // TestParallelMatchesSequential replays random pods on random clusters with
 // two instances of every policy, one scoring sequentially and one on four
-// goroutines with small chunks; every decision (node, GPUs, error) must be
-// the same.
+// goroutines with small chunks, both node by node (not by class); every
+// decision (node, GPUs, error) must be the same.
 func TestParallelMatchesSequential(t *testing.T) {
 	for _, name := range Names() {
 		for _, learn := range []bool{false, true} {
@@ -62,6 +62,8 @@ func TestParallelMatchesSequential(t *testing.T) {
 					o.Workers = 4
 					par, _ := New(name, o)
 					chooserOf(par).tuning = parallelTuning{minNodes: 2, chunk: 8, fixed: true}
+					chooserOf(seq).class.off = true // node by node both ways
+					chooserOf(par).class.off = true
 					cs, cp := c, c.Clone()
 					went := 0
 					for i := range pods {

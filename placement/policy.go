@@ -40,7 +40,9 @@ type nodeScore func(c *Cluster, ni int, p *Pod, usable []int) (score float64, gp
 // order of the nodes drawn from the seed (so ties are broken the same way
 // pod after pod, which packs; this is what reproduces the FGD study's
 // published numbers), or, for a chooser made by newUniformChooser,
-// uniformly at random (reservoir sampling).
+// uniformly at random (reservoir sampling). A chooser made withClasses scores
+// each class of nodes in one state once where it may (classchoose.go),
+// with the same result.
 type chooser struct {
 	rng    *rand.Rand
 	usable []int
@@ -56,6 +58,15 @@ type chooser struct {
 	par     parallelScratch
 	// mig places MIG requests; nil is first fit.
 	mig migPlanner
+	// rankGen counts the tie orders drawn (ranked draws a new one when
+	// the cluster's size changes).
+	rankGen uint64
+	// class says whether the chooser scores by class (classchoose.go);
+	// cache holds its class indexes.
+	class classSettings
+	cache classCache
+	// classDecisions counts the decisions made by class (tests read it).
+	classDecisions int
 }
 
 func newChooser(seed uint64) chooser {
@@ -67,13 +78,22 @@ func newUniformChooser(seed uint64) chooser {
 }
 
 func (ch *chooser) choose(c *Cluster, p *Pod, score nodeScore) (Decision, error) {
+	d, err := ch.decide(c, p, score)
+	ch.cache.decisions++
+	return d, err
+}
+
+// decide is choose without the count of decisions.
+func (ch *chooser) decide(c *Cluster, p *Pod, score nodeScore) (Decision, error) {
 	if p.MIG() {
 		return ch.chooseMIG(c, p, ch.mig)
 	}
 	pf := newPodFit(p)
-	var best Decision
+	best, classes := ch.chooseClasses(c, &pf, score)
 	w := ch.parallelWorkers(len(c.Nodes))
 	switch {
+	case classes:
+		ch.classDecisions++
 	case w <= 1:
 		best = ch.chooseSequential(c, &pf, score)
 	case ch.workers > 1 || ch.tuning.fixed:
@@ -138,6 +158,7 @@ func noFit(c *Cluster, p *Pod) error {
 func (ch *chooser) ranked(c *Cluster, ni int) int {
 	if len(ch.rank) != len(c.Nodes) {
 		ch.rank = ch.rng.Perm(len(c.Nodes))
+		ch.rankGen++
 	}
 	return ch.rank[ni]
 }

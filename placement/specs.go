@@ -12,10 +12,19 @@ type specs struct {
 func clusterSpecs(c *Cluster) specs {
 	var s specs
 	for i := range c.Nodes {
-		n := &c.Nodes[i]
-		s.cpuMilli = max(s.cpuMilli, n.CPUMilli)
-		s.gpuMilli = max(s.gpuMilli, int64(len(n.GPUs))*request.Whole)
+		s.add(&c.Nodes[i])
 	}
+	return s.floor()
+}
+
+// add takes node n's capacities into s.
+func (s *specs) add(n *Node) {
+	s.cpuMilli = max(s.cpuMilli, n.CPUMilli)
+	s.gpuMilli = max(s.gpuMilli, int64(len(n.GPUs))*request.Whole)
+}
+
+// floor returns s with every capacity at least 1 (they divide).
+func (s specs) floor() specs {
 	s.cpuMilli = max(s.cpuMilli, 1)
 	s.gpuMilli = max(s.gpuMilli, 1)
 	return s

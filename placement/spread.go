@@ -7,14 +7,14 @@ package placement
 type Spread struct{ ch chooser }
 
 // NewSpread returns the Spread policy seeded with seed.
-func NewSpread(seed uint64) *Spread { return &Spread{ch: newChooser(seed)} }
+func NewSpread(seed uint64) *Spread { return &Spread{ch: withClasses(newChooser(seed), false)} }
 
 // Name implements Policy.
 func (*Spread) Name() string { return "spread" }
 
 // Place implements Policy.
 func (s *Spread) Place(c *Cluster, p *Pod) (Decision, error) {
-	sp := clusterSpecs(c)
+	sp := s.ch.specs(c)
 	return s.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 		n := &c.Nodes[ni]
 		score := float64(n.FreeGPUMilli())/float64(sp.gpuMilli) + 1e-3*float64(n.FreeCPUMilli)/float64(sp.cpuMilli)

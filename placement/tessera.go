@@ -61,7 +61,7 @@ const (
 
 // NewTessera returns the default policy against distribution d.
 func NewTessera(d Distribution, seed uint64) *Tessera {
-	t := &Tessera{ch: newChooser(seed), HoleWeight: DefaultHoleWeight, CPUWeight: DefaultCPUWeight, MemoryWeight: DefaultMemoryWeight}
+	t := &Tessera{ch: withClasses(newChooser(seed), false), HoleWeight: DefaultHoleWeight, CPUWeight: DefaultCPUWeight, MemoryWeight: DefaultMemoryWeight}
 	t.setDistribution(d)
 	return t
 }
@@ -92,7 +92,7 @@ func (t *Tessera) Place(c *Cluster, p *Pod) (Decision, error) {
 	if t.supply == nil || !p.Sharing() || t.HoleWeight == 0 {
 		return t.ch.choose(c, p, t.score)
 	}
-	w := t.supply.table(c)
+	w := t.supply.table(c, t.ch.classes(c))
 	return t.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 		return t.scoreWith(w, c, ni, p, usable)
 	})

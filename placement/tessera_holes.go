@@ -213,11 +213,16 @@ func newHoleSupply(d Distribution, fillable float64) *holeSupply {
 	return s
 }
 
-// table builds the hole table for the cluster c as it is now. It only
-// reads c and s; the result is the caller's.
-func (s *holeSupply) table(c *Cluster) *holeWaste {
+// table builds the hole table for the cluster c as it is now, counting
+// its holes by class when ix (c's class index) is not nil. It only reads
+// c, ix and s; the result is the caller's.
+func (s *holeSupply) table(c *Cluster, ix *classIndex) *holeWaste {
 	var holes [request.Whole]float64 // partial holes by size
 	var free float64
+	if ix != nil {
+		free = ix.holeCounts(c, &holes)
+		return s.tableOf(&holes, free)
+	}
 	for i := range c.Nodes {
 		for _, g := range c.Nodes[i].GPUs {
 			free += float64(g.FreeMilli)
@@ -226,6 +231,12 @@ func (s *holeSupply) table(c *Cluster) *holeWaste {
 			}
 		}
 	}
+	return s.tableOf(&holes, free)
+}
+
+// tableOf builds the hole table from the cluster's partial holes by size
+// and its free GPU compute.
+func (s *holeSupply) tableOf(holes *[request.Whole]float64, free float64) *holeWaste {
 	pods := free / s.meanGPU
 	left := make([]float64, len(s.shapes))
 	for j, x := range s.shapes {

@@ -177,7 +177,7 @@ func TestHoleSupplyPlentifulHoleIsLost(t *testing.T) {
 
 	// A free cluster: no hole competes, the static table holds.
 	c := &Cluster{Nodes: []Node{NewNode("a", 64000, 0, 8, "T4", 0), NewNode("b", 64000, 0, 8, "T4", 0)}}
-	if got := s.table(c); *got != *static {
+	if got := s.table(c, nil); *got != *static {
 		t.Fatal("free cluster: supply table differs from the static one")
 	}
 
@@ -192,7 +192,7 @@ func TestHoleSupplyPlentifulHoleIsLost(t *testing.T) {
 	for k := 0; k < 10; k++ {
 		c.Nodes[k/8].GPUs[k%8].FreeMilli = 190
 	}
-	w := s.table(c)
+	w := s.table(c, nil)
 	if got := w.at(190); math.Abs(got-190) > 1e-9 {
 		t.Fatalf("W(190) with ten 190m holes = %v, want 190 (static %v)", got, static.at(190))
 	}

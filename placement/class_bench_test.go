@@ -1,0 +1,84 @@
+package placement
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// BenchmarkClassLatency compares decisions by class with decisions node
+// by node (sequential scoring, Workers: 1) on the openb-like cluster of
+// BenchmarkDecisionLatency, half full, at 1,000 to 100,000 nodes. Each
+// iteration asks both instances of the policy for the same pod (a 470m
+// sharing pod and a 1-GPU pod in turn, alternating which goes first),
+// checks that they decide the same, and applies the decision, so the
+// class index follows one change per decision as in a running
+// scheduler. It reports, for each pod, the median and p99 of each way in
+// µs and their ratios (class over node by node: below 1 is faster), and
+// the classes in the index at the end and the time to build the index
+// once (what a policy pays the second time it meets a cluster). Four
+// untimed decisions per instance first warm the memos and draw the tie
+// order.
+func BenchmarkClassLatency(b *testing.B) {
+	for _, nodes := range []int{1000, 5000, 20000, 100000} {
+		for _, name := range []string{"tessera", "fgd", "bestfit"} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, name), func(b *testing.B) {
+				c, d := openbLike(nodes)
+				cls, _ := New(name, Options{Seed: 1, Typical: d, Workers: 1})
+				per, _ := New(name, Options{Seed: 1, Typical: d, Workers: 1})
+				chooserOf(per).class.off = true
+				pols := []Policy{cls, per}
+				pods := []Pod{sharePod("share", 8000, 470), wholePod("whole", 12000, 1)}
+				for k := range 4 { // draw the tie order, warm the memos
+					for _, pol := range pols {
+						if _, err := pol.Place(c, &pods[k%2]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				start := time.Now()
+				newClassIndex(c, false)
+				build := time.Since(start)
+				times := make([][2][]time.Duration, len(pols)) // by way, by pod
+				i := 0
+				for b.Loop() {
+					pod := &pods[i%2]
+					var decs [2]Decision
+					for k := range pols {
+						m := (k + i/2) % len(pols)
+						start := time.Now()
+						dec, err := pols[m].Place(c, pod)
+						times[m][i%2] = append(times[m][i%2], time.Since(start))
+						if err != nil {
+							b.Fatal(err)
+						}
+						decs[m] = dec
+					}
+					if !reflect.DeepEqual(decs[0], decs[1]) {
+						b.Fatalf("by class %+v, node by node %+v", decs[0], decs[1])
+					}
+					if err := c.Apply(pod, decs[0]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+				if chooserOf(cls).classDecisions < i {
+					b.Fatalf("%d of %d decisions by class", chooserOf(cls).classDecisions, i)
+				}
+				for k, pod := range []string{"share", "gpu1"} {
+					c50, c99 := percentiles(times[0][k])
+					n50, n99 := percentiles(times[1][k])
+					b.ReportMetric(c50, pod+"-class-p50-µs")
+					b.ReportMetric(c99, pod+"-class-p99-µs")
+					b.ReportMetric(n50, pod+"-node-p50-µs")
+					b.ReportMetric(n99, pod+"-node-p99-µs")
+					b.ReportMetric(c50/n50, pod+"-class/node-p50")
+					b.ReportMetric(c99/n99, pod+"-class/node-p99")
+				}
+				b.ReportMetric(float64(len(chooserOf(cls).cache.ixs[0].live)), "classes")
+				b.ReportMetric(float64(build.Microseconds())/1e3, "build-ms")
+			})
+		}
+	}
+}
