@@ -8,11 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/placement"
 )
 
@@ -80,11 +78,38 @@ type DynamicConfig struct {
 	Period float64
 	// Popularity is the share of the trace the typical shapes cover.
 	Popularity float64
+	// Queues, when set, are the replay's queues and the rule that maps
+	// pods to them (by their qos class); nil: every pod in the default
+	// queue, as before queues existed.
+	Queues *QueueConfig
+	// Preemption lets a pod that fits nowhere stop running pods of
+	// preemptible queues (the cycle's preempt and reclaim actions): a
+	// lower priority in its own queue, or a queue above its guarantee
+	// while the pod's queue stays within its own. A stopped pod waits
+	// again and restarts from the beginning; the GPU time it had run is
+	// counted as lost.
+	Preemption bool
+	// MinRuntime protects pods that have run less than this, in seconds.
+	MinRuntime float64
+	// Gangs places every multi-GPU pod as a gang of one-GPU members (its
+	// CPU and memory split evenly among them), all or nothing, on any
+	// nodes; without it a multi-GPU pod needs all its GPUs on one node.
+	Gangs bool
 }
 
 // Sample is the cluster at one cycle.
 type Sample struct {
 	Time         float64 `json:"time_s"`
+	AllocatedPct float64 `json:"allocated_pct"`
+	Waiting      int     `json:"waiting"`
+	// Queues are the same per queue (DynamicResult.Queues' order), with a
+	// queue config only.
+	Queues []QueueSample `json:"queues,omitempty"`
+}
+
+// QueueSample is one queue at one cycle: the share of the cluster's GPU
+// capacity its running pods hold (%), and its waiting pods.
+type QueueSample struct {
 	AllocatedPct float64 `json:"allocated_pct"`
 	Waiting      int     `json:"waiting"`
 }
@@ -106,20 +131,57 @@ type DynamicResult struct {
 	// Started counts the pods that started, during the window or after it
 	// (the replay goes on without arrivals until every pod has started);
 	// NeverStarted those that could not start even then (nothing left
-	// running could make room for them).
+	// running could make room for them). A pod stopped by preemption
+	// counts as started once it started again.
 	Started      int `json:"started"`
 	NeverStarted int `json:"never_started"`
 	// AllocatedPct is GPU compute allocated, time-weighted over the
 	// arrival window, as a share of capacity (%).
 	AllocatedPct float64 `json:"allocated_pct"`
-	// Queueing delay of the started pods, seconds.
-	DelayMean float64       `json:"delay_mean_s"`
-	DelayP50  float64       `json:"delay_p50_s"`
-	DelayP95  float64       `json:"delay_p95_s"`
-	DelayP99  float64       `json:"delay_p99_s"`
-	Cycles    int           `json:"cycles"`
-	Series    []Sample      `json:"-"`
-	Elapsed   time.Duration `json:"-"`
+	// Queueing delay of the started pods, seconds: the time each waited
+	// in all, from its arrival to its last start less the time it ran
+	// before being stopped.
+	DelayMean float64 `json:"delay_mean_s"`
+	DelayP50  float64 `json:"delay_p50_s"`
+	DelayP95  float64 `json:"delay_p95_s"`
+	DelayP99  float64 `json:"delay_p99_s"`
+	Cycles    int     `json:"cycles"`
+	// Gangs and Preemption say how the replay ran (DynamicConfig).
+	Gangs      bool `json:"gangs,omitempty"`
+	Preemption bool `json:"preemption,omitempty"`
+	// Preemptions and Reclaims count the running pods stopped by
+	// priority preemption within a queue and by reclaim across queues;
+	// LostGPUHours is the GPU time those runs had used (GPU-hours).
+	Preemptions  int     `json:"preemptions,omitempty"`
+	Reclaims     int     `json:"reclaims,omitempty"`
+	LostGPUHours float64 `json:"lost_gpu_hours,omitempty"`
+	// Queues are the same measures per queue, in the config's order, with
+	// a queue config only.
+	Queues  []QueueResult `json:"queues,omitempty"`
+	Series  []Sample      `json:"-"`
+	Elapsed time.Duration `json:"-"`
+}
+
+// QueueResult is one queue's part of a dynamic replay.
+type QueueResult struct {
+	Queue        string `json:"queue"`
+	Pods         int    `json:"pods"`
+	Started      int    `json:"started"`
+	NeverStarted int    `json:"never_started"`
+	// AllocatedPct is the GPU compute the queue's pods held, time-weighted
+	// over the arrival window, as a share of the cluster's capacity (%):
+	// the queues' shares add up to DynamicResult.AllocatedPct.
+	AllocatedPct float64 `json:"allocated_pct"`
+	DelayMean    float64 `json:"delay_mean_s"`
+	DelayP50     float64 `json:"delay_p50_s"`
+	DelayP95     float64 `json:"delay_p95_s"`
+	DelayP99     float64 `json:"delay_p99_s"`
+	// Preemptions and Reclaims count the queue's pods stopped (as
+	// victims) by priority preemption and by reclaim; LostGPUHours is the
+	// GPU time their stopped runs had used.
+	Preemptions  int     `json:"preemptions"`
+	Reclaims     int     `json:"reclaims"`
+	LostGPUHours float64 `json:"lost_gpu_hours"`
 }
 
 // ReplayDynamic runs a dynamic replay through the scheduling cycle
@@ -137,8 +199,16 @@ func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, erro
 	if !(cfg.Period > 0) {
 		return nil, fmt.Errorf("dynamic replay: period must be > 0, got %g", cfg.Period)
 	}
+	if cfg.MinRuntime < 0 || math.IsNaN(cfg.MinRuntime) {
+		return nil, fmt.Errorf("dynamic replay: minimum runtime must be >= 0, got %g", cfg.MinRuntime)
+	}
 	if cfg.Popularity <= 0 || cfg.Popularity > 1 {
 		cfg.Popularity = 0.95
+	}
+	if cfg.Queues != nil {
+		if err := cfg.Queues.CheckPods(cfg.Pods); err != nil {
+			return nil, fmt.Errorf("dynamic replay %s: %w", cfg.Trace, err)
+		}
 	}
 	start := time.Now()
 	c := cfg.Nodes.Clone()
@@ -154,7 +224,6 @@ func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, erro
 	if err != nil {
 		return nil, fmt.Errorf("dynamic replay: %w", err)
 	}
-	observer, _ := pol.(placement.Observer)
 
 	pods := TimedArrivals(cfg.Pods, capacity, cfg.Tune, cfg.Seed)
 	first := pods[0].Arrive
@@ -165,130 +234,15 @@ func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, erro
 			return nil, fmt.Errorf("dynamic replay %s: %w", cfg.Trace, err)
 		}
 	}
-	at := func(p TimedPod) float64 { return float64(p.Arrive-first) / k }
-	window := at(pods[len(pods)-1])
-
-	res := &DynamicResult{Trace: cfg.Trace, Policy: pol.Name(), Seed: cfg.Seed, Tune: cfg.Tune, Load: cfg.Load, Compression: k, Window: window, Pods: len(pods)}
-	type running struct {
-		pod  placement.Pod
-		dec  placement.Decision
-		ends float64
+	res := &DynamicResult{Trace: cfg.Trace, Policy: pol.Name(), Seed: cfg.Seed, Tune: cfg.Tune, Load: cfg.Load, Compression: k,
+		Window: float64(pods[len(pods)-1].Arrive-first) / k, Pods: len(pods), Gangs: cfg.Gangs, Preemption: cfg.Preemption}
+	d, err := newDynReplay(cfg, c, pol, pods, k)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic replay %s: %w", cfg.Trace, err)
 	}
-	var (
-		run      []running // by end time (a heap would do; a sorted insert is enough here)
-		waiting  []int     // indexes into pods, in arrival order
-		tried    = map[int]bool{}
-		dirty    = map[int]bool{} // nodes that gained room since the last cycle
-		delays   []float64
-		next     int
-		alloc    int64
-		integral float64
-		now      float64
-	)
-	ids := make([]string, len(pods))
-	for i := range pods {
-		ids[i] = strconv.Itoa(i)
+	if err := d.replay(ctx, res); err != nil {
+		return nil, fmt.Errorf("dynamic replay %s/%s seed %d: %w", cfg.Trace, cfg.Policy, cfg.Seed, err)
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("dynamic replay %s/%s seed %d: %w", cfg.Trace, cfg.Policy, cfg.Seed, err)
-		}
-		// Departures up to now.
-		for len(run) > 0 && run[0].ends <= now {
-			r := run[0]
-			run = run[1:]
-			if err := c.Release(&r.pod, r.dec); err != nil {
-				return nil, fmt.Errorf("dynamic replay: release %s: %w", r.pod.Name, err)
-			}
-			alloc -= r.pod.TotalGPUMilli()
-			dirty[r.dec.Node] = true
-		}
-		// Arrivals up to now.
-		for next < len(pods) && at(pods[next]) <= now {
-			if observer != nil {
-				p := pods[next].Pod
-				observer.Observe(&p)
-			}
-			waiting = append(waiting, next)
-			next++
-		}
-		// Pending: new arrivals, and the waiting pods that may fit on a
-		// node that gained room (elsewhere the cluster only filled up
-		// since they last failed, so they would fail again).
-		var pending []cycle.Workload
-		for _, i := range waiting {
-			if tried[i] && !mayFit(c, dirty, &pods[i].Pod) {
-				continue
-			}
-			pending = append(pending, cycle.Workload{ID: ids[i], Parts: []placement.Pod{pods[i].Pod}})
-		}
-		clear(dirty)
-		if len(pending) > 0 {
-			res.Cycles++
-			outs, err := cycle.Run(cycle.Snapshot{Cluster: c, Policy: pol, Pending: pending})
-			if err != nil {
-				return nil, fmt.Errorf("dynamic replay %s/%s seed %d: %w", cfg.Trace, cfg.Policy, cfg.Seed, err)
-			}
-			started := map[int]bool{}
-			for _, o := range outs {
-				i, err := strconv.Atoi(o.Workload)
-				if err != nil {
-					return nil, fmt.Errorf("dynamic replay: outcome for unknown workload %q", o.Workload)
-				}
-				tried[i] = true
-				if o.Status != cycle.Placed {
-					continue
-				}
-				started[i] = true
-				p := pods[i]
-				delays = append(delays, now-at(p))
-				alloc += p.Pod.TotalGPUMilli()
-				r := running{pod: p.Pod, dec: o.Decisions[0], ends: now + float64(p.Duration)}
-				j := sort.Search(len(run), func(j int) bool { return run[j].ends > r.ends })
-				run = append(run, running{})
-				copy(run[j+1:], run[j:])
-				run[j] = r
-			}
-			if len(started) > 0 {
-				kept := waiting[:0]
-				for _, i := range waiting {
-					if !started[i] {
-						kept = append(kept, i)
-					}
-				}
-				waiting = kept
-			}
-		}
-		res.Series = append(res.Series, Sample{Time: now, AllocatedPct: 100 * float64(alloc) / float64(capacity), Waiting: len(waiting)})
-		// The next cycle: the next period boundary at or after the next
-		// arrival or departure.
-		t := math.Inf(1)
-		if next < len(pods) {
-			t = at(pods[next])
-		}
-		if len(run) > 0 {
-			t = min(t, run[0].ends)
-		}
-		if next == len(pods) && (len(waiting) == 0 || len(run) == 0) {
-			// Every pod has arrived, and either all started or nothing
-			// runs that could make room for the rest: they never start.
-			if now < window {
-				integral += float64(alloc) * (window - now)
-			}
-			break
-		}
-		step := math.Max(cfg.Period, math.Ceil((t-now)/cfg.Period)*cfg.Period)
-		if now < window {
-			integral += float64(alloc) * (math.Min(now+step, window) - now)
-		}
-		now += step
-	}
-	res.Started = len(delays)
-	res.NeverStarted = len(pods) - res.Started
-	if window > 0 {
-		res.AllocatedPct = 100 * integral / (float64(capacity) * window)
-	}
-	res.DelayMean, res.DelayP50, res.DelayP95, res.DelayP99 = delayStats(delays)
 	res.Elapsed = time.Since(start)
 	return res, nil
 }

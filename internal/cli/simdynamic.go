@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -26,6 +27,10 @@ type simDynamicOptions struct {
 	period      float64
 	parallel    int
 	outDir      string
+	queues      string
+	preemption  bool
+	minRuntime  float64
+	gangs       bool
 }
 
 func newSimDynamicCommand(a *app) *cobra.Command {
@@ -41,15 +46,38 @@ make --tune times the cluster's GPU capacity (as in "tessera sim"); arrival time
 are divided by the factor that makes the GPU demand offered over the arrival
 window --load times the capacity (or by --compression); durations are kept.
 
+Without --queues every pod is in one default queue. --queues FILE (YAML or
+JSON) defines queues (name, qos, guaranteed, weight, limit, preemptible) and
+maps each pod to one by its qos column: the queue whose qos list names it, else
+the queue that lists "*"; "priorities" gives pod priorities by qos class.
+guaranteed and limit are GPUs ("30%" of the cluster's, or a number: 600, 0.5).
+
+--preemption lets a pod that fits nowhere stop running pods of preemptible
+queues, by the cycle's rules: a lower priority in its own queue, or reclaim
+from a queue above its guarantee while the pod's own queue stays within its
+guarantee. A stopped pod waits again and restarts from the beginning (the GPU
+time it ran is counted as lost); the pod that stopped it starts at once on
+the node they freed. --min-runtime protects pods younger than that. --gangs
+places each multi-GPU pod as a gang of one-GPU members (CPU and memory split
+evenly), all or nothing, on any nodes.
+
 For every trace x policy x seed it prints the time-weighted GPU allocation over
 the arrival window, the pods started and never started, and the queueing delay
-(mean, p50, p95, p99; the replay goes on after the last arrival until every pod
-has started), then means over seeds. -o DIR writes dynamic.json (one object per
-run), dynamic.md (the tables) and series.csv (allocation and waiting pods at
-every cycle).`,
+(mean, p50, p95, p99; the time a pod waited in all; the replay goes on after
+the last arrival until every pod has started), then means over seeds; with
+--queues, the same per queue with the pods stopped by preemption and reclaim.
+-o DIR writes dynamic.json (one object per run), dynamic.md (the tables),
+series.csv (allocation and waiting pods at every cycle), with --queues
+series_queues.csv (the same per queue), and dynamic_<trace>_seed<N>.svg
+(allocation and waiting pods over time, one line per policy).`,
 		Example: `  tessera sim dynamic --trace ../shared/traces/openb/openb_pod_list_default.csv \
       --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
-      --policy bestfit,fgd,tessera --seeds 42-51 -o out/dynamic`,
+      --policy bestfit,fgd,tessera --seeds 42-51 -o out/dynamic
+
+  # LS and BE as two queues, BE preemptible, multi-GPU pods as gangs
+  tessera sim dynamic --trace ../shared/traces/openb/openb_pod_list_default.csv \
+      --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
+      --queues tracesim/testdata/queues-ls-be.yaml --preemption --gangs -o out/lsbe`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runSimDynamic(cmd, &o) },
 	}
@@ -63,11 +91,16 @@ every cycle).`,
 	f.Float64Var(&o.compression, "compression", 0, "divide arrival times by this instead of deriving it from --load (> 0)")
 	f.Float64Var(&o.period, "period", 10, "simulated seconds between scheduling cycles, in (0, 3600]")
 	f.IntVar(&o.parallel, "parallel", 1, "replays run at once, in [1, 256]")
-	f.StringVarP(&o.outDir, "output", "o", "", "directory for dynamic.json, dynamic.md and series.csv")
+	f.StringVarP(&o.outDir, "output", "o", "", "directory for dynamic.json, dynamic.md, series.csv and the plots")
+	f.StringVar(&o.queues, "queues", "", "queue config (YAML or JSON): queues and the qos classes mapped to them; default one queue")
+	f.BoolVar(&o.preemption, "preemption", false, "let waiting pods stop running pods of preemptible queues (priority, reclaim); needs --queues")
+	f.Float64Var(&o.minRuntime, "min-runtime", 0, "with --preemption, protect pods that have run less than this many simulated seconds, >= 0")
+	f.BoolVar(&o.gangs, "gangs", false, "place each multi-GPU pod as a gang of one-GPU members, all or nothing")
 	setRange(cmd, "tune", "in (0, 10]")
 	setRange(cmd, "load", "in (0, --tune)")
 	setRange(cmd, "period", "in (0, 3600]")
 	setRange(cmd, "parallel", "in [1, 256]")
+	setRange(cmd, "min-runtime", ">= 0")
 	return cmd
 }
 
@@ -84,6 +117,10 @@ func (o *simDynamicOptions) validate() ([]string, []uint64, error) {
 		return nil, nil, fmt.Errorf("--load: must be in (0, --tune = %g), got %g (the arrivals ask --tune times the capacity in all, so they cannot offer more)", o.tune, o.load)
 	case !(o.period > 0 && o.period <= 3600):
 		return nil, nil, fmt.Errorf("--period: must be in (0, 3600] seconds, got %g", o.period)
+	case o.preemption && o.queues == "":
+		return nil, nil, errors.New("--preemption: needs --queues (in the one default queue every pod has the same priority, so none may stop another)")
+	case !(o.minRuntime >= 0) || math.IsInf(o.minRuntime, 1):
+		return nil, nil, fmt.Errorf("--min-runtime: must be >= 0 simulated seconds, got %g", o.minRuntime)
 	}
 	return pols, seeds, nil
 }
@@ -93,9 +130,20 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 	if err != nil {
 		return asUsage(err)
 	}
+	var queues *tracesim.QueueConfig
+	if o.queues != "" {
+		if queues, err = tracesim.LoadQueueConfig(o.queues); err != nil {
+			return loadError("--queues", o.queues, err)
+		}
+	}
 	nodes, err := simSetup(o.outDir, o.nodes)
 	if err != nil {
 		return err
+	}
+	if queues != nil {
+		if _, err := queues.Tree(nodes.TotalGPUMilli()); err != nil {
+			return usageError("--queues %s: %v (the cluster of --nodes)", o.queues, err)
+		}
 	}
 	type job struct {
 		trace string
@@ -108,6 +156,11 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 		pods, err := tracesim.LoadTimedPods(path)
 		if err != nil {
 			return loadError("--trace", path, err)
+		}
+		if queues != nil {
+			if err := queues.CheckPods(pods); err != nil {
+				return usageError("--queues %s: %v, in --trace %s", o.queues, err, path)
+			}
 		}
 		for _, pol := range pols {
 			for _, seed := range seeds {
@@ -128,6 +181,7 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 			results[i], errs[i] = tracesim.ReplayDynamic(cmd.Context(), tracesim.DynamicConfig{
 				Trace: j.trace, Nodes: nodes, Pods: j.pods, Policy: j.pol, Seed: j.seed,
 				Tune: o.tune, Load: o.load, Compression: o.compression, Period: o.period,
+				Queues: queues, Preemption: o.preemption, MinRuntime: o.minRuntime, Gangs: o.gangs,
 			})
 		}()
 	}
@@ -138,6 +192,9 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 		}
 	}
 	tables := tracesim.DynamicTable(results) + "\nMeans over seeds:\n\n" + tracesim.DynamicMeans(results)
+	if queues != nil {
+		tables += "\nPer queue:\n\n" + tracesim.DynamicQueueTable(results) + "\nPer queue, means over seeds:\n\n" + tracesim.DynamicQueueMeans(results)
+	}
 	if _, err := io.WriteString(a.stdout, tables); err != nil {
 		return err
 	}
@@ -154,5 +211,14 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 	}); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(o.outDir, "series.csv"), func(w io.Writer) error { return tracesim.WriteSeriesCSV(w, results) })
+	if err := writeFile(filepath.Join(o.outDir, "series.csv"), func(w io.Writer) error { return tracesim.WriteSeriesCSV(w, results) }); err != nil {
+		return err
+	}
+	if queues != nil {
+		if err := writeFile(filepath.Join(o.outDir, "series_queues.csv"), func(w io.Writer) error { return tracesim.WriteQueueSeriesCSV(w, results) }); err != nil {
+			return err
+		}
+	}
+	_, err = tracesim.WriteDynamicPlots(o.outDir, results)
+	return err
 }

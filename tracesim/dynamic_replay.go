@@ -1,0 +1,669 @@
+package tracesim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/preemption"
+	"github.com/tessera-gpu/tessera/queueing"
+)
+
+// dynPod is one arrival of a dynamic replay and what became of it.
+type dynPod struct {
+	TimedPod
+	arrive float64 // compressed arrival time
+	queue  int     // index into dynReplay.queues
+	prio   int32
+	// parts are what the cycle places: the pod, or its gang's one-GPU
+	// members (one workload each); ids are their workload IDs.
+	parts []placement.Pod
+	ids   []string
+	gang  string
+	need  queueing.Resources // what the parts take from the queue
+	gpu   int64              // GPU milli of all parts
+
+	tried     bool         // served by a cycle since it last began to wait
+	status    cycle.Status // the last cycle's status
+	running   bool
+	started   bool                 // its current (or last) run began and was not stopped
+	since     float64              // when it last began to wait
+	waited    float64              // the time it has waited, before since
+	start     float64              // its current (or last) run's start
+	ends      float64              // and end
+	decisions []placement.Decision // its parts' placements while it runs
+}
+
+// dynQueue is one queue's name, rules and running totals.
+type dynQueue struct {
+	name        string
+	guaranteed  int64 // GPU milli
+	preemptible bool
+	used        queueing.Resources
+	alloc       int64 // GPU milli of its running pods
+	integral    float64
+	waiting     int
+	preempted   int
+	reclaimed   int
+	lost        float64 // GPU milli x seconds
+}
+
+// dynReplay is one dynamic replay's state.
+type dynReplay struct {
+	cfg      DynamicConfig
+	c        *placement.Cluster
+	pol      placement.Policy
+	observer placement.Observer
+	capacity int64
+	tree     *queueing.Tree // nil: the default queue only
+	queues   []dynQueue
+	pods     []dynPod
+	window   float64
+
+	running []int // running pods by end time (a sorted insert is enough here)
+	waiting []int // waiting pods, in arrival order
+	dirty   map[int]bool
+	alloc   int64
+	now     float64
+}
+
+func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy, arrivals []TimedPod, k float64) (*dynReplay, error) {
+	d := &dynReplay{cfg: cfg, c: c, pol: pol, capacity: c.TotalGPUMilli(), dirty: map[int]bool{}}
+	d.observer, _ = pol.(placement.Observer)
+	if qc := cfg.Queues; qc != nil {
+		tree, err := qc.Tree(d.capacity)
+		if err != nil {
+			return nil, err
+		}
+		d.tree = tree
+		for _, s := range qc.Queues {
+			q, _ := tree.Queue(s.Name)
+			d.queues = append(d.queues, dynQueue{name: s.Name, guaranteed: q.Guaranteed.GPUMilli, preemptible: s.Preemptible})
+		}
+	} else {
+		d.queues = []dynQueue{{name: queueing.DefaultQueue, preemptible: true}}
+	}
+	first := arrivals[0].Arrive
+	d.pods = make([]dynPod, len(arrivals))
+	for i, tp := range arrivals {
+		p := &d.pods[i]
+		p.TimedPod = tp
+		p.arrive = float64(tp.Arrive-first) / k
+		if cfg.Queues != nil {
+			q, prio, ok := cfg.Queues.queueOf(tp.QoS)
+			if !ok {
+				return nil, fmt.Errorf("pod %s: no queue takes qos %q (name it in a queue's qos list, or give one queue \"*\")", tp.Pod.Name, tp.QoS)
+			}
+			p.queue, p.prio = q, prio
+		}
+		if cfg.Gangs && tp.Pod.GPU.Count > 1 {
+			p.parts = gangMembers(tp.Pod)
+			p.gang = "gang-" + strconv.Itoa(i)
+			for m := range p.parts {
+				p.ids = append(p.ids, strconv.Itoa(i)+"/"+strconv.Itoa(m))
+			}
+		} else {
+			p.parts = []placement.Pod{tp.Pod}
+			p.ids = []string{strconv.Itoa(i)}
+		}
+		p.need = partsResources(p.parts)
+		p.gpu = p.need.GPUMilli
+	}
+	d.window = d.pods[len(d.pods)-1].arrive
+	return d, nil
+}
+
+// gangMembers splits a multi-GPU pod into one-GPU members, its CPU and
+// memory shared evenly (the first members take the remainder).
+func gangMembers(p placement.Pod) []placement.Pod {
+	n := int64(p.GPU.Count)
+	out := make([]placement.Pod, n)
+	for m := range out {
+		q := p
+		q.Name = p.Name + "/" + strconv.Itoa(m)
+		q.GPU.Count = 1
+		q.CPUMilli = p.CPUMilli / n
+		if int64(m) < p.CPUMilli%n {
+			q.CPUMilli++
+		}
+		q.MemoryMiB = p.MemoryMiB / n
+		if int64(m) < p.MemoryMiB%n {
+			q.MemoryMiB++
+		}
+		out[m] = q
+	}
+	return out
+}
+
+// partsResources is what parts take from their queue, as the cycle
+// charges it: host CPU and memory, GPU compute and GPU memory requested.
+func partsResources(parts []placement.Pod) queueing.Resources {
+	var r queueing.Resources
+	for i := range parts {
+		p := &parts[i]
+		r.CPUMilli += p.CPUMilli
+		r.MemoryMiB += p.MemoryMiB
+		r.GPUMilli += p.TotalGPUMilli()
+		r.GPUMemoryMiB += int64(p.GPU.Count) * p.GPU.MemoryMiB
+	}
+	return r
+}
+
+// simEpoch is simulated time 0 for the cycle's clock.
+var simEpoch = time.Unix(0, 0).UTC()
+
+func simTime(s float64) time.Time { return simEpoch.Add(time.Duration(s * float64(time.Second))) }
+
+func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
+	var (
+		next     int
+		integral float64
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Departures up to now.
+		for len(d.running) > 0 && d.pods[d.running[0]].ends <= d.now {
+			i := d.running[0]
+			d.running = d.running[1:]
+			if err := d.release(i); err != nil {
+				return err
+			}
+		}
+		// Arrivals up to now.
+		for next < len(d.pods) && d.pods[next].arrive <= d.now {
+			if d.observer != nil {
+				p := d.pods[next].Pod
+				d.observer.Observe(&p)
+			}
+			d.pods[next].since = d.pods[next].arrive
+			d.waiting = append(d.waiting, next)
+			next++
+		}
+		if err := d.cycle(res); err != nil {
+			return err
+		}
+		s := Sample{Time: d.now, AllocatedPct: 100 * float64(d.alloc) / float64(d.capacity), Waiting: len(d.waiting)}
+		if d.cfg.Queues != nil {
+			for q := range d.queues {
+				d.queues[q].waiting = 0
+			}
+			for _, i := range d.waiting {
+				d.queues[d.pods[i].queue].waiting++
+			}
+			s.Queues = make([]QueueSample, len(d.queues))
+			for q := range d.queues {
+				s.Queues[q] = QueueSample{AllocatedPct: 100 * float64(d.queues[q].alloc) / float64(d.capacity), Waiting: d.queues[q].waiting}
+			}
+		}
+		res.Series = append(res.Series, s)
+		// The next cycle: the next period boundary at or after the next
+		// arrival or departure.
+		t := math.Inf(1)
+		if next < len(d.pods) {
+			t = d.pods[next].arrive
+		}
+		if len(d.running) > 0 {
+			t = min(t, d.pods[d.running[0]].ends)
+		}
+		t = min(t, d.nextEligible())
+		end := next == len(d.pods) && (len(d.waiting) == 0 || len(d.running) == 0)
+		// Every pod has arrived, and either all started or nothing runs
+		// that could make room for the rest: they never start.
+		step := d.window - d.now
+		if !end {
+			step = math.Max(d.cfg.Period, math.Ceil((t-d.now)/d.cfg.Period)*d.cfg.Period)
+		}
+		if d.now < d.window {
+			span := math.Min(d.now+step, d.window) - d.now
+			integral += float64(d.alloc) * span
+			for q := range d.queues {
+				d.queues[q].integral += float64(d.queues[q].alloc) * span
+			}
+		}
+		if end {
+			break
+		}
+		d.now += step
+	}
+	d.report(res, integral)
+	return nil
+}
+
+// cycle runs one scheduling cycle over the waiting pods, in two passes of
+// the scheduling cycle (package cycle) as Volcano orders its actions:
+// allocate, then preempt and reclaim. The first places what fits; with
+// preemption, the second serves again the pods still waiting that might
+// name victims among the pods that ran before this cycle. The victims stop
+// at once, and the pods that named them are placed, in the same cycle, on
+// the nodes their victims freed.
+func (d *dynReplay) cycle(res *DynamicResult) error {
+	pre := d.preemptible()
+	// Pending: new arrivals, and the waiting pods that may fit on a node
+	// that gained room (elsewhere the cluster only filled up since they
+	// last failed, so they would fail again) or may name victims now.
+	var (
+		pending []cycle.Workload
+		gangs   map[string]cycle.Gang
+	)
+	for _, i := range d.waiting {
+		p := &d.pods[i]
+		if p.tried {
+			switch p.status {
+			case cycle.Invalid:
+				continue // waiting does not help
+			case cycle.NoFit, cycle.GangMisfit:
+				if !d.mayFit(p) && !pre.may(d, p) {
+					continue
+				}
+			}
+		}
+		pending = d.appendWorkloads(pending, i)
+		if p.gang != "" {
+			if gangs == nil {
+				gangs = map[string]cycle.Gang{}
+			}
+			gangs[p.gang] = cycle.Gang{MinMember: len(p.parts)}
+		}
+	}
+	clear(d.dirty)
+	if len(pending) == 0 {
+		return nil
+	}
+	res.Cycles++
+	outs, err := cycle.Run(cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: d.order(pending), Gangs: gangs})
+	if err != nil {
+		return err
+	}
+	if err := d.apply(outs, nil); err != nil {
+		return err
+	}
+	if pre.on {
+		if err := d.preempt(pre, res); err != nil {
+			return err
+		}
+	}
+	kept := d.waiting[:0]
+	for _, i := range d.waiting {
+		if !d.pods[i].running {
+			kept = append(kept, i)
+		}
+	}
+	d.waiting = kept
+	for _, i := range pre.stopped { // back to waiting, in arrival order
+		j := sort.SearchInts(d.waiting, i)
+		d.waiting = append(d.waiting, 0)
+		copy(d.waiting[j+1:], d.waiting[j:])
+		d.waiting[j] = i
+	}
+	return nil
+}
+
+// preempt is a cycle's second pass: the waiting pods that fit nowhere and
+// might name victims are served again with the cycle's preempt and
+// reclaim actions on; the victims stop, and each pod that named victims
+// is placed on the node they freed (it waits on when another took that
+// room first).
+func (d *dynReplay) preempt(pre *candidates, res *DynamicResult) error {
+	var pending []cycle.Workload
+	for _, i := range d.waiting {
+		if p := &d.pods[i]; !p.running && p.status == cycle.NoFit && pre.may(d, p) {
+			pending = d.appendWorkloads(pending, i)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	snap := cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: d.order(pending), Gangs: pre.gangs, Running: pre.running,
+		Preemption: &cycle.Preemption{MinRuntime: time.Duration(d.cfg.MinRuntime * float64(time.Second)), Now: simTime(d.now)}}
+	outs, err := cycle.Run(snap)
+	if err != nil {
+		return err
+	}
+	type preemptor struct{ pod, node int }
+	var (
+		preemptors []preemptor
+		victims    []cycle.Victim
+	)
+	if err := d.apply(outs, func(o cycle.Outcome, i int) {
+		preemptors = append(preemptors, preemptor{i, o.Node})
+		victims = append(victims, o.Victims...)
+	}); err != nil {
+		return err
+	}
+	for _, v := range victims {
+		i, _, err := d.podOf(v.ID)
+		if err != nil {
+			return err
+		}
+		if !d.pods[i].running {
+			continue // a gang's other member, already stopped
+		}
+		if err := d.stop(i, v.Kind, res); err != nil {
+			return err
+		}
+		pre.stopped = append(pre.stopped, i)
+	}
+	if len(preemptors) == 0 {
+		return nil
+	}
+	pending = pending[:0]
+	for _, pr := range preemptors {
+		first := len(pending)
+		pending = d.appendWorkloads(pending, pr.pod)
+		node := pr.node
+		for k := first; k < len(pending); k++ {
+			pending[k].Exclude = func(n int) string {
+				if n != node {
+					return "not the node its victims freed"
+				}
+				return ""
+			}
+		}
+	}
+	outs, err = cycle.Run(cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: pending})
+	if err != nil {
+		return err
+	}
+	return d.apply(outs, nil)
+}
+
+// appendWorkloads appends pod i's workloads (one, or its gang's members).
+func (d *dynReplay) appendWorkloads(ws []cycle.Workload, i int) []cycle.Workload {
+	p := &d.pods[i]
+	for m := range p.parts {
+		w := cycle.Workload{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Parts: p.parts[m : m+1]}
+		if d.tree != nil {
+			w.Queue = d.queues[p.queue].name
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// order puts pending workloads in the order their queues serve them:
+// priority, then arrival (they come in arrival order).
+func (d *dynReplay) order(ws []cycle.Workload) []cycle.Workload {
+	if d.cfg.Queues != nil && len(d.cfg.Queues.Priorities) > 0 {
+		sort.SliceStable(ws, func(a, b int) bool { return ws[a].Priority > ws[b].Priority })
+	}
+	return ws
+}
+
+// apply records a cycle's outcomes: placed pods start (a gang once all
+// its members are placed); named, for a pod that named victims.
+func (d *dynReplay) apply(outs []cycle.Outcome, named func(cycle.Outcome, int)) error {
+	var placed map[int]int
+	for _, o := range outs {
+		i, m, err := d.podOf(o.Workload)
+		if err != nil {
+			return err
+		}
+		p := &d.pods[i]
+		p.tried, p.status = true, o.Status
+		if o.Status != cycle.Placed {
+			if len(o.Victims) > 0 && named != nil {
+				named(o, i)
+			}
+			continue
+		}
+		if len(o.Decisions) != 1 {
+			return fmt.Errorf("workload %s: %d decisions for one part", o.Workload, len(o.Decisions))
+		}
+		if p.decisions == nil {
+			p.decisions = make([]placement.Decision, len(p.parts))
+		}
+		p.decisions[m] = o.Decisions[0]
+		if placed == nil {
+			placed = map[int]int{}
+		}
+		if placed[i]++; placed[i] == len(p.parts) {
+			d.begin(i)
+		}
+	}
+	for i, n := range placed {
+		if n != len(d.pods[i].parts) {
+			return fmt.Errorf("pod %s: %d of its %d gang members placed (a gang is all or nothing)", d.pods[i].Pod.Name, n, len(d.pods[i].parts))
+		}
+	}
+	return nil
+}
+
+// begin starts pod i now: it holds its parts' decisions (booked by the
+// cycle) until it ends or is stopped.
+func (d *dynReplay) begin(i int) {
+	p := &d.pods[i]
+	p.running, p.started = true, true
+	p.waited += d.now - p.since
+	p.start = d.now
+	p.ends = d.now + float64(p.Duration)
+	q := &d.queues[p.queue]
+	q.used = q.used.Add(p.need)
+	q.alloc += p.gpu
+	d.alloc += p.gpu
+	j := sort.Search(len(d.running), func(j int) bool { return d.pods[d.running[j]].ends > p.ends })
+	d.running = append(d.running, 0)
+	copy(d.running[j+1:], d.running[j:])
+	d.running[j] = i
+}
+
+// release frees what pod i holds; the nodes it leaves gain room.
+func (d *dynReplay) release(i int) error {
+	p := &d.pods[i]
+	for m := range p.parts {
+		if err := d.c.Release(&p.parts[m], p.decisions[m]); err != nil {
+			return fmt.Errorf("release %s: %w", p.parts[m].Name, err)
+		}
+		d.dirty[p.decisions[m].Node] = true
+	}
+	p.running, p.decisions = false, nil
+	q := &d.queues[p.queue]
+	q.used = q.used.Sub(p.need)
+	q.alloc -= p.gpu
+	d.alloc -= p.gpu
+	return nil
+}
+
+// stop stops running pod i for a preemption of kind k: it waits again and
+// will restart from the beginning.
+func (d *dynReplay) stop(i int, k preemption.Kind, res *DynamicResult) error {
+	if err := d.release(i); err != nil {
+		return err
+	}
+	j := 0
+	for d.running[j] != i {
+		j++
+	}
+	d.running = append(d.running[:j], d.running[j+1:]...)
+	p := &d.pods[i]
+	p.started, p.tried, p.since = false, false, d.now
+	q := &d.queues[p.queue]
+	lost := float64(p.gpu) * (d.now - p.start)
+	q.lost += lost
+	res.LostGPUHours += lost / 1000 / 3600
+	switch k {
+	case preemption.ByReclaim:
+		q.reclaimed++
+		res.Reclaims++
+	default:
+		q.preempted++
+		res.Preemptions++
+	}
+	return nil
+}
+
+// podOf returns the pod and part a workload ID names.
+func (d *dynReplay) podOf(id string) (int, int, error) {
+	pod, part, gang := strings.Cut(id, "/")
+	i, err := strconv.Atoi(pod)
+	if err != nil || i < 0 || i >= len(d.pods) {
+		return 0, 0, fmt.Errorf("outcome for unknown workload %q", id)
+	}
+	m := 0
+	if gang {
+		if m, err = strconv.Atoi(part); err != nil || m < 0 || m >= len(d.pods[i].parts) {
+			return 0, 0, fmt.Errorf("outcome for unknown workload %q", id)
+		}
+	}
+	return i, m, nil
+}
+
+func (d *dynReplay) usage() map[string]queueing.Resources {
+	u := make(map[string]queueing.Resources, len(d.queues))
+	for _, q := range d.queues {
+		u[q.name] = q.used
+	}
+	return u
+}
+
+// mayFit reports whether one of p's parts passes the engine's feasibility
+// checks on a node that gained room since the last cycle.
+func (d *dynReplay) mayFit(p *dynPod) bool {
+	for m := range p.parts {
+		if mayFit(d.c, d.dirty, &p.parts[m]) {
+			return true
+		}
+	}
+	return false
+}
+
+// candidates are a cycle's preemption candidates: the running pods of
+// preemptible queues, as the cycle sees them, and what the replay needs
+// to tell which waiting pods might name victims among them.
+type candidates struct {
+	on      bool
+	stopped []int // the pods stopped this cycle
+	running []cycle.Running
+	gangs   map[string]cycle.Gang
+	// per queue: how many candidates have run long enough, their lowest
+	// priority and their GPU compute; total: all queues' count.
+	n     []int
+	low   []int32
+	gpu   []int64
+	total int
+}
+
+func (d *dynReplay) preemptible() *candidates {
+	pc := &candidates{on: d.cfg.Preemption}
+	if !pc.on {
+		return pc
+	}
+	n := len(d.queues)
+	pc.n, pc.low, pc.gpu = make([]int, n), make([]int32, n), make([]int64, n)
+	rules := preemption.Rules{MinRuntime: time.Duration(d.cfg.MinRuntime * float64(time.Second))}
+	now := simTime(d.now)
+	for _, i := range d.running {
+		p := &d.pods[i]
+		q := p.queue
+		if !d.queues[q].preemptible {
+			continue
+		}
+		started := simTime(p.start)
+		for m := range p.parts {
+			r := cycle.Running{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Started: started, Parts: p.parts[m : m+1], Decisions: p.decisions[m : m+1]}
+			if d.tree != nil {
+				r.Queue = d.queues[q].name
+			}
+			pc.running = append(pc.running, r)
+		}
+		if p.gang != "" {
+			if pc.gangs == nil {
+				pc.gangs = map[string]cycle.Gang{}
+			}
+			pc.gangs[p.gang] = cycle.Gang{MinMember: len(p.parts), Running: len(p.parts)}
+			continue // never taken below its minimum: no candidate
+		}
+		if !rules.RanLongEnough(started, now) {
+			continue
+		}
+		if pc.n[q] == 0 || p.prio < pc.low[q] {
+			pc.low[q] = p.prio
+		}
+		pc.n[q]++
+		pc.gpu[q] += p.gpu
+		pc.total++
+	}
+	return pc
+}
+
+// nextEligible is, with preemption, a minimum runtime and pods waiting,
+// the first time after now a running pod of a preemptible queue has run
+// long enough to be a victim (a cycle is due then); +Inf otherwise.
+func (d *dynReplay) nextEligible() float64 {
+	t := math.Inf(1)
+	if !d.cfg.Preemption || d.cfg.MinRuntime <= 0 || len(d.waiting) == 0 {
+		return t
+	}
+	for _, i := range d.running {
+		p := &d.pods[i]
+		if e := p.start + d.cfg.MinRuntime; d.queues[p.queue].preemptible && p.gang == "" && e > d.now {
+			t = min(t, e)
+		}
+	}
+	return t
+}
+
+// may reports whether waiting pod p might name victims in this cycle: a
+// necessary condition of the cycle's rules, so that the pods skipped would
+// name none. Priority: its queue has a candidate of lower priority.
+// Reclaim: another queue has candidates, and p's queue, even with all its
+// own candidates stopped, stays within its guarantee with p. A gang names
+// no victims (the cycle preempts for workloads placed alone).
+func (pc *candidates) may(d *dynReplay, p *dynPod) bool {
+	if !pc.on || p.gang != "" {
+		return false
+	}
+	q := p.queue
+	if pc.n[q] > 0 && pc.low[q] < p.prio {
+		return true
+	}
+	g := d.queues[q].guaranteed
+	if g == 0 || pc.total-pc.n[q] == 0 {
+		return false
+	}
+	return d.queues[q].used.GPUMilli-pc.gpu[q]+p.need.GPUMilli <= g
+}
+
+// report fills res from the replay's end state.
+func (d *dynReplay) report(res *DynamicResult, integral float64) {
+	var all []float64
+	per := make([][]float64, len(d.queues))
+	started := make([]int, len(d.queues))
+	pods := make([]int, len(d.queues))
+	for i := range d.pods {
+		p := &d.pods[i]
+		pods[p.queue]++
+		if !p.started {
+			continue
+		}
+		all = append(all, p.waited)
+		per[p.queue] = append(per[p.queue], p.waited)
+		started[p.queue]++
+	}
+	res.Started = len(all)
+	res.NeverStarted = len(d.pods) - res.Started
+	if d.window > 0 {
+		res.AllocatedPct = 100 * integral / (float64(d.capacity) * d.window)
+	}
+	res.DelayMean, res.DelayP50, res.DelayP95, res.DelayP99 = delayStats(all)
+	if d.cfg.Queues == nil {
+		return
+	}
+	for q := range d.queues {
+		dq := &d.queues[q]
+		r := QueueResult{Queue: dq.name, Pods: pods[q], Started: started[q], NeverStarted: pods[q] - started[q],
+			Preemptions: dq.preempted, Reclaims: dq.reclaimed, LostGPUHours: dq.lost / 1000 / 3600}
+		if d.window > 0 {
+			r.AllocatedPct = 100 * dq.integral / (float64(d.capacity) * d.window)
+		}
+		r.DelayMean, r.DelayP50, r.DelayP95, r.DelayP99 = delayStats(per[q])
+		res.Queues = append(res.Queues, r)
+	}
+}
