@@ -51,7 +51,7 @@ func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []
 	if !pe.NoReclaim {
 		rules.Fair = &preemption.Fairness{Tree: r.tree, Ledger: ledger}
 	}
-	need := resources(w.Parts)
+	need := Resources(w.Parts)
 	waiting := preemption.Waiting{Queue: w.Queue, Priority: w.Priority, Need: need}
 	perNode := map[int][]preemption.Candidate{}
 	var members []preemption.Member
@@ -117,7 +117,7 @@ func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []
 	for _, v := range best.Victims {
 		r.evicting[v.ID] = true
 		run := r.running[v.ID]
-		ledger.Release(run.Queue, resources(run.Parts))
+		ledger.Release(run.Queue, Resources(run.Parts))
 	}
 	return best.Node, victims, nil
 }

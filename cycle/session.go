@@ -177,7 +177,7 @@ func Run(s Snapshot) ([]Outcome, error) {
 			if q == "" {
 				q = queueing.DefaultQueue
 			}
-			usage[q] = usage[q].Add(resources(run.Parts))
+			usage[q] = usage[q].Add(Resources(run.Parts))
 		}
 	}
 	ledger := tree.NewLedger(total(s.Cluster), usage)
@@ -211,7 +211,7 @@ func Run(s Snapshot) ([]Outcome, error) {
 	serve := func(q string, it item) (queueing.Resources, bool) {
 		var need queueing.Resources
 		for _, w := range it.members {
-			need = need.Add(resources(w.Parts))
+			need = need.Add(Resources(w.Parts))
 		}
 		if err := ledger.Admit(q, need); err != nil {
 			r.waitAll(it.members, QueueLimit, err.Error())
@@ -304,7 +304,7 @@ func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, e
 		if o.Status == Placed {
 			st.Commit()
 			r.out = append(r.out, o)
-			return resources(w.Parts), nil
+			return Resources(w.Parts), nil
 		}
 		if key != "" && o.Status == NoFit {
 			r.misfit[key] = o
@@ -369,7 +369,7 @@ func (r *run) gang(key string, members []Workload) (queueing.Resources, error) {
 	var charge queueing.Resources
 	for i, o := range outs {
 		if o.Status == Placed {
-			charge = charge.Add(resources(members[i].Parts))
+			charge = charge.Add(Resources(members[i].Parts))
 		}
 	}
 	r.out = append(r.out, outs...)
@@ -568,9 +568,9 @@ func requestKey(parts []placement.Pod) string {
 	return b.String()
 }
 
-// resources is what parts take from their queue: host CPU and memory, GPU
-// compute and GPU memory as requested.
-func resources(parts []placement.Pod) queueing.Resources {
+// Resources is what parts take from their queue, as a cycle charges it:
+// host CPU and memory, GPU compute and GPU memory as requested.
+func Resources(parts []placement.Pod) queueing.Resources {
 	var r queueing.Resources
 	for i := range parts {
 		p := &parts[i]

@@ -2,7 +2,6 @@ package tracesim
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -63,22 +62,13 @@ type QueueSpec struct {
 // "250m"), as a string or a number.
 type GPUAmount string
 
-// UnmarshalJSON accepts a string or a number.
+// UnmarshalJSON accepts a string or a number, as queueing.Amount does.
 func (a *GPUAmount) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*a = GPUAmount(s)
-		return nil
+	var q queueing.Amount
+	if err := q.UnmarshalJSON(b); err != nil {
+		return fmt.Errorf("must be a number of GPUs such as 4 or 0.5, or a share of the cluster such as \"30%%\", got %s", bytes.TrimSpace(b))
 	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("must be a number of GPUs such as 4 or 0.5, or a share of the cluster such as \"30%%\", got %s", b)
-	}
-	*a = GPUAmount(n.String())
+	*a = GPUAmount(q)
 	return nil
 }
 

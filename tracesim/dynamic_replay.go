@@ -112,7 +112,7 @@ func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy,
 			p.parts = []placement.Pod{tp.Pod}
 			p.ids = []string{strconv.Itoa(i)}
 		}
-		p.need = partsResources(p.parts)
+		p.need = cycle.Resources(p.parts)
 		p.gpu = p.need.GPUMilli
 	}
 	d.window = d.pods[len(d.pods)-1].arrive
@@ -139,20 +139,6 @@ func gangMembers(p placement.Pod) []placement.Pod {
 		out[m] = q
 	}
 	return out
-}
-
-// partsResources is what parts take from their queue, as the cycle
-// charges it: host CPU and memory, GPU compute and GPU memory requested.
-func partsResources(parts []placement.Pod) queueing.Resources {
-	var r queueing.Resources
-	for i := range parts {
-		p := &parts[i]
-		r.CPUMilli += p.CPUMilli
-		r.MemoryMiB += p.MemoryMiB
-		r.GPUMilli += p.TotalGPUMilli()
-		r.GPUMemoryMiB += int64(p.GPU.Count) * p.GPU.MemoryMiB
-	}
-	return r
 }
 
 // simEpoch is simulated time 0 for the cycle's clock.
