@@ -10,17 +10,12 @@ import (
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
-	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
 // reasonQueueLimit leaves a pod pending because its queue is at its limit.
 const reasonQueueLimit = "QueueLimit"
-
-// fairness is a cycle's queue state, for reclaim decisions (the rule is
-// package preemption's).
-type fairness = preemption.Fairness
 
 // item is one unit of the scheduling queue: a single pod or a gang.
 type item struct {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/resource"
 
 	"github.com/tessera-gpu/tessera/binding"
@@ -25,7 +24,6 @@ type snapshot struct {
 	byName  map[string]int   // node name -> index
 	uuidPos []map[string]int // per node: GPU UUID -> position in Node.GPUs
 	onNode  [][]booking      // per node: the pods booked there
-	byUID   map[types.UID]booking
 }
 
 // booking is a pod's share of a node as booked on the snapshot.
@@ -64,7 +62,6 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 	}
 	s.cluster = cl
 	s.onNode = make([][]booking, len(s.inv))
-	s.byUID = map[types.UID]booking{}
 	s.uuidPos = make([]map[string]int, len(s.inv))
 	for i := range s.inv {
 		m := map[string]int{}
@@ -79,22 +76,6 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 		s.book(log, p)
 	}
 	return s
-}
-
-// scratch returns a copy whose bookings can change without touching s
-// (the node, inventory and index maps are shared and read-only).
-func (s *snapshot) scratch() *snapshot {
-	c := *s
-	c.cluster = s.cluster.Clone()
-	c.onNode = make([][]booking, len(s.onNode))
-	for i := range s.onNode {
-		c.onNode[i] = append([]booking(nil), s.onNode[i]...)
-	}
-	c.byUID = make(map[types.UID]booking, len(s.byUID))
-	for k, v := range s.byUID {
-		c.byUID[k] = v
-	}
-	return &c
 }
 
 func findGPU(n *inventory.Node, index int) (inventory.GPU, bool) {
@@ -223,13 +204,4 @@ func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
 // record adds a booking on node ni.
 func (s *snapshot) record(ni int, b booking) {
 	s.onNode[ni] = append(s.onNode[ni], b)
-	if s.byUID != nil {
-		s.byUID[b.pod.UID] = b
-	}
-}
-
-// bookingOf finds the booking of a pod (by UID) in this snapshot.
-func (s *snapshot) bookingOf(p *corev1.Pod) (booking, bool) {
-	b, ok := s.byUID[p.UID]
-	return b, ok
 }
