@@ -163,7 +163,7 @@ fi
 
 say "Done: ${#ids[@]} jobs, $running_at_once at once on one GPU; $last waited for room, then ran."
 cat <<EOF
-${http:+The status page was at http://$http/ while the daemon ran (tessera up --http; the dashboard proper comes later).
+${http:+The dashboard was at http://$http/ while the daemon ran (tessera up --http; docs/dashboard.md).
 }Try next:
     ./bin/tessera up &                  # the daemon on this host's GPUs (NVML), else a simulated 8xH200
     ./bin/tessera run --gpu-fraction 0.25 --gpu-limit 0.8 --gpu-memory 20Gi -- python train.py

@@ -2,7 +2,8 @@
 // over a unix socket (mode 0600 by default: whoever can open the socket can
 // run commands as the daemon's user; PrepareSocketDir makes its folder
 // match --socket-mode) and, with --http, over loopback TCP, plus
-// Prometheus metrics at /metrics and a minimal status page at /.
+// Prometheus metrics at /metrics and the web dashboard at / (package webui,
+// read from the daemon's own queries in ui.go; docs/dashboard.md).
 //
 // Every request passes a guard (guard.go): over TCP its Host must name the
 // daemon (no DNS rebinding) and calls that change anything need the API

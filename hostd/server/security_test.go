@@ -21,15 +21,28 @@ import (
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
 )
 
 // peerEnv makes the test binary a client of a daemon's socket (see
 // peerMain): the tests run it as another user.
 const peerEnv = "TESSERA_SERVER_TEST_PEER"
 
+// superviseEnv makes the test binary a job supervisor (see TestMain): the
+// daemons of the web UI tests start it for each job.
+const superviseEnv = "TESSERA_SERVER_TEST_SUPERVISE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(peerEnv) == "1" {
 		os.Exit(peerMain(os.Args[1:]))
+	}
+	// A fuzz worker (FuzzSubmit) inherits superviseEnv but is no supervisor.
+	if os.Getenv(superviseEnv) == "1" && !slices.Contains(os.Args, "-test.fuzzworker") {
+		os.Exit(supervisor.Run(os.Args[len(os.Args)-1]))
+	}
+	if err := os.Setenv(superviseEnv, "1"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 	os.Exit(m.Run())
 }

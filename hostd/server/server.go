@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/store"
+	"github.com/tessera-gpu/tessera/webui"
 )
 
 // Options configure the API handler.
@@ -27,6 +30,9 @@ type Options struct {
 	// DaemonUID is the daemon's uid (nil: this process's). Callers with
 	// it, and root, may see and stop every job.
 	DaemonUID *uint32
+	// UISampleInterval is how often the web UI records a chart sample
+	// (0: webui.DefaultSampleInterval, 10s, kept for webui.DefaultHistorySpan).
+	UISampleInterval time.Duration
 }
 
 // Server answers the local API for one daemon.
@@ -38,9 +44,9 @@ type Server struct {
 	uid       uint32
 }
 
-// Handler returns the API, metrics and status page handler, behind the
-// guard (see Server.guard). Serve it with ConnContext as the
-// http.Server's ConnContext.
+// Handler returns the API, metrics and web UI handler, behind the guard
+// (see Server.guard). Serve it with ConnContext as the http.Server's
+// ConnContext. The web UI records its chart history until d is closed.
 func Handler(d *hostd.Daemon, o Options) (http.Handler, error) {
 	s := &Server{d: d, log: o.Log, token: o.Token, tokenFile: o.TokenFile, uid: uint32(os.Getuid())}
 	if s.log == nil {
@@ -64,7 +70,16 @@ func Handler(d *hostd.Daemon, o Options) (http.Handler, error) {
 	mux.HandleFunc("GET /v1/queues", s.queues)
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.Handle("GET /metrics", metrics)
-	mux.HandleFunc("GET /{$}", s.page)
+	ui := webui.New(hostSource{d: d, now: time.Now}, webui.Options{
+		Title: "Tessera host", Scope: "host", SampleInterval: o.UISampleInterval, Log: s.log,
+	})
+	ui.Register(mux)
+	ctx, stop := context.WithCancel(context.Background())
+	go func() {
+		<-d.Done()
+		stop()
+	}()
+	go ui.Run(ctx)
 	return s.guard(mux), nil
 }
 

@@ -131,7 +131,7 @@ func newUpCommand(a *app) *cobra.Command {
 (NVML; without a driver it simulates 8xH200 and says so), keeps a persistent job
 queue in the state folder, starts jobs submitted with "tessera run" when they
 fit, and serves its API on a unix socket (owner-only unless --socket-mode),
-Prometheus metrics at /metrics and a status page at / (on the socket, and on
+Prometheus metrics at /metrics and the dashboard at / (on the socket, and on
 --http when given, where submitting and stopping need the API token kept in
 STATE_DIR/api-token: tessera ps/run/stop/... --addr http://ADDRESS send it).
 Jobs keep running across daemon restarts.`,
@@ -150,7 +150,7 @@ Jobs keep running across daemon restarts.`,
 	f := cmd.Flags()
 	f.StringVar(&o.simulate, "simulate", "", `simulate GPUs instead of reading NVML: a spec such as 8xH200 or 4xA100-80GB+2xL4, or a nodes .yaml file`)
 	f.StringVar(&o.socketMode, "socket-mode", "0600", "socket file mode, octal; anyone who can open the socket can run commands as this user (0660: its group; the state folder then becomes traversable, not listable, when the socket is in it)")
-	f.StringVar(&o.httpAddr, "http", "", "also serve the API, metrics and status page over HTTP on this loopback address (127.0.0.1:PORT or [::1]:PORT); submitting and stopping there need the API token, kept in STATE_DIR/"+api.TokenFile)
+	f.StringVar(&o.httpAddr, "http", "", "also serve the API, metrics and dashboard over HTTP on this loopback address (127.0.0.1:PORT or [::1]:PORT); submitting and stopping there need the API token, kept in STATE_DIR/"+api.TokenFile)
 	f.StringVar(&o.policy, "policy", "", "placement policy (default: the engine's default)")
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload into jobs (default: "+interceptLibName+" from intercept/build or /usr/local/lib/tessera, when found)")
 	f.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "time a stopped job has between SIGTERM and SIGKILL")
@@ -393,7 +393,7 @@ func (a *app) serve(ctx context.Context, d *hostd.Daemon, socket string, mode os
 	}
 	fmt.Fprintf(a.stderr, "tessera: daemon up; socket %s, state %s, interception library: %s\n", socket, d.StateDir(), lib)
 	if httpAddr != "" {
-		fmt.Fprintf(a.stderr, "tessera: status page http://%s/ , metrics http://%s/metrics ; API over TCP: tessera ps --addr http://%s\n", httpAddr, httpAddr, httpAddr)
+		fmt.Fprintf(a.stderr, "tessera: dashboard http://%s/ , metrics http://%s/metrics ; API over TCP: tessera ps --addr http://%s\n", httpAddr, httpAddr, httpAddr)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

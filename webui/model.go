@@ -1,0 +1,300 @@
+package webui
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Workload states as the page shows and filters them: the host daemon's
+// job states (hostd/api).
+const (
+	StateRunning = "running"
+	StateQueued  = "queued"
+)
+
+// Snapshot is what the page shows at one moment: one read of the state the
+// scheduler (or host daemon) decides from. Amounts of GPU compute are in
+// thousandths of a GPU (milli), memory in MiB.
+type Snapshot struct {
+	// Scope is "host" (one host daemon) or "cluster".
+	Scope string `json:"scope"`
+	// Title heads the page ("Tessera host").
+	Title string `json:"title"`
+	// Source names where the GPUs come from ("sim:8xH200 (simulated)").
+	Source string `json:"source"`
+	// Time is when the state was read, by the server's clock.
+	Time time.Time `json:"time"`
+	// Notes say what the page cannot show and why (no utilisation meter,
+	// a reading that failed).
+	Notes []string `json:"notes,omitempty"`
+
+	Totals Totals         `json:"totals"`
+	Models []ModelSummary `json:"models"`
+	GPUs   []GPU          `json:"gpus"`
+	Queues []Queue        `json:"queues"`
+	// Pending are the waiting workloads in the order they will start.
+	Pending []Pending `json:"pending"`
+	// Workloads are live ones first, then finished ones, newest first
+	// within each (SortWorkloads); at most MaxFinished finished ones.
+	Workloads []Workload `json:"workloads"`
+	// WorkloadsOmitted counts the older finished workloads left out.
+	WorkloadsOmitted int `json:"workloadsOmitted,omitempty"`
+
+	// Sample is this snapshot as a chart point, and History what the
+	// page needs to fetch the chart's earlier points; the UI sets both.
+	Sample  Sample      `json:"sample"`
+	History HistoryInfo `json:"history"`
+}
+
+// Totals sum the GPUs and workloads.
+type Totals struct {
+	GPUs int `json:"gpus"`
+	// CapacityMilli is 1000 per GPU.
+	CapacityMilli int64 `json:"capacityMilli"`
+	// GuaranteedMilli is the guaranteed compute booked by running
+	// workloads: what placement counts as taken.
+	GuaranteedMilli int64 `json:"guaranteedMilli"`
+	// LimitMilli sums the burst limits of those workloads' shares (each
+	// GPU's sum capped at one GPU): what they may use when others idle.
+	LimitMilli int64 `json:"limitMilli"`
+	// MeasuredMilli sums the node arbiter's grants where they follow
+	// measured GPU time (see GPU.MeasuredMilli); nil when no GPU is metered.
+	MeasuredMilli   *int64 `json:"measuredMilli,omitempty"`
+	MemoryMiB       int64  `json:"memoryMiB"`
+	MemoryBookedMiB int64  `json:"memoryBookedMiB"`
+	Running         int    `json:"running"`
+	Waiting         int    `json:"waiting"`
+	Finished        int    `json:"finished"`
+}
+
+// ModelSummary is Totals for the GPUs of one model.
+type ModelSummary struct {
+	Model           string `json:"model"`
+	GPUs            int    `json:"gpus"`
+	CapacityMilli   int64  `json:"capacityMilli"`
+	GuaranteedMilli int64  `json:"guaranteedMilli"`
+	LimitMilli      int64  `json:"limitMilli"`
+	MeasuredMilli   *int64 `json:"measuredMilli,omitempty"`
+	MemoryMiB       int64  `json:"memoryMiB"`
+	MemoryBookedMiB int64  `json:"memoryBookedMiB"`
+}
+
+// GPU is one GPU and the shares on it.
+type GPU struct {
+	Node  string `json:"node"`
+	Index int    `json:"index"`
+	UUID  string `json:"uuid"`
+	Model string `json:"model"`
+	// MemoryMiB is the GPU's memory; MemoryBookedMiB what running
+	// workloads have booked of it.
+	MemoryMiB       int64 `json:"memoryMiB"`
+	MemoryBookedMiB int64 `json:"memoryBookedMiB"`
+	// GuaranteedMilli is the guaranteed compute booked on it.
+	GuaranteedMilli int64 `json:"guaranteedMilli"`
+	// LimitMilli sums its shares' burst limits, capped at 1000.
+	LimitMilli int64 `json:"limitMilli"`
+	// MeasuredMilli sums the node arbiter's last grants to its shares
+	// when at least one of them follows measured GPU time (the NVML
+	// meter); nil when none does (simulated GPUs, MPS, no meter).
+	MeasuredMilli *int64  `json:"measuredMilli,omitempty"`
+	Shares        []Share `json:"shares"`
+}
+
+// Share is one workload's part of one GPU.
+type Share struct {
+	Workload string `json:"workload"`
+	Queue    string `json:"queue"`
+	// GuaranteedMilli and LimitMilli are the share's guaranteed compute
+	// and burst limit.
+	GuaranteedMilli int64 `json:"guaranteedMilli"`
+	LimitMilli      int64 `json:"limitMilli"`
+	// MemoryMiB is the guaranteed memory, MemoryLimitMiB the cap.
+	MemoryMiB      int64 `json:"memoryMiB"`
+	MemoryLimitMiB int64 `json:"memoryLimitMiB"`
+	// MemoryUsedMiB is what the workload holds, by the interception
+	// library's accounting; nil when unknown (it runs without the library).
+	MemoryUsedMiB *int64 `json:"memoryUsedMiB,omitempty"`
+	// MIGProfile is set for a whole MIG instance.
+	MIGProfile string `json:"migProfile,omitempty"`
+	// Arbiter is the node arbiter's last step for this share; nil when
+	// the share is not registered with it (MIG, no arbiter).
+	Arbiter *ArbiterSeat `json:"arbiter,omitempty"`
+}
+
+// ArbiterSeat is what the node arbiter did for a share in its last step.
+type ArbiterSeat struct {
+	// Phase is active, idle or reclaimed; mps in MPS mode.
+	Phase string `json:"phase"`
+	// GrantedMilli is the compute it granted for the period (in MPS mode,
+	// the cap MPS enforces); DemandMilli its estimate of the demand.
+	GrantedMilli int64 `json:"grantedMilli"`
+	DemandMilli  int64 `json:"demandMilli"`
+	// Metered says the grant follows measured GPU time (NVML).
+	Metered bool `json:"metered"`
+}
+
+// Queue is one queue's configuration, usage and fair-share position.
+type Queue struct {
+	Name       string `json:"name"`
+	Parent     string `json:"parent,omitempty"`
+	Configured bool   `json:"configured"`
+	Priority   int32  `json:"priority"`
+	Weight     int32  `json:"weight"`
+	// Guaranteed, Limit (0: none) and Used GPU compute and memory.
+	GuaranteedMilli     int64 `json:"guaranteedMilli"`
+	GuaranteedMemoryMiB int64 `json:"guaranteedMemoryMiB"`
+	LimitMilli          int64 `json:"limitMilli"`
+	LimitMemoryMiB      int64 `json:"limitMemoryMiB"`
+	UsedMilli           int64 `json:"usedMilli"`
+	UsedMemoryMiB       int64 `json:"usedMemoryMiB"`
+	// Share is the fair-share position: below 1 the part of its
+	// guarantee in use, above it 1 plus its over-quota share per weight.
+	Share   float64 `json:"share"`
+	Running int     `json:"running"`
+	Waiting int     `json:"waiting"`
+}
+
+// Pending is a waiting workload with why it waits.
+type Pending struct {
+	Position  int       `json:"position"`
+	ID        string    `json:"id"`
+	Queue     string    `json:"queue"`
+	Priority  int       `json:"priority"`
+	Request   string    `json:"request"`
+	Reason    string    `json:"reason"`
+	Submitted time.Time `json:"submitted"`
+}
+
+// Workload is one job (or pod group).
+type Workload struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Queue    string `json:"queue"`
+	Priority int    `json:"priority"`
+	// Request is the GPU request in words ("2x 0.5 GPU 40Gi").
+	Request string `json:"request"`
+	// GPUs are the shares it holds ("0:0.5"), where it runs.
+	GPUs []WorkloadGPU `json:"gpus,omitempty"`
+	// Node is where it runs ("" while waiting).
+	Node      string     `json:"node,omitempty"`
+	Submitted time.Time  `json:"submitted"`
+	Started   *time.Time `json:"started,omitempty"`
+	Finished  *time.Time `json:"finished,omitempty"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	// Reason says why it waits (Pending's) or why it ended.
+	Reason  string `json:"reason,omitempty"`
+	Command string `json:"command,omitempty"`
+	// Seq orders workloads submitted in the same instant (host job seq).
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// WorkloadGPU is a workload's share of one GPU.
+type WorkloadGPU struct {
+	Index           int    `json:"index"`
+	GuaranteedMilli int64  `json:"guaranteedMilli"`
+	LimitMilli      int64  `json:"limitMilli"`
+	MIGProfile      string `json:"migProfile,omitempty"`
+}
+
+// Live reports whether w is running or waiting.
+func (w Workload) Live() bool { return w.State == StateRunning || w.State == StateQueued }
+
+// SortWorkloads orders ws as the workload list shows them: live ones
+// (running or waiting) first, then finished ones; newest submitted first
+// within each.
+func SortWorkloads(ws []Workload) {
+	slices.SortStableFunc(ws, func(a, b Workload) int {
+		if a.Live() != b.Live() {
+			if a.Live() {
+				return -1
+			}
+			return 1
+		}
+		if c := b.Submitted.Compare(a.Submitted); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+}
+
+// Trim sorts s.Workloads (SortWorkloads) and keeps at most maxFinished
+// finished ones, the newest, counting the rest in WorkloadsOmitted; a
+// negative maxFinished keeps all.
+func (s *Snapshot) Trim(maxFinished int) {
+	SortWorkloads(s.Workloads)
+	if maxFinished < 0 {
+		return
+	}
+	kept, finished := s.Workloads[:0], 0
+	for _, w := range s.Workloads {
+		if !w.Live() {
+			finished++
+			if finished > maxFinished {
+				s.WorkloadsOmitted++
+				continue
+			}
+		}
+		kept = append(kept, w)
+	}
+	s.Workloads = kept
+}
+
+// Summarize fills s.Totals and s.Models from s.GPUs, and the workload
+// counts from s.Workloads (before Trim) and s.Pending.
+func (s *Snapshot) Summarize() {
+	t := Totals{}
+	byModel := map[string]*ModelSummary{}
+	var models []string
+	for _, g := range s.GPUs {
+		m := byModel[g.Model]
+		if m == nil {
+			m = &ModelSummary{Model: g.Model}
+			byModel[g.Model] = m
+			models = append(models, g.Model)
+		}
+		m.GPUs++
+		m.CapacityMilli += 1000
+		m.GuaranteedMilli += g.GuaranteedMilli
+		m.LimitMilli += g.LimitMilli
+		m.MemoryMiB += g.MemoryMiB
+		m.MemoryBookedMiB += g.MemoryBookedMiB
+		if g.MeasuredMilli != nil {
+			m.MeasuredMilli = addPtr(m.MeasuredMilli, *g.MeasuredMilli)
+			t.MeasuredMilli = addPtr(t.MeasuredMilli, *g.MeasuredMilli)
+		}
+		t.GPUs++
+		t.CapacityMilli += 1000
+		t.GuaranteedMilli += g.GuaranteedMilli
+		t.LimitMilli += g.LimitMilli
+		t.MemoryMiB += g.MemoryMiB
+		t.MemoryBookedMiB += g.MemoryBookedMiB
+	}
+	for _, w := range s.Workloads {
+		switch w.State {
+		case StateRunning:
+			t.Running++
+		case StateQueued:
+		default:
+			t.Finished++
+		}
+	}
+	t.Waiting = len(s.Pending)
+	s.Totals = t
+	s.Models = make([]ModelSummary, 0, len(models))
+	slices.Sort(models)
+	for _, name := range models {
+		s.Models = append(s.Models, *byModel[name])
+	}
+}
+
+func addPtr(p *int64, v int64) *int64 {
+	n := v
+	if p != nil {
+		n += *p
+	}
+	return &n
+}
