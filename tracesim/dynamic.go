@@ -138,14 +138,8 @@ type DynamicResult struct {
 	// AllocatedPct is GPU compute allocated, time-weighted over the
 	// arrival window, as a share of capacity (%).
 	AllocatedPct float64 `json:"allocated_pct"`
-	// Queueing delay of the started pods, seconds: the time each waited
-	// in all, from its arrival to its last start less the time it ran
-	// before being stopped.
-	DelayMean float64 `json:"delay_mean_s"`
-	DelayP50  float64 `json:"delay_p50_s"`
-	DelayP95  float64 `json:"delay_p95_s"`
-	DelayP99  float64 `json:"delay_p99_s"`
-	Cycles    int     `json:"cycles"`
+	Delays
+	Cycles int `json:"cycles"`
 	// Gangs and Preemption say how the replay ran (DynamicConfig).
 	Gangs      bool `json:"gangs,omitempty"`
 	Preemption bool `json:"preemption,omitempty"`
@@ -162,6 +156,16 @@ type DynamicResult struct {
 	Elapsed time.Duration `json:"-"`
 }
 
+// Delays are the queueing delays of started pods, seconds: the time each
+// waited in all, from its arrival to its last start less the time it ran
+// before being stopped.
+type Delays struct {
+	DelayMean float64 `json:"delay_mean_s"`
+	DelayP50  float64 `json:"delay_p50_s"`
+	DelayP95  float64 `json:"delay_p95_s"`
+	DelayP99  float64 `json:"delay_p99_s"`
+}
+
 // QueueResult is one queue's part of a dynamic replay.
 type QueueResult struct {
 	Queue        string `json:"queue"`
@@ -172,10 +176,7 @@ type QueueResult struct {
 	// over the arrival window, as a share of the cluster's capacity (%):
 	// the queues' shares add up to DynamicResult.AllocatedPct.
 	AllocatedPct float64 `json:"allocated_pct"`
-	DelayMean    float64 `json:"delay_mean_s"`
-	DelayP50     float64 `json:"delay_p50_s"`
-	DelayP95     float64 `json:"delay_p95_s"`
-	DelayP99     float64 `json:"delay_p99_s"`
+	Delays
 	// Preemptions and Reclaims count the queue's pods stopped (as
 	// victims) by priority preemption and by reclaim; LostGPUHours is the
 	// GPU time their stopped runs had used.
