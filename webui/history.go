@@ -14,15 +14,10 @@ const (
 
 // Sample is one chart point: the totals of one Snapshot.
 type Sample struct {
-	Time            time.Time `json:"t"`
-	CapacityMilli   int64     `json:"capacityMilli"`
-	GuaranteedMilli int64     `json:"guaranteedMilli"`
-	LimitMilli      int64     `json:"limitMilli"`
-	MeasuredMilli   *int64    `json:"measuredMilli,omitempty"`
-	MemoryMiB       int64     `json:"memoryMiB"`
-	MemoryBookedMiB int64     `json:"memoryBookedMiB"`
-	Running         int       `json:"running"`
-	Waiting         int       `json:"waiting"`
+	Time time.Time `json:"t"`
+	Capacity
+	Running int `json:"running"`
+	Waiting int `json:"waiting"`
 	// GPUs is each GPU's guaranteed compute booked, in Snapshot.GPUs order.
 	GPUs []int64 `json:"gpus"`
 }
@@ -30,11 +25,7 @@ type Sample struct {
 // SampleOf is s as a chart point (s summarized).
 func SampleOf(s Snapshot) Sample {
 	t := s.Totals
-	out := Sample{
-		Time: s.Time, CapacityMilli: t.CapacityMilli, GuaranteedMilli: t.GuaranteedMilli, LimitMilli: t.LimitMilli,
-		MemoryMiB: t.MemoryMiB, MemoryBookedMiB: t.MemoryBookedMiB, Running: t.Running, Waiting: t.Waiting,
-		GPUs: make([]int64, len(s.GPUs)),
-	}
+	out := Sample{Time: s.Time, Capacity: t.Capacity, Running: t.Running, Waiting: t.Waiting, GPUs: make([]int64, len(s.GPUs))}
 	if t.MeasuredMilli != nil {
 		m := *t.MeasuredMilli
 		out.MeasuredMilli = &m

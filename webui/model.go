@@ -47,9 +47,9 @@ type Snapshot struct {
 	History HistoryInfo `json:"history"`
 }
 
-// Totals sum the GPUs and workloads.
-type Totals struct {
-	GPUs int `json:"gpus"`
+// Capacity is the GPU compute and memory of a set of GPUs and what running
+// workloads have booked on them.
+type Capacity struct {
 	// CapacityMilli is 1000 per GPU.
 	CapacityMilli int64 `json:"capacityMilli"`
 	// GuaranteedMilli is the guaranteed compute booked by running
@@ -63,21 +63,34 @@ type Totals struct {
 	MeasuredMilli   *int64 `json:"measuredMilli,omitempty"`
 	MemoryMiB       int64  `json:"memoryMiB"`
 	MemoryBookedMiB int64  `json:"memoryBookedMiB"`
-	Running         int    `json:"running"`
-	Waiting         int    `json:"waiting"`
-	Finished        int    `json:"finished"`
+}
+
+// add counts one GPU in.
+func (c *Capacity) add(g GPU) {
+	c.CapacityMilli += 1000
+	c.GuaranteedMilli += g.GuaranteedMilli
+	c.LimitMilli += g.LimitMilli
+	c.MemoryMiB += g.MemoryMiB
+	c.MemoryBookedMiB += g.MemoryBookedMiB
+	if g.MeasuredMilli != nil {
+		c.MeasuredMilli = addPtr(c.MeasuredMilli, *g.MeasuredMilli)
+	}
+}
+
+// Totals sum the GPUs and workloads.
+type Totals struct {
+	GPUs int `json:"gpus"`
+	Capacity
+	Running  int `json:"running"`
+	Waiting  int `json:"waiting"`
+	Finished int `json:"finished"`
 }
 
 // ModelSummary is Totals for the GPUs of one model.
 type ModelSummary struct {
-	Model           string `json:"model"`
-	GPUs            int    `json:"gpus"`
-	CapacityMilli   int64  `json:"capacityMilli"`
-	GuaranteedMilli int64  `json:"guaranteedMilli"`
-	LimitMilli      int64  `json:"limitMilli"`
-	MeasuredMilli   *int64 `json:"measuredMilli,omitempty"`
-	MemoryMiB       int64  `json:"memoryMiB"`
-	MemoryBookedMiB int64  `json:"memoryBookedMiB"`
+	Model string `json:"model"`
+	GPUs  int    `json:"gpus"`
+	Capacity
 }
 
 // GPU is one GPU and the shares on it.
@@ -257,21 +270,9 @@ func (s *Snapshot) Summarize() {
 			models = append(models, g.Model)
 		}
 		m.GPUs++
-		m.CapacityMilli += 1000
-		m.GuaranteedMilli += g.GuaranteedMilli
-		m.LimitMilli += g.LimitMilli
-		m.MemoryMiB += g.MemoryMiB
-		m.MemoryBookedMiB += g.MemoryBookedMiB
-		if g.MeasuredMilli != nil {
-			m.MeasuredMilli = addPtr(m.MeasuredMilli, *g.MeasuredMilli)
-			t.MeasuredMilli = addPtr(t.MeasuredMilli, *g.MeasuredMilli)
-		}
+		m.add(g)
 		t.GPUs++
-		t.CapacityMilli += 1000
-		t.GuaranteedMilli += g.GuaranteedMilli
-		t.LimitMilli += g.LimitMilli
-		t.MemoryMiB += g.MemoryMiB
-		t.MemoryBookedMiB += g.MemoryBookedMiB
+		t.add(g)
 	}
 	for _, w := range s.Workloads {
 		switch w.State {
