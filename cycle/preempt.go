@@ -53,28 +53,11 @@ func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []
 	}
 	need := Resources(w.Parts)
 	waiting := preemption.Waiting{Queue: w.Queue, Priority: w.Priority, Need: need}
-	perNode := map[int][]preemption.Candidate{}
-	var members []preemption.Member
-	for i := range r.snap.Running {
-		run := &r.snap.Running[i]
-		if run.Gang != "" {
-			m := preemption.Member{Group: run.Gang, Min: -1}
-			if g, ok := r.snap.Gangs[run.Gang]; ok {
-				m.Min = g.MinMember
-			}
-			members = append(members, m)
-		}
-		if run.Stopping || r.evicting[run.ID] || len(run.Decisions) == 0 {
-			continue
-		}
-		n := run.Decisions[0].Node
-		perNode[n] = append(perNode[n], preemption.Candidate{ID: run.ID, Queue: run.Queue, Priority: run.Priority, Started: run.Started, Group: run.Gang})
-	}
-	surplus := preemption.Surplus(members)
+	perNode, surplus := r.candidates()
 	var best *preemption.Plan
 	st := NewStatement(r.snap.Cluster)
 	for ni := range r.snap.Cluster.Nodes {
-		eligible := rules.Eligible(waiting, perNode[ni], pe.Now)
+		eligible := rules.Eligible(waiting, r.notEvicting(perNode[ni]), pe.Now)
 		if len(eligible) == 0 || (w.Exclude != nil && w.Exclude(ni) != "") {
 			continue
 		}
@@ -120,6 +103,51 @@ func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []
 		ledger.Release(run.Queue, Resources(run.Parts))
 	}
 	return best.Node, victims, nil
+}
+
+// candidates are the running workloads that may be stopped, by node (not
+// Stopping, placed), and each gang's running members above its minimum;
+// worked out once per run (the running set does not change within a run:
+// victims named are left out by notEvicting, and a gang's surplus counts
+// its members as they were, as preemption.Victims keeps it).
+func (r *run) candidates() (map[int][]preemption.Candidate, map[string]int) {
+	if r.perNode != nil {
+		return r.perNode, r.surplus
+	}
+	r.perNode = map[int][]preemption.Candidate{}
+	var members []preemption.Member
+	for i := range r.snap.Running {
+		run := &r.snap.Running[i]
+		if run.Gang != "" {
+			m := preemption.Member{Group: run.Gang, Min: -1}
+			if g, ok := r.snap.Gangs[run.Gang]; ok {
+				m.Min = g.MinMember
+			}
+			members = append(members, m)
+		}
+		if run.Stopping || len(run.Decisions) == 0 {
+			continue
+		}
+		n := run.Decisions[0].Node
+		r.perNode[n] = append(r.perNode[n], preemption.Candidate{ID: run.ID, Queue: run.Queue, Priority: run.Priority, Started: run.Started, Group: run.Gang})
+	}
+	r.surplus = preemption.Surplus(members)
+	return r.perNode, r.surplus
+}
+
+// notEvicting is cands less the workloads already named victims in this
+// run (a workload is never named twice).
+func (r *run) notEvicting(cands []preemption.Candidate) []preemption.Candidate {
+	if len(r.evicting) == 0 {
+		return cands
+	}
+	out := make([]preemption.Candidate, 0, len(cands))
+	for _, c := range cands {
+		if !r.evicting[c.ID] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // fitsOn reports whether every part of w fits on node ni as the cluster

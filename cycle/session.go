@@ -274,6 +274,10 @@ type run struct {
 	// named victims this cycle (never named twice).
 	running  map[string]*Running
 	evicting map[string]bool
+	// perNode and surplus are the preemption candidates by node and the
+	// gangs' surplus, worked out on first use (candidates).
+	perNode map[int][]preemption.Candidate
+	surplus map[string]int
 }
 
 func (r *run) waitAll(ws []Workload, st Status, msg string) {
