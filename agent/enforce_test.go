@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tessera-gpu/tessera/agent"
 	"github.com/tessera-gpu/tessera/agent/kubeletsim"
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/binding"
@@ -28,13 +29,8 @@ func seats(a *arbiter.Arbiter) map[string]int {
 // recorded; a finished pod's seat is released.
 func TestAllocationsAreEnforcedByTheArbiter(t *testing.T) {
 	h := newHarness(t, "2xH100-SXM")
-	arb, err := arbiter.New(arbiter.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := h.config()
-	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
-	h.startAgent(cfg)
+	arb := h.startEnforced(cfg)
 	wants := bindMany(h, 4) // four identical 100m shares of GPU 0
 	keys := admitAll(t, h, wants)
 	for key := range keys {
@@ -48,7 +44,7 @@ func TestAllocationsAreEnforcedByTheArbiter(t *testing.T) {
 
 	big := h.share(0, 700, 1000, 1024) // 4 x 100 + 700 > 1000 on GPU 0
 	p := h.bind("team", "greedy", oneGPU, map[string][]binding.Share{"main": {big}})
-	_, err = h.kubelet.Admit(context.Background(), p, kubeletsim.AdmitOptions{})
+	_, err := h.kubelet.Admit(context.Background(), p, kubeletsim.AdmitOptions{})
 	if err == nil || !strings.Contains(err.Error(), "enforce GPU shares") || !strings.Contains(err.Error(), "must be at most 1000") {
 		t.Fatalf("overbooking admit: %v", err)
 	}
@@ -56,12 +52,7 @@ func TestAllocationsAreEnforcedByTheArbiter(t *testing.T) {
 
 	// A new agent process with a new arbiter re-registers the checkpoint.
 	h.stopAgent()
-	arb2, err := arbiter.New(arbiter.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb2}
-	h.startAgent(cfg)
+	arb2 := h.startEnforced(cfg)
 	if got := seats(arb2); len(got) != 4 {
 		t.Fatalf("after restart, arbiter seats = %v, want 4", got)
 	}
@@ -85,13 +76,8 @@ func TestAllocationsAreEnforcedByTheArbiter(t *testing.T) {
 // an overbooking (which kubelet turns into a failed pod).
 func TestAllocateReleasesDeletedPodsFirst(t *testing.T) {
 	h := newHarness(t, "1xH100-SXM")
-	arb, err := arbiter.New(arbiter.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := h.config() // ReconcileInterval: an hour, so only Allocate can release
-	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
-	h.startAgent(cfg)
+	arb := h.startEnforced(cfg)
 	admit := func(name string) error {
 		p := h.bind("team", name, oneGPU, map[string][]binding.Share{"main": {h.share(0, 500, 1000, 1024)}})
 		_, err := h.kubelet.Admit(context.Background(), p, kubeletsim.AdmitOptions{})
@@ -130,13 +116,8 @@ func TestAllocateReleasesDeletedPodsFirst(t *testing.T) {
 // Pods that ended meanwhile are still released.
 func TestKubeletStartingUpKeepsAllocations(t *testing.T) {
 	h := newHarness(t, "1xH100-SXM")
-	arb, err := arbiter.New(arbiter.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := h.config()
-	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
-	h.startAgent(cfg)
+	arb := h.startEnforced(cfg)
 	ctx := context.Background()
 	keys := map[string]string{} // pod -> key
 	for _, name := range []string{"a", "b", "deleted", "finished"} {
@@ -179,12 +160,7 @@ func TestKubeletStartingUpKeepsAllocations(t *testing.T) {
 	// running containers from its checkpoint.
 	h.kubelet.Synced()
 	h.stopAgent()
-	arb2, err := arbiter.New(arbiter.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb2}
-	h.startAgent(cfg)
+	arb2 := h.startEnforced(cfg)
 	if got := seats(arb2); fmt.Sprint(got) != fmt.Sprint(wantKept) {
 		t.Errorf("a restarted agent's arbiter seats = %v, want a's and b's %v", got, wantKept)
 	}
@@ -194,4 +170,17 @@ func TestKubeletStartingUpKeepsAllocations(t *testing.T) {
 	if got := seats(arb2); fmt.Sprint(got) != fmt.Sprint(wantKept) {
 		t.Errorf("after a reconcile with kubelet synced, arbiter seats = %v, want a's and b's %v", got, wantKept)
 	}
+}
+
+// startEnforced starts the agent with cfg and a fresh arbiter as its
+// enforcer (as a new agent process would have), and returns the arbiter.
+func (h *harness) startEnforced(cfg agent.Config) *arbiter.Arbiter {
+	h.t.Helper()
+	arb, err := arbiter.New(arbiter.Config{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cfg.Enforcer = arbiter.Enforcer{Arbiter: arb}
+	h.startAgent(cfg)
+	return arb
 }

@@ -101,8 +101,8 @@ func TestBackfillAroundReservation(t *testing.T) {
 				if tc.msg != "" && !strings.Contains(o.Message, tc.msg) {
 					t.Errorf("%s: message %q, want it to contain %q", o.Workload, o.Message, tc.msg)
 				}
-				if !placed && !reflect.DeepEqual(freeOf(c), freeOf(before)) {
-					t.Errorf("a workload that waits changed the cluster: free %v, was %v", freeOf(c), freeOf(before))
+				if !placed && !reflect.DeepEqual(free(c), free(before)) {
+					t.Errorf("a workload that waits changed the cluster: free %v, was %v", free(c), free(before))
 				}
 			}
 		})
@@ -117,24 +117,11 @@ func TestReservationFitsLeavesClusterAlone(t *testing.T) {
 	if ok, err := res.Fits(c, bestfit(t)); err != nil || !ok {
 		t.Fatalf("Fits = %v, %v; want true", ok, err)
 	}
-	if !reflect.DeepEqual(freeOf(c), freeOf(before)) {
+	if !reflect.DeepEqual(free(c), free(before)) {
 		t.Fatal("Fits changed the cluster")
 	}
 	res.For = append(res.For, whole("x", 1))
 	if ok, _ := res.Fits(c, bestfit(t)); ok {
 		t.Fatal("3 GPUs fit on 2")
 	}
-}
-
-// freeOf lists a cluster's free capacities: CPU, memory, then each GPU's
-// compute and memory, node by node.
-func freeOf(c *placement.Cluster) []int64 {
-	var out []int64
-	for _, n := range c.Nodes {
-		out = append(out, n.FreeCPUMilli, n.FreeMemoryMiB)
-		for _, g := range n.GPUs {
-			out = append(out, g.FreeMilli, g.FreeMemoryMiB)
-		}
-	}
-	return out
 }
