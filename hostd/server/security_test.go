@@ -22,6 +22,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/inventory"
 )
 
 // peerEnv makes the test binary a client of a daemon's socket (see
@@ -131,20 +132,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, mode os.FileMode) *fixture {
 	t.Helper()
-	cat := catalog.Default()
-	src, err := discovery.Open("sim:2xH200", cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := src.Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, source, nodes := simulatedHost(t, "2xH200")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f := &fixture{top: openTempDir(t)}
 	f.state = filepath.Join(f.top, "state")
 	f.sock = filepath.Join(f.state, "tessera.sock")
-	if f.d, err = hostd.New(hostd.Config{StateDir: f.state, Source: src.Name(), Simulated: true, Nodes: nodes, Catalog: cat, Supervisor: []string{"/bin/true"}, Log: log}); err != nil {
+	var err error
+	if f.d, err = hostd.New(hostd.Config{StateDir: f.state, Source: source, Simulated: true, Nodes: nodes, Catalog: cat, Supervisor: []string{"/bin/true"}, Log: log}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.d.Close() })
@@ -539,4 +533,20 @@ func TestOwnerOnlySocketRefusesAnotherUser(t *testing.T) {
 	if code, out := u.run("http", f.sock, "GET", "/v1/status", ""); code != 3 || !strings.Contains(out, "permission denied") {
 		t.Errorf("uid %d on the default socket: %d %s; want permission denied", nobody, code, out)
 	}
+}
+
+// simulatedHost discovers simulated GPUs (spec, e.g. "2xH200") as the
+// daemon does: the catalog, the source's name and the nodes.
+func simulatedHost(t *testing.T, spec string) (*catalog.Catalog, string, []inventory.Node) {
+	t.Helper()
+	cat := catalog.Default()
+	src, err := discovery.Open("sim:"+spec, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := src.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat, src.Name(), nodes
 }

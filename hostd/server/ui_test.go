@@ -10,14 +10,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/request"
@@ -37,15 +36,7 @@ type uiHost struct {
 
 func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 	t.Helper()
-	cat := catalog.Default()
-	src, err := discovery.Open("sim:"+spec, cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := src.Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, source, nodes := simulatedHost(t, spec)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	capacity := map[string]uint64{}
 	for _, n := range nodes {
@@ -64,7 +55,7 @@ func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 		t.Fatal(err)
 	}
 	h.d, err = hostd.New(hostd.Config{
-		StateDir: h.state, Source: src.Name(), Simulated: true, Nodes: nodes, Catalog: cat,
+		StateDir: h.state, Source: source, Simulated: true, Nodes: nodes, Catalog: cat,
 		Supervisor: []string{os.Args[0]}, StopGrace: 5 * time.Second, PollInterval: 20 * time.Millisecond,
 		Arbiter: hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: log}, Log: log,
 	})
@@ -100,8 +91,17 @@ func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 	go func() { defer close(arbDone); _ = arb.Run(ctx) }()
 	go func() { defer close(runDone); _ = h.d.Run(ctx) }()
 	t.Cleanup(func() {
-		// The jobs end once their gate folder is gone (see job).
+		// The jobs end once their gate folder is gone (see job); the
+		// daemon is stopped only once it has seen them end, so no
+		// supervisor still writes into the state folder when the test's
+		// temporary folder is removed.
 		_ = os.RemoveAll(h.gates)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			jobs, err := h.d.Jobs()
+			if err != nil || !slices.ContainsFunc(jobs, func(j api.Job) bool { return j.State == api.Running }) {
+				break
+			}
+		}
 		cancel()
 		_ = srv.Close()
 		<-runDone
