@@ -58,7 +58,7 @@ func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[strin
 	case cycle.Invalid:
 		return plan{}, outcomeInvalid, o.Message
 	default:
-		return plan{}, outcomeUnschedulable, fmt.Sprintf("no node fits %s for %s: %s", describe(reqs[0].GPU), w.Parts[0].Name, cycle.Summarize(o.Rejections))
+		return plan{}, outcomeUnschedulable, noFit(reqs, w.Parts, o)
 	}
 	return s.planFrom(snap, reqs, w.Parts, o.Decisions)
 }
@@ -228,6 +228,12 @@ func migShare(g placement.GPU, parent string, ch placement.MIGChoice, profile st
 		}
 	}
 	return s
+}
+
+// noFit says why a pod (its parts' requests reqs) fits on no node: what its
+// first part asks and the nodes' rejections, counted per reason.
+func noFit(reqs []workload.ContainerRequest, parts []placement.Pod, o cycle.Outcome) string {
+	return fmt.Sprintf("no node fits %s for %s: %s", describe(reqs[0].GPU), parts[0].Name, cycle.Summarize(o.Rejections))
 }
 
 func describe(r request.GPU) string {

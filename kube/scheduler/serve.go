@@ -136,7 +136,7 @@ func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o 
 		}
 		st.count(s.commit(ctx, snap, p, pl, key, true))
 	case cycle.NoFit:
-		msg := fmt.Sprintf("no node fits %s for %s: %s", describe(pp.reqs[0].GPU), pp.parts[0].Name, cycle.Summarize(o.Rejections))
+		msg := noFit(pp.reqs, pp.parts, o)
 		switch {
 		case len(o.Victims) > 0:
 			msg += "; " + s.evict(ctx, snap, p, o, pods)
