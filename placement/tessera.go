@@ -34,12 +34,16 @@ import "math"
 type Tessera struct {
 	ch    chooser
 	holes *holeWaste
-	// supply, when set, caps the hole table per decision by the holes
+	// holeSupply, when set, caps the hole table per decision by the holes
 	// already in the cluster (see holeSupply.table).
-	supply *holeSupply
-	// cpuRatio and memRatio are the CPU milli and memory MiB the typical
-	// GPU pods ask per GPU milli.
-	cpuRatio, memRatio float64
+	holeSupply *holeSupply
+	// cpuNeed and memNeed are what the typical GPU pods ask of the host
+	// per GPU milli (tessera_strand.go); supply is the cluster's.
+	cpuNeed, memNeed hostNeed
+	supply           hostSupply
+	// cpuScarce and memScarce say, for the decision being made, that the
+	// workload asks more of the resource per GPU than the cluster has.
+	cpuScarce, memScarce bool
 	// HoleWeight weighs the growth of expected hole waste; CPUWeight and
 	// MemoryWeight weigh stranded GPU compute (by CPU, by memory). All are
 	// in GPU milli.
@@ -77,11 +81,11 @@ func (t *Tessera) setDistribution(d Distribution) {
 	}
 	f := fillable(d)
 	t.holes = newHoleWaste(d, f)
-	t.supply = newHoleSupply(d, f)
-	if t.supply == nil {
+	t.holeSupply = newHoleSupply(d, f)
+	if t.holeSupply == nil {
 		t.holes.contestFreeGPU()
 	}
-	t.cpuRatio, t.memRatio = hostRatios(d)
+	t.cpuNeed, t.memNeed = hostNeeds(d)
 }
 
 // Name implements Policy.
@@ -89,10 +93,12 @@ func (*Tessera) Name() string { return "tessera" }
 
 // Place implements Policy.
 func (t *Tessera) Place(c *Cluster, p *Pod) (Decision, error) {
-	if t.supply == nil || !p.Sharing() || t.HoleWeight == 0 {
+	cpu, mem := t.supply.of(c)
+	t.cpuScarce, t.memScarce = t.cpuNeed.demand > cpu, t.memNeed.demand > mem
+	if t.holeSupply == nil || !p.Sharing() || t.HoleWeight == 0 {
 		return t.ch.choose(c, p, t.score)
 	}
-	w := t.supply.table(c, t.ch.classes(c))
+	w := t.holeSupply.table(c, t.ch.classes(c))
 	return t.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 		return t.scoreWith(w, c, ni, p, usable)
 	})
@@ -113,10 +119,10 @@ func (t *Tessera) cost(holes *holeWaste, n *Node, p *Pod, gpus []int) float64 {
 	free0 := n.FreeGPUMilli()
 	free1 := free0 - int64(len(gpus))*p.MilliPerGPU()
 	if n.CPUMilli > 0 {
-		c += t.CPUWeight * (stranded(free1, n.FreeCPUMilli-p.CPUMilli, t.cpuRatio) - stranded(free0, n.FreeCPUMilli, t.cpuRatio))
+		c += t.CPUWeight * (t.cpuNeed.stranded(free1, n.FreeCPUMilli-p.CPUMilli, t.cpuScarce) - t.cpuNeed.stranded(free0, n.FreeCPUMilli, t.cpuScarce))
 	}
 	if n.MemoryMiB > 0 {
-		c += t.MemoryWeight * (stranded(free1, n.FreeMemoryMiB-p.MemoryMiB, t.memRatio) - stranded(free0, n.FreeMemoryMiB, t.memRatio))
+		c += t.MemoryWeight * (t.memNeed.stranded(free1, n.FreeMemoryMiB-p.MemoryMiB, t.memScarce) - t.memNeed.stranded(free0, n.FreeMemoryMiB, t.memScarce))
 	}
 	return c
 }

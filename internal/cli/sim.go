@@ -167,7 +167,7 @@ that have arrived.`,
 		},
 	}
 	o.register(cmd, placement.DefaultPolicy)
-	cmd.AddCommand(newSimCompareCommand(a), newSimDynamicCommand(a))
+	cmd.AddCommand(newSimCompareCommand(a), newSimDynamicCommand(a), newSimVariantCommand(a))
 	return cmd
 }
 
