@@ -41,9 +41,9 @@ type Tessera struct {
 	// per GPU milli (tessera_strand.go); supply is the cluster's.
 	cpuNeed, memNeed hostNeed
 	supply           hostSupply
-	// cpuScarce and memScarce say, for the decision being made, that the
-	// workload asks more of the resource per GPU than the cluster has.
-	cpuScarce, memScarce bool
+	// hostBound says, for the decision being made, that the workload asks
+	// more CPU or more memory per GPU than the cluster has.
+	hostBound bool
 	// HoleWeight weighs the growth of expected hole waste; CPUWeight and
 	// MemoryWeight weigh stranded GPU compute (by CPU, by memory). All are
 	// in GPU milli.
@@ -94,7 +94,7 @@ func (*Tessera) Name() string { return "tessera" }
 // Place implements Policy.
 func (t *Tessera) Place(c *Cluster, p *Pod) (Decision, error) {
 	cpu, mem := t.supply.of(c)
-	t.cpuScarce, t.memScarce = t.cpuNeed.demand > cpu, t.memNeed.demand > mem
+	t.hostBound = t.cpuNeed.demand > cpu || t.memNeed.demand > mem
 	if t.holeSupply == nil || !p.Sharing() || t.HoleWeight == 0 {
 		return t.ch.choose(c, p, t.score)
 	}
@@ -119,10 +119,10 @@ func (t *Tessera) cost(holes *holeWaste, n *Node, p *Pod, gpus []int) float64 {
 	free0 := n.FreeGPUMilli()
 	free1 := free0 - int64(len(gpus))*p.MilliPerGPU()
 	if n.CPUMilli > 0 {
-		c += t.CPUWeight * (t.cpuNeed.stranded(free1, n.FreeCPUMilli-p.CPUMilli, t.cpuScarce) - t.cpuNeed.stranded(free0, n.FreeCPUMilli, t.cpuScarce))
+		c += t.CPUWeight * (t.cpuNeed.stranded(free1, n.FreeCPUMilli-p.CPUMilli, t.hostBound) - t.cpuNeed.stranded(free0, n.FreeCPUMilli, t.hostBound))
 	}
 	if n.MemoryMiB > 0 {
-		c += t.MemoryWeight * (t.memNeed.stranded(free1, n.FreeMemoryMiB-p.MemoryMiB, t.memScarce) - t.memNeed.stranded(free0, n.FreeMemoryMiB, t.memScarce))
+		c += t.MemoryWeight * (t.memNeed.stranded(free1, n.FreeMemoryMiB-p.MemoryMiB, t.hostBound) - t.memNeed.stranded(free0, n.FreeMemoryMiB, t.hostBound))
 	}
 	return c
 }

@@ -112,3 +112,21 @@ func TestTesseraScarceCPUKeepsNodesForCPUHeavyPods(t *testing.T) {
 		t.Fatal("plentiful CPU: the CPU-only pod never went to the 30-CPU node; the nodes should tie and the seeded order decide")
 	}
 }
+
+func TestTesseraScarceMemoryMakesTheWorkloadHostBound(t *testing.T) {
+	// CPU is plentiful (28 CPU milli per GPU milli asked, 45 on offer), but
+	// the CPU-only pods ask more memory per GPU than the nodes have: pods
+	// will be turned away by host resources, so CPU is kept for the
+	// CPU-heavy GPU pods as when CPU itself is scarce.
+	d := strandDist(12000)
+	for i := range d {
+		d[i].MemoryMiB = 1000
+	}
+	d[2].MemoryMiB = 400000 // CPU-only pods: 0.5*400000 / 500 = 400 MiB per GPU milli
+	for seed := uint64(0); seed < 20; seed++ {
+		c := &Cluster{Nodes: []Node{NewNode("rich", 60000, 100000, 1, "T4", 0), NewNode("lean", 30000, 100000, 1, "T4", 0)}}
+		if got := place(t, c, NewTessera(d, seed), Pod{Name: "cpu", CPUMilli: 12000, MemoryMiB: 1000}); got.Node != 0 {
+			t.Fatalf("seed %d: CPU-only pod went to node %d, want the 60-CPU node", seed, got.Node)
+		}
+	}
+}
