@@ -162,5 +162,5 @@ func (ch *chooser) chooseClasses(c *Cluster, pf *podFit, score nodeScore) (Decis
 	if math.Float64bits(s) != math.Float64bits(bestScore) {
 		return Decision{}, false
 	}
-	return Decision{Node: top, GPUs: gpus}, true
+	return Decision{Node: top, GPUs: keepGPUs(gpus)}, true
 }

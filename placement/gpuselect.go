@@ -10,9 +10,7 @@ func pickWhole(n *Node, usable []int, count int) []int {
 		return nil
 	}
 	if count == 1 || !hasTopology(n) {
-		out := make([]int, count)
-		copy(out, usable)
-		return out
+		return usable[:count:count] // the caller's list (see nodeScore)
 	}
 	var best []int
 	bestScore := -1
@@ -90,13 +88,25 @@ func pickBestFitShare(n *Node, usable []int) int {
 }
 
 // defaultGPUs is the GPU choice every policy without its own uses:
-// best-fit for sharing pods, topology-aware whole GPUs otherwise.
+// best-fit for sharing pods, topology-aware whole GPUs otherwise. The
+// list may alias usable (see nodeScore).
 func defaultGPUs(n *Node, p *Pod, usable []int) []int {
 	if p.GPUCount() == 0 {
 		return nil
 	}
 	if p.Sharing() {
-		return []int{pickBestFitShare(n, usable)}
+		return oneOf(usable, pickBestFitShare(n, usable))
 	}
 	return pickWhole(n, usable, p.GPUCount())
+}
+
+// oneOf returns the one-GPU list [gpu] as a piece of usable, which holds
+// gpu, so that scoring a node allocates nothing (see nodeScore).
+func oneOf(usable []int, gpu int) []int {
+	for k, i := range usable {
+		if i == gpu {
+			return usable[k : k+1 : k+1]
+		}
+	}
+	return []int{gpu}
 }

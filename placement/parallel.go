@@ -214,13 +214,13 @@ func scanPart(c *Cluster, pf *podFit, score nodeScore, rank []int, lo, hi int, u
 		}
 		s, gpus := score(c, ni, pf.p, *usable)
 		if b.first < 0 {
-			b.first, b.firstScore, b.firstGPUs = ni, s, gpus
+			b.first, b.firstScore, b.firstGPUs = ni, s, keepGPUs(gpus)
 		}
 		if math.IsNaN(s) { // wins only as the first feasible node of all
 			continue
 		}
 		if b.node < 0 || s > b.score || (s == b.score && rank[ni] < rank[b.node]) {
-			b.node, b.score, b.gpus = ni, s, gpus
+			b.node, b.score, b.gpus = ni, s, keepGPUs(gpus)
 		}
 	}
 	return b

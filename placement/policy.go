@@ -33,6 +33,11 @@ type Observer interface {
 // depend only on the node and the pod, never on which nodes were scored
 // before. A policy whose scoring draws random numbers uses
 // newUniformChooser, which always scores in order on one goroutine.
+//
+// The GPU list may be a piece of usable (so that scoring a node allocates
+// nothing): it is good until the caller's next use of usable, and a
+// chooser that keeps it longer copies it (keepGPUs).
+
 type nodeScore func(c *Cluster, ni int, p *Pod, usable []int) (score float64, gpus []int)
 
 // chooser runs feasibility over all nodes, scores the feasible ones and
@@ -129,19 +134,28 @@ func (ch *chooser) chooseSequential(c *Cluster, pf *podFit, score nodeScore) Dec
 		s, gpus := score(c, ni, p, ch.usable)
 		switch {
 		case best.Node < 0 || s > bestScore:
-			best, bestScore, ties = Decision{Node: ni, GPUs: gpus}, s, 1
+			best, bestScore, ties = Decision{Node: ni, GPUs: keepGPUs(gpus)}, s, 1
 		case s == bestScore && ch.rank != nil:
 			if ch.ranked(c, ni) < ch.ranked(c, best.Node) {
-				best = Decision{Node: ni, GPUs: gpus}
+				best = Decision{Node: ni, GPUs: keepGPUs(gpus)}
 			}
 		case s == bestScore:
 			ties++
 			if ch.rng.IntN(ties) == 0 {
-				best = Decision{Node: ni, GPUs: gpus}
+				best = Decision{Node: ni, GPUs: keepGPUs(gpus)}
 			}
 		}
 	}
 	return best
+}
+
+// keepGPUs copies a node score's GPU list, which may be a piece of the
+// chooser's usable list, for a decision kept past the next node.
+func keepGPUs(gpus []int) []int {
+	if gpus == nil {
+		return nil
+	}
+	return append(make([]int, 0, len(gpus)), gpus...)
 }
 
 // noFit is the error for a pod no node can take, naming the first node's

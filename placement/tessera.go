@@ -49,6 +49,7 @@ type Tessera struct {
 	// in GPU milli.
 	HoleWeight, CPUWeight, MemoryWeight float64
 	// migPlan places MIG requests (migplanner.go) unless migFirstFit.
+	cuts        *scoreCuts
 	migPlan     *migPlan
 	migFirstFit bool
 }
@@ -65,7 +66,7 @@ const (
 
 // NewTessera returns the default policy against distribution d.
 func NewTessera(d Distribution, seed uint64) *Tessera {
-	t := &Tessera{ch: withClasses(newChooser(seed), false), HoleWeight: DefaultHoleWeight, CPUWeight: DefaultCPUWeight, MemoryWeight: DefaultMemoryWeight}
+	t := &Tessera{ch: withClasses(newChooser(seed), false), cuts: newScoreCuts(), HoleWeight: DefaultHoleWeight, CPUWeight: DefaultCPUWeight, MemoryWeight: DefaultMemoryWeight}
 	t.setDistribution(d)
 	return t
 }
@@ -136,6 +137,41 @@ func integerScore(cost float64) float64 {
 	return math.Trunc(100 / (1 + math.Exp(cost/1000)))
 }
 
+// scoreCuts finds integerScore without an exponential per node: cut[k-1]
+// is the highest cost that still scores k (1000 ln(100/k - 1), falling
+// with k), so a cost scores the number of cuts at or above it. A cost
+// within a hair of a cut, or below the last, is scored by integerScore
+// itself, so the two never differ.
+type scoreCuts [99]float64
+
+func newScoreCuts() *scoreCuts {
+	var c scoreCuts
+	for k := 1; k <= len(c); k++ {
+		c[k-1] = 1000 * math.Log(100/float64(k)-1)
+	}
+	return &c
+}
+
+// score is integerScore(cost).
+func (c *scoreCuts) score(cost float64) float64 {
+	lo, hi := 0, len(c) // the first cut below cost is in [lo, hi]
+	for lo < hi {
+		m := (lo + hi) / 2
+		if cost > c[m] {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	const hair = 1e-6
+	// At or below the last cut the score is 99, or 100 where the
+	// exponential vanishes beside 1: integerScore says which.
+	if math.IsNaN(cost) || lo == len(c) || cost-c[lo] < hair || (lo > 0 && c[lo-1]-cost < hair) {
+		return integerScore(cost)
+	}
+	return float64(lo)
+}
+
 func (t *Tessera) score(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 	return t.scoreWith(t.holes, c, ni, p, usable)
 }
@@ -145,7 +181,7 @@ func (t *Tessera) scoreWith(holes *holeWaste, c *Cluster, ni int, p *Pod, usable
 	n := &c.Nodes[ni]
 	if !p.Sharing() {
 		gpus := defaultGPUs(n, p, usable)
-		return integerScore(t.cost(holes, n, p, gpus)), gpus
+		return t.cuts.score(t.cost(holes, n, p, gpus)), gpus
 	}
 	best, bestCost := -1, 0.0
 	var seen distinctFree
@@ -160,7 +196,7 @@ func (t *Tessera) scoreWith(holes *holeWaste, c *Cluster, ni int, p *Pod, usable
 			best, bestCost = i, c
 		}
 	}
-	return integerScore(bestCost), []int{best}
+	return t.cuts.score(bestCost), oneOf(usable, best)
 }
 
 // distinctGPUs is how many distinct free values distinctFree remembers;

@@ -130,3 +130,26 @@ func TestTesseraScarceMemoryMakesTheWorkloadHostBound(t *testing.T) {
 		}
 	}
 }
+
+func TestScoreCutsMatchIntegerScore(t *testing.T) {
+	cuts := newScoreCuts()
+	rng := rand.New(rand.NewPCG(3, 4))
+	check := func(cost float64) {
+		if got, want := cuts.score(cost), integerScore(cost); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
+			t.Fatalf("score(%v) = %v, integerScore = %v", cost, got, want)
+		}
+	}
+	for _, c := range cuts {
+		for _, d := range []float64{0, 1e-12, -1e-12, 1e-7, -1e-7, 1e-3, -1e-3} {
+			check(c + d)
+		}
+		check(math.Nextafter(c, math.Inf(1)))
+		check(math.Nextafter(c, math.Inf(-1)))
+	}
+	for _, c := range []float64{0, math.Copysign(0, -1), 1e9, -1e9, math.Inf(1), math.Inf(-1), math.NaN(), 4595.12, -4595.12} {
+		check(c)
+	}
+	for range 200000 {
+		check((rng.Float64() - 0.5) * 12000)
+	}
+}
