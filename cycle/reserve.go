@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
@@ -27,7 +28,8 @@ type Reservation struct {
 }
 
 // Reserve chooses nodes for ws, one each, in order: among the nodes a
-// workload may use (its Exclude), the one with the most free GPU compute
+// workload may use (its Exclude, and a GPU of an allowed model for each of
+// its parts that asks for GPUs), the one with the most free GPU compute
 // among those whose GPUs could hold its compute at all (any it may use when
 // none could), less what the workloads before it were given. ok is false
 // when some workload may use no node: reserving would only block others.
@@ -45,7 +47,7 @@ func Reserve(c *placement.Cluster, ws []Workload) (nodes map[int]bool, ok bool) 
 		need := gpuMilli(w.Parts)
 		best, bestRoomy := -1, false
 		for i := range c.Nodes {
-			if w.Exclude != nil && w.Exclude(i) != "" {
+			if (w.Exclude != nil && w.Exclude(i) != "") || !modelsOn(&c.Nodes[i], w.Parts) {
 				continue
 			}
 			roomy := room[i] >= need
@@ -61,6 +63,21 @@ func Reserve(c *placement.Cluster, ws []Workload) (nodes map[int]bool, ok bool) 
 		nodes[best] = true
 	}
 	return nodes, true
+}
+
+// modelsOn reports whether node n has, for each part that asks for GPUs
+// of given models, a GPU of one of them: a node without is no use to the
+// workload, and reserving it would only block others.
+func modelsOn(n *placement.Node, parts []placement.Pod) bool {
+	for _, p := range parts {
+		if p.GPU.Count == 0 || len(p.GPU.Models) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(n.GPUs, func(g placement.GPU) bool { return slices.Contains(p.GPU.Models, g.Model) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // gpuMilli is the GPU compute parts ask for, in thousandths of a GPU; a

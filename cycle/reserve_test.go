@@ -15,6 +15,13 @@ func TestReserve(t *testing.T) {
 		}
 		return n
 	}
+	l4s := func(name string, n int) placement.Node {
+		return placement.NewNode(name, 64000, 512*1024, n, "L4", 23034)
+	}
+	models := func(w Workload, allowed ...string) Workload {
+		w.Parts[0].GPU.Models = allowed
+		return w
+	}
 	only := func(w Workload, ok ...int) Workload {
 		w.Exclude = func(i int) string {
 			for _, o := range ok {
@@ -43,6 +50,10 @@ func TestReserve(t *testing.T) {
 			[]Workload{only(whole("w", 1), 1)}, map[int]bool{1: true}, true},
 		{"no node it may use: no reservation", []placement.Node{gpus("a", 8)},
 			[]Workload{only(whole("w", 1))}, nil, false},
+		{"only nodes with a GPU of an allowed model", []placement.Node{gpus("a", 8), l4s("b", 2)},
+			[]Workload{models(whole("w", 2), "L4")}, map[int]bool{1: true}, true},
+		{"no node of an allowed model: no reservation", []placement.Node{gpus("a", 8)},
+			[]Workload{models(whole("w", 1), "L4")}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &placement.Cluster{Nodes: tc.nodes}

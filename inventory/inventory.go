@@ -37,6 +37,12 @@ type Node struct {
 	Links []Link `json:"links,omitempty"`
 	// Source names the discovery backend ("sim", "nvml").
 	Source string `json:"source"`
+	// MemoryOversubscription reports that the node agent turns its
+	// workloads' device allocations into managed memory (tessera agent
+	// --oversubscribe), so that their memory limits may add up past the
+	// GPUs' memory (the arbiter's exclusive slices keep the working sets
+	// from thrashing). Discovery leaves it false; the agent sets it.
+	MemoryOversubscription bool `json:"memoryOversubscription,omitempty"`
 }
 
 // GPU is one physical accelerator.

@@ -38,8 +38,9 @@ func Fields() []string {
 //
 // Values: count is a whole number; compute and compute-limit are shares
 // ("0.25", "25%", "250m"); memory and memory-limit are sizes ("20Gi"), and
-// memory may instead be a percentage of the chosen GPU's memory ("25%",
-// which needs compute);
+// either may instead be a percentage of the chosen GPU's memory ("25%",
+// which needs compute; a percentage memory-limit needs memory unset or a
+// percentage too, and at least the guaranteed share);
 // exclusive is true or false; model is a list separated by "," or "|".
 //
 // With a nil catalog Parse checks only what does not depend on GPU models
@@ -71,6 +72,10 @@ func Parse(fields map[string]string, cat *catalog.Catalog) (GPU, error) {
 	_, hasCompute := fields[FieldCompute]
 	_, hasMemory := fields[FieldMemory]
 	_, hasMemoryLimit := fields[FieldMemoryLimit]
+	limitShare := hasMemoryLimit && strings.HasSuffix(strings.TrimSpace(fields[FieldMemoryLimit]), "%")
+	if limitShare && !hasCompute && !hasMemory {
+		return GPU{}, fieldErr(FieldCompute, "", "set when %s is a percentage of the GPU's memory (a share such as 0.1; the guaranteed memory follows it)", ref(FieldMemoryLimit))
+	}
 	if !hasCompute && hasMemoryLimit && !hasMemory {
 		return GPU{}, fieldErr(FieldMemory, "", "set when %s is set without %s: a size such as 20Gi", ref(FieldMemoryLimit), ref(FieldCompute))
 	}
@@ -101,7 +106,11 @@ func Parse(fields map[string]string, cat *catalog.Catalog) (GPU, error) {
 			return GPU{}, err
 		}
 	}
-	if v, ok := fields[FieldMemoryLimit]; ok {
+	if v, ok := fields[FieldMemoryLimit]; ok && limitShare {
+		if r.MemoryLimitShareMilli, err = quantity.ParseShare(strings.TrimSpace(v)); err != nil || r.MemoryLimitShareMilli < 1 || r.MemoryLimitShareMilli > Whole {
+			return GPU{}, fieldErr(FieldMemoryLimit, v, "a size such as 20Gi, or a percentage of the GPU's memory in (0%%, 100%%] such as 100%%")
+		}
+	} else if ok {
 		if r.MemoryLimitMiB, err = parseMemory(FieldMemoryLimit, v); err != nil {
 			return GPU{}, err
 		}

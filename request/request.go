@@ -40,6 +40,13 @@ type GPU struct {
 	// 0 means unset; when set, MemoryMiB and MemoryLimitMiB must be 0 (the
 	// limit equals the resolved memory) and ComputeMilli must be set.
 	MemoryShareMilli int64 `json:"memoryShareMilli,omitempty"`
+	// MemoryLimitShareMilli is the memory the workload may use on each GPU
+	// as a share of the chosen GPU's memory, in thousandths (1000: the
+	// whole card, as nvshare's virtual GPU gives). 0 means unset; when set,
+	// MemoryLimitMiB and MemoryMiB must be 0 (the guaranteed memory is then
+	// MemoryShareMilli, or in proportion to the compute share) and the share
+	// must be at least the guaranteed one.
+	MemoryLimitShareMilli int64 `json:"memoryLimitShareMilli,omitempty"`
 	// Exclusive asks for whole GPUs that no other workload shares.
 	Exclusive bool `json:"exclusive,omitempty"`
 	// MIGProfile asks for Count MIG instances of this profile ("1g.10gb").
@@ -117,12 +124,15 @@ func (r GPU) Validate(cat *catalog.Catalog) error {
 		case r.MemoryMiB != 0:
 			return fieldErr(FieldMemory, quantity.FormatMiB(r.MemoryMiB), "either a size or a share of the GPU's memory, not both")
 		case r.MemoryLimitMiB != 0:
-			return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "empty when %s is a share of the GPU's memory (the limit is that share)", ref(FieldMemory))
+			return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "empty when %s is a share of the GPU's memory (the limit is that share), or a share of at least it such as 100%%", ref(FieldMemory))
 		case r.ComputeMilli == 0:
 			return fieldErr(FieldCompute, "", "set when %s is a share of the GPU's memory", ref(FieldMemory))
 		case r.MIGProfile != "":
 			return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own memory)", ref(FieldMemory), ref(FieldMemoryLimit))
 		}
+	}
+	if err := r.validateMemoryLimitShare(); err != nil {
+		return err
 	}
 	if r.ComputeMilli == 0 && r.MemoryMiB > 0 {
 		// Memory-only share: compute follows memory on the chosen GPU.
@@ -165,6 +175,34 @@ func (r GPU) Validate(cat *catalog.Catalog) error {
 	}
 	if r.MIGProfile != "" {
 		return r.validateMIG(allowed, cat != nil)
+	}
+	return nil
+}
+
+// validateMemoryLimitShare checks a memory limit given as a share of the
+// GPU's memory: in (0, 1], at least the guaranteed memory's share, and
+// beside no size.
+func (r GPU) validateMemoryLimitShare() error {
+	s := r.MemoryLimitShareMilli
+	if s == 0 {
+		return nil
+	}
+	given := quantity.FormatShare(s) + " of the GPU"
+	guaranteed := r.MemoryShareMilli
+	if guaranteed == 0 {
+		guaranteed = r.ComputeMilli // memory follows the compute share
+	}
+	switch {
+	case s < 1 || s > Whole:
+		return fieldErr(FieldMemoryLimit, given, "a share in (0, 1] of the GPU's memory, or a size")
+	case r.MemoryLimitMiB != 0:
+		return fieldErr(FieldMemoryLimit, quantity.FormatMiB(r.MemoryLimitMiB), "either a size or a share of the GPU's memory, not both")
+	case r.MemoryMiB != 0:
+		return fieldErr(FieldMemoryLimit, given, "a size when %s is a size (%s), not a share of the GPU's memory", ref(FieldMemory), quantity.FormatMiB(r.MemoryMiB))
+	case r.MIGProfile != "":
+		return fieldErr(FieldMIGProfile, r.MIGProfile, "empty when %s or %s is set (a MIG instance fixes its own memory)", ref(FieldMemory), ref(FieldMemoryLimit))
+	case s < guaranteed:
+		return fieldErr(FieldMemoryLimit, given, "a share of at least %s of the GPU's memory (the guaranteed memory's share)", quantity.FormatShare(guaranteed))
 	}
 	return nil
 }
@@ -238,6 +276,10 @@ func (r GPU) ResolveMemory(gpuMemMiB int64) (request, limit int64) {
 		request = gpuMemMiB * r.ComputeMilli / Whole
 	}
 	limit = r.MemoryLimitMiB
+	if r.MemoryLimitShareMilli > 0 {
+		// At least the guarantee, which rounds the same way.
+		limit = max(gpuMemMiB*r.MemoryLimitShareMilli/Whole, request)
+	}
 	if limit == 0 {
 		limit = request
 	}

@@ -38,6 +38,10 @@ func TestParseValid(t *testing.T) {
 			GPU{Count: 1, MemoryMiB: 20480}},
 		{"memory-only share with burst", map[string]string{"memory": "20Gi", "memory-limit": "40Gi", "compute-limit": "1"},
 			GPU{Count: 1, ComputeLimitMilli: 1000, MemoryMiB: 20480, MemoryLimitMiB: 40960}},
+		{"memory limit as a share of the GPU (nvshare's whole card)", map[string]string{"compute": "0.1", "compute-limit": "1", "memory-limit": "100%"},
+			GPU{Count: 1, ComputeMilli: 100, ComputeLimitMilli: 1000, MemoryLimitShareMilli: 1000}},
+		{"memory and its limit as shares", map[string]string{"compute": "0.2", "memory": "25%", "memory-limit": "50%"},
+			GPU{Count: 1, ComputeMilli: 200, ComputeLimitMilli: 200, MemoryShareMilli: 250, MemoryLimitShareMilli: 500}},
 		{"memory equal to the model", map[string]string{"compute": "1", "memory": "143771Mi", "model": "H200"},
 			GPU{Count: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, MemoryMiB: 143771, Models: []string{"H200"}}},
 	}
@@ -74,6 +78,12 @@ func TestParseInvalid(t *testing.T) {
 		{map[string]string{"compute": "0.5", "memory": "150%"}, `memory: must be a size such as 20Gi, or a percentage of the GPU's memory in (0%, 100%] such as 25%, got "150%"`},
 		{map[string]string{"compute": "0.5", "memory": "25%", "memory-limit": "10Gi"}, `memory-limit: must be empty when memory is a share of the GPU's memory`},
 		{map[string]string{"memory": "25%", "mig-profile": "1g.10gb", "compute": "1"}, `mig-profile: must be empty when memory or memory-limit is set`},
+		{map[string]string{"memory-limit": "100%"}, `compute: must be set when memory-limit is a percentage of the GPU's memory`},
+		{map[string]string{"compute": "0.5", "memory-limit": "150%"}, `memory-limit: must be a size such as 20Gi, or a percentage of the GPU's memory in (0%, 100%] such as 100%, got "150%"`},
+		{map[string]string{"compute": "0.5", "memory-limit": "25%"}, `memory-limit: must be a share of at least 0.5 of the GPU's memory (the guaranteed memory's share), got "0.25 of the GPU"`},
+		{map[string]string{"compute": "0.5", "memory": "50%", "memory-limit": "25%"}, `memory-limit: must be a share of at least 0.5 of the GPU's memory`},
+		{map[string]string{"compute": "0.5", "memory": "20Gi", "memory-limit": "100%"}, `memory-limit: must be a size when memory is a size (20Gi), not a share of the GPU's memory, got "1 of the GPU"`},
+		{map[string]string{"mig-profile": "1g.18gb", "compute": "1", "memory-limit": "100%"}, `mig-profile: must be empty when memory or memory-limit is set`},
 		{map[string]string{"compute": "1.5"}, `compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got "1.5"`},
 		{map[string]string{"compute": "0"}, `compute: must be a share in (0, 1]`},
 		{map[string]string{"compute": "-0.25"}, `compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got "-0.25"`},
@@ -180,6 +190,9 @@ func TestResolveMemory(t *testing.T) {
 		{GPU{ComputeMilli: 250, MemoryMiB: 1024, MemoryLimitMiB: 4096}, 80000, 1024, 4096},
 		{GPU{ComputeMilli: 1000}, 81559, 81559, 81559},
 		{GPU{ComputeMilli: 500, MemoryShareMilli: 250}, 80000, 20000, 20000},
+		{GPU{ComputeMilli: 100, ComputeLimitMilli: 1000, MemoryLimitShareMilli: 1000}, 81559, 8155, 81559},
+		{GPU{ComputeMilli: 200, MemoryShareMilli: 250, MemoryLimitShareMilli: 500}, 80000, 20000, 40000},
+		{GPU{ComputeMilli: 333, MemoryLimitShareMilli: 333}, 1000, 333, 333},
 	}
 	for _, tc := range tests {
 		req, lim := tc.r.ResolveMemory(tc.gpu)

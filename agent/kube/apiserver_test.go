@@ -91,7 +91,9 @@ func testPublish(ctx context.Context, t *testing.T, core kubernetes.Interface, d
 	}
 	defer w.Stop()
 	node.GPUs[2].Health, node.GPUs[2].HealthReason = inventory.Unhealthy, "XID 79: GPU has fallen off the bus"
-	again := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared, InstallCRD: true}
+	// Restarted with --oversubscribe: the GPUNode says so, through the
+	// CRD's schema (an unknown field would be pruned).
+	again := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared, Oversubscribe: true, InstallCRD: true}
 	if err := again.Publish(ctx, node); err != nil {
 		t.Fatalf("re-publish: %v", err)
 	}
@@ -107,6 +109,12 @@ func testPublish(ctx context.Context, t *testing.T, core kubernetes.Interface, d
 	healthy, _, _ := unstructured.NestedInt64(ev.Object.(*unstructured.Unstructured).Object, "status", "healthyCount")
 	if healthy != 3 {
 		t.Errorf("healthyCount = %d after GPU 2 fell off the bus, want 3", healthy)
+	}
+	if before, _, _ := unstructured.NestedBool(got.Object, "status", "memoryOversubscription"); before {
+		t.Errorf("status.memoryOversubscription true from an agent without --oversubscribe")
+	}
+	if after, _, _ := unstructured.NestedBool(ev.Object.(*unstructured.Unstructured).Object, "status", "memoryOversubscription"); !after {
+		t.Errorf("status.memoryOversubscription = false after a restart with --oversubscribe: %v", ev.Object.(*unstructured.Unstructured).Object["status"])
 	}
 	n, _ = core.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if q := n.Status.Allocatable[ResourceGPUMemory]; q.Value() != 3*node.GPUs[0].MemoryMiB<<20 {

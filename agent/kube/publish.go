@@ -25,6 +25,11 @@ type Publisher struct {
 	Dynamic     dynamic.Interface
 	SlotsPerGPU int
 	Sharing     string
+	// Oversubscribe is published as the GPUNode's
+	// status.memoryOversubscription: the agent converts containers' device
+	// allocations to managed memory (--oversubscribe), and the scheduler
+	// places the pods that ask for that only here.
+	Oversubscribe bool
 	// InstallCRD makes the first Publish install the GPUNode CRD.
 	InstallCRD bool
 	Log        *slog.Logger
@@ -45,6 +50,7 @@ func (p *Publisher) Publish(ctx context.Context, node inventory.Node) error {
 	if err != nil {
 		return fmt.Errorf("get node %s: %w", node.Name, err)
 	}
+	node.MemoryOversubscription = p.Oversubscribe
 	obj := gpunode.Object(node, p.SlotsPerGPU, p.Sharing)
 	obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: k8sNode.Name, UID: k8sNode.UID}})
 	client := p.Dynamic.Resource(gpunode.Resource())

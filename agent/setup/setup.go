@@ -83,7 +83,7 @@ func Run(ctx context.Context, o Options) error {
 		NodeName: o.NodeName, Node: node, SlotsPerGPU: o.SlotsPerGPU, ResourceName: kube.ResourceGPU,
 		PluginDir: o.PluginDir, StateDir: o.StateDir, Paths: o.Paths,
 		Pods:      kube.Pods{Client: core, Node: o.NodeName},
-		Publisher: &kube.Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: o.SlotsPerGPU, Sharing: o.Sharing, InstallCRD: o.InstallCRD, Log: o.Log},
+		Publisher: &kube.Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: o.SlotsPerGPU, Sharing: o.Sharing, Oversubscribe: o.Paths.Oversubscribe, InstallCRD: o.InstallCRD, Log: o.Log},
 		Log:       o.Log,
 	}
 	if o.PodResourcesSocket != "" {

@@ -67,7 +67,7 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 	fl.StringVar(&f.arbiterDir, "arbiter-dir", "", "host folder of the node arbiter's socket; empty: no compute gating")
 	fl.StringVar(&f.interceptLib, "intercept-library", "", "host path of libtessera-intercept.so to preload; empty: no in-container enforcement")
 	fl.StringVar(&f.computeFail, "compute-fail", "", "TESSERA_COMPUTE_FAIL for containers: open or closed (empty: the library's default)")
-	fl.BoolVar(&f.oversubscribe, "oversubscribe", false, "set TESSERA_OVERSUBSCRIBE=1 (device memory may spill to host memory)")
+	fl.BoolVar(&f.oversubscribe, "oversubscribe", false, "set TESSERA_OVERSUBSCRIBE=1 (device memory may spill to host memory) and publish it in the GPUNode (status.memoryOversubscription): pods asking tessera.io/oversubscribe or nvshare.com/gpu are placed only on such nodes")
 	fl.BoolVar(&f.cdi, "cdi", false, "hand GPUs to the runtime as CDI devices (nvidia.com/gpu=UUID) instead of NVIDIA_VISIBLE_DEVICES")
 	fl.BoolVar(&f.cdiSpec, "cdi-spec", false, "write Tessera's own CDI spec (kind "+cdi.Kind+") for this node's GPUs and MIG instances into --cdi-spec-dir and hand containers "+cdi.Kind+"=UUID (implies --cdi; needs NVML)")
 	fl.StringVar(&f.cdiSpecDir, "cdi-spec-dir", cdi.DefaultDir, "folder the runtime reads CDI specs from (with --cdi-spec)")

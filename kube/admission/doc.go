@@ -18,13 +18,18 @@
 //     device plugin, not to Tessera's agent): each such container gets
 //     tessera.io/gpu instead, in its limits and requests, and the values
 //     become Tessera annotations for that container (KEY.<container>);
+//   - nvshare's nvshare.com/gpu: 1: the container gets tessera.io/gpu: 1
+//     with a tenth of the GPU guaranteed, the whole GPU as the compute and
+//     memory limit, and the pod tessera.io/oversubscribe: "true" (only nodes
+//     whose agent oversubscribes memory);
 //   - HAMi's use-gputype/nouse-gputype become tessera.io/gpu-model, its node
 //     and GPU scheduler policies tessera.io/placement-policy, and vgpu-mode
 //     hami-core is dropped;
 //   - the queue and gang keys (kai.scheduler/queue,
 //     kai.scheduler/batch-min-member, Volcano's scheduling.k8s.io/group-name)
 //     stay for the scheduler to read; the webhook refuses the ones it could
-//     not read as written.
+//     not read as written (workload.CheckGangKeys, which the scheduler
+//     applies too).
 //
 // tessera.io/gpu counts one unit per GPU, as the agent does. What was
 // replaced is recorded in the tessera.io/migrated-from annotation, and

@@ -21,15 +21,18 @@ import (
 
 // TestMigrationOnRealAPIServer creates every migration case's pod through
 // a real kube-apiserver with the webhook registered (its match condition
-// for foreign keys taken from MatchExpression), and the pods a Deployment's
-// and a Job's controllers would create from their templates; each stored
-// pod must carry the translation, or the API server must refuse it with
-// the webhook's message.
+// for foreign keys taken from MatchExpression), and Deployments and Jobs
+// whose pods kube-controller-manager creates from their templates (HAMi,
+// nvshare, KAI and Volcano keys); each stored pod must carry the
+// translation, or the API server must refuse it with the webhook's
+// message.
 func TestMigrationOnRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	ctx, _, cfg := testcluster.ForTest(t, false)
+	// Workloads: kube-controller-manager creates the Deployments' and
+	// Jobs' pods, as in a real cluster.
+	ctx, _, cfg := testcluster.ForTestWith(t, false, testcluster.Options{Workloads: true})
 	client := kubernetes.NewForConfigOrDie(cfg)
 	ca := newTestCA(t)
 	certFile, keyFile := ca.issue(t, t.TempDir(), "tessera-webhook")
@@ -55,6 +58,17 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 	const ns = "ml"
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Pods need the namespace's default service account, which the
+	// service-account controller creates.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no default service account in %s: %v", ns, err)
+		}
 	}
 	pods := client.CoreV1().Pods(ns)
 	// Wait until the API server calls the webhook (it loads the
@@ -99,65 +113,110 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 		})
 	}
 
-	// Workload controllers: the webhook sees the pods they create from
-	// their templates. No controller-manager runs here, so the test creates
-	// each pod from its template as the controller would.
-	fromTemplate := func(name string, owner metav1.OwnerReference, tmpl corev1.PodTemplateSpec) *corev1.Pod {
+	// Workload controllers: kube-controller-manager's Deployment,
+	// ReplicaSet and Job controllers create the pods from the templates,
+	// and the webhook translates each one as it is created.
+	replicas := int32(2)
+	parallelism := int32(3)
+	template := func(app string, ann map[string]string, spec corev1.PodSpec) corev1.PodTemplateSpec {
+		spec.SchedulerName = "tessera"
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}, Annotations: ann}, Spec: spec}
+	}
+	deployment := func(name string, tmpl corev1.PodTemplateSpec) {
 		t.Helper()
-		p := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
-		p.GenerateName, p.Namespace = name+"-", ns
-		p.OwnerReferences = []metav1.OwnerReference{owner}
-		got, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		_, err := client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: tmpl},
+		}, metav1.CreateOptions{})
 		if err != nil {
-			t.Fatalf("pod of %s: %v", name, err)
+			t.Fatal(err)
 		}
-		return got
 	}
 	// A HAMi Deployment: two containers, an init container, model and
 	// policy annotations on the template.
-	replicas := int32(2)
-	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "infer"}, Annotations: map[string]string{
-			"nvidia.com/use-gputype": "H100", "hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "spread"}},
-		Spec: corev1.PodSpec{SchedulerName: "tessera",
-			InitContainers: []corev1.Container{{Name: "fetch", Image: "busybox"}},
+	deployment("infer", template("infer", map[string]string{
+		"nvidia.com/use-gputype": "H100", "hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "spread"},
+		corev1.PodSpec{InitContainers: []corev1.Container{{Name: "fetch", Image: "busybox"}},
 			Containers: []corev1.Container{ctr("infer", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "8000", "nvidia.com/gpucores", "25")),
-				ctr("metrics", limits("cpu", "100m"))}},
-	}
-	dep, err := client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "infer", Namespace: ns},
-		Spec:       appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "infer"}}, Template: tmpl},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	yes := true
-	depOwner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "infer-1", UID: dep.UID, Controller: &yes}
-	h100 := request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 8000, Models: []string{"H100-NVL", "H100-PCIe", "H100-SXM"}}
-	for i := 0; i < int(replicas); i++ {
-		got := fromTemplate("infer", depOwner, dep.Spec.Template)
-		checkMigrated(t, migrationCase{want: map[string]request.GPU{"infer": h100}, policy: "spread"}, got, cat)
-		if len(got.Spec.InitContainers) != 1 || len(got.Spec.InitContainers[0].Resources.Limits) != 0 {
-			t.Errorf("init container changed: %+v", got.Spec.InitContainers)
-		}
-	}
+				ctr("metrics", limits("cpu", "100m"))}}))
+	// nvshare's notebooks (docs/migration.md's worked migration).
+	deployment("notebooks", template("notebooks", nil, corev1.PodSpec{Containers: []corev1.Container{ctr("jupyter", limits("nvshare.com/gpu", "1"))}}))
 	// A KAI Job: the fraction goes to the named container, the gang
-	// minimum stays for the scheduler.
-	parallelism := int32(3)
-	job, err := client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
+	// minimum stays on the Job for the scheduler.
+	_, err = client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "hpo", Namespace: ns, Annotations: map[string]string{"kai.scheduler/batch-min-member": "2"}},
-		Spec: batchv1.JobSpec{Parallelism: &parallelism, Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"kai.scheduler/queue": "research"},
-				Annotations: map[string]string{"gpu-fraction": "0.5", "gpu-fraction-container-name": "trainer"}},
-			Spec: corev1.PodSpec{SchedulerName: "tessera", RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{ctr("log-shipper", limits("cpu", "100m")), ctr("trainer", corev1.ResourceRequirements{})}},
-		}},
+		Spec: batchv1.JobSpec{Parallelism: &parallelism, Template: template("hpo",
+			map[string]string{"gpu-fraction": "0.5", "gpu-fraction-container-name": "trainer"},
+			corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{ctr("log-shipper", limits("cpu", "100m")), ctr("trainer", corev1.ResourceRequirements{})}})},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobOwner := *metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))
-	got := fromTemplate("hpo", jobOwner, job.Spec.Template)
-	checkMigrated(t, migrationCase{want: map[string]request.GPU{"trainer": {Count: 1, ComputeMilli: 500, ComputeLimitMilli: 1000}},
-		ann: map[string]string{"label:kai.scheduler/queue": "research"}}, got, cat)
+	// A Volcano-resources Job (vGPU device plugin keys in a plain Job).
+	_, err = client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "embed", Namespace: ns},
+		Spec: batchv1.JobSpec{Parallelism: &parallelism, Template: template("embed", nil, corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{ctr("embed", limits("volcano.sh/vgpu-number", "1", "volcano.sh/vgpu-memory", "4000", "volcano.sh/vgpu-cores", "20"))}})},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		app, owner string // the pods' label, their controller's kind
+		pods       int
+		tc         migrationCase
+	}{
+		{"infer", "ReplicaSet", int(replicas), migrationCase{policy: "spread", want: map[string]request.GPU{
+			"infer": {Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 8000, Models: []string{"H100-NVL", "H100-PCIe", "H100-SXM"}}}}},
+		{"notebooks", "ReplicaSet", int(replicas), migrationCase{want: map[string]request.GPU{
+			"jupyter": {Count: 1, ComputeMilli: 100, ComputeLimitMilli: 1000, MemoryLimitShareMilli: 1000}},
+			ann: map[string]string{workload.AnnotationOversubscribe: "true", AnnotationMigratedFrom: "jupyter:nvshare.com/gpu=1"}}},
+		{"hpo", "Job", int(parallelism), migrationCase{want: map[string]request.GPU{"trainer": {Count: 1, ComputeMilli: 500, ComputeLimitMilli: 1000}},
+			ann: map[string]string{AnnotationMigratedFrom: "gpu-fraction-container-name=trainer,gpu-fraction=0.5"}}},
+		{"embed", "Job", int(parallelism), migrationCase{want: map[string]request.GPU{"embed": {Count: 1, ComputeMilli: 200, ComputeLimitMilli: 200, MemoryMiB: 4000}}}},
+	} {
+		t.Run(w.app, func(t *testing.T) {
+			var got []corev1.Pod
+			waitUntil := time.Now().Add(60 * time.Second) // a liveness bound for the controllers, not a performance one
+			for {
+				list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=" + w.app})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got = list.Items; len(got) >= w.pods {
+					break
+				}
+				if time.Now().After(waitUntil) {
+					t.Fatalf("%d pods of %s, want %d (%s)", len(got), w.app, w.pods, controllerEvents(t, client, ns))
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			for i := range got {
+				p := &got[i]
+				if ref := metav1.GetControllerOf(p); ref == nil || ref.Kind != w.owner {
+					t.Errorf("pod %s: controller %+v, want a %s", p.Name, ref, w.owner)
+				}
+				checkMigrated(t, w.tc, p, cat)
+				if w.app == "infer" && (len(p.Spec.InitContainers) != 1 || len(p.Spec.InitContainers[0].Resources.Limits) != 0) {
+					t.Errorf("init container changed: %+v", p.Spec.InitContainers)
+				}
+			}
+		})
+	}
+}
+
+// controllerEvents lists a namespace's warning events, to say why a
+// controller made no pods.
+func controllerEvents(t *testing.T, client kubernetes.Interface, ns string) string {
+	t.Helper()
+	evs, err := client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "type=Warning"})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range evs.Items {
+		out = append(out, e.InvolvedObject.Name+": "+e.Message)
+	}
+	return strings.Join(out, "; ")
 }

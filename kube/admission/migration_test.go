@@ -51,8 +51,11 @@ func migrationCases() []migrationCase {
 		}
 		return p
 	}
-	initPod := func(ann map[string]string) *corev1.Pod {
-		p := testPod(ann, ctr("main", corev1.ResourceRequirements{}))
+	initPod := func(ann map[string]string, cs ...corev1.Container) *corev1.Pod {
+		if len(cs) == 0 {
+			cs = []corev1.Container{ctr("main", corev1.ResourceRequirements{})}
+		}
+		p := testPod(ann, cs...)
 		p.Spec.InitContainers = []corev1.Container{{Name: "prepare", Image: "cuda"}}
 		return p
 	}
@@ -116,9 +119,19 @@ func migrationCases() []migrationCase {
 			want: map[string]request.GPU{"main": shareOf(1, 250, 1000, 0)}},
 		{name: "Volcano group with a Tessera group", pod: labelled(testPod(map[string]string{"scheduling.k8s.io/group-name": "job-1"}, ctr("main", limits("volcano.sh/vgpu-number", "1"))), "tessera.io/pod-group", "g"),
 			denied: `annotation scheduling.k8s.io/group-name: names Volcano PodGroup "job-1" while label tessera.io/pod-group names "g"`},
-		// nvshare.
+		// nvshare: a tenth of a GPU guaranteed, the whole card's compute and
+		// memory as the limit, on a node that oversubscribes memory.
 		{name: "nvshare", pod: testPod(nil, ctr("main", limits("nvshare.com/gpu", "1"))),
-			denied: "resource nvshare.com/gpu of container main: nvshare's virtual GPU"},
+			want: map[string]request.GPU{"main": {Count: 1, ComputeMilli: 100, ComputeLimitMilli: 1000, MemoryLimitShareMilli: 1000}},
+			ann: map[string]string{workload.AnnotationCompute + ".main": "0.1", workload.AnnotationComputeLimit + ".main": "1", workload.AnnotationMemoryLimit + ".main": "100%",
+				workload.AnnotationOversubscribe: "true", AnnotationMigratedFrom: "main:nvshare.com/gpu=1"}},
+		{name: "nvshare beside a sidecar and an init container", pod: initPod(nil, ctr("log", limits("cpu", "100m")), ctr("notebook", limits("nvshare.com/gpu", "1"))),
+			want: map[string]request.GPU{"notebook": {Count: 1, ComputeMilli: 100, ComputeLimitMilli: 1000, MemoryLimitShareMilli: 1000}},
+			ann:  map[string]string{workload.AnnotationOversubscribe: "true", AnnotationMigratedFrom: "notebook:nvshare.com/gpu=1"}},
+		{name: "nvshare, two", pod: testPod(nil, ctr("main", limits("nvshare.com/gpu", "2"))),
+			denied: "resource nvshare.com/gpu of container main: must be 1, got 2: nvshare hands a container the node's one GPU whatever the count"},
+		{name: "nvshare on a pod that refuses oversubscription", pod: testPod(map[string]string{"tessera.io/oversubscribe": "false"}, ctr("main", limits("nvshare.com/gpu", "1"))),
+			denied: `annotation tessera.io/oversubscribe: "false" conflicts with resource nvshare.com/gpu of container main`},
 	}
 }
 

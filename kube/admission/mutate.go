@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // AnnotationMigratedFrom records, on a pod the webhook translated, the keys
@@ -114,9 +115,9 @@ type translation struct {
 // Mutate returns the JSON Patch that makes pod request tessera.io/gpu, or
 // nil when the pod needs no change: it belongs to another scheduler, asks
 // for no GPU, or asks through tessera.io/gpu already. A pod that asks
-// through KAI's annotations, nvidia.com/gpu or HAMi's resources is
-// translated into Tessera's keys. An invalid request returns a
-// *workload.Error naming the pod's key and the allowed range.
+// through KAI's annotations, nvidia.com/gpu, HAMi's or Volcano's resources
+// or nvshare.com/gpu is translated into Tessera's keys. An invalid request
+// returns a *workload.Error naming the pod's key and the allowed range.
 //
 // The patched pod asks for exactly the same request.GPU per container as
 // the original (kube/workload reads both), and each such container
@@ -130,7 +131,7 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkGangKeys(pod); err != nil {
+	if err := workload.CheckGangKeys(pod); err != nil {
 		return nil, err
 	}
 	t := translation{addAnn: map[string]string{}, resources: map[int]corev1.ResourceRequirements{}}
@@ -147,6 +148,8 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 			err = t.fromKAI(pod, idx, r)
 		case workload.NVIDIA, workload.HAMi, workload.Volcano:
 			err = t.fromResources(pod, idx, r, len(before) == 1)
+		case workload.Nvshare:
+			err = t.fromNvshare(pod, idx, len(before) == 1)
 		}
 		if err != nil {
 			return nil, err
@@ -166,7 +169,8 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 		return nil, fmt.Errorf("admission: translating the pod changed its requests from %+v to %+v", before, after)
 	}
 	for i := range after {
-		if after[i].Container != before[i].Container || after[i].Convention != workload.Tessera || !reflect.DeepEqual(after[i].GPU, before[i].GPU) {
+		if after[i].Container != before[i].Container || after[i].Convention != workload.Tessera || !reflect.DeepEqual(after[i].GPU, before[i].GPU) ||
+			after[i].Oversubscribe != before[i].Oversubscribe {
 			return nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", before[i].Container, before[i], after[i])
 		}
 	}
@@ -254,16 +258,8 @@ func (t *translation) fromResources(pod *corev1.Pod, idx int, r workload.Contain
 			ann[workload.AnnotationComputeLimit] = "1"
 		}
 	}
-	for _, k := range sortedKeys(ann) {
-		v, key := ann[k], k+"."+c.Name
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			if !only {
-				return &workload.Error{Key: foreignResources()[0], Container: c.Name,
-					Message: fmt.Sprintf("cannot be translated: the container's Tessera annotation %s would be invalid (%s); shorten the container name", key, strings.Join(errs, "; "))}
-			}
-			key = k
-		}
-		t.addAnn[key] = v
+	if err := t.containerAnnotations(c.Name, ann, only, foreignResources()[0]); err != nil {
+		return err
 	}
 	for _, k := range foreignResources() {
 		if v, ok := lim(k); ok { // whole numbers, as kube/workload checked
@@ -271,6 +267,50 @@ func (t *translation) fromResources(pod *corev1.Pod, idx int, r workload.Contain
 		}
 	}
 	t.resources[idx] = withGPUs(c.Resources, foreignResources(), r.GPU.Count)
+	return nil
+}
+
+// containerAnnotations adds Tessera's annotations ann for container name
+// (KEY.<container>; the plain KEY when the name makes the key too long and
+// the container is the pod's only one with GPUs, only). blame is the
+// resource a refusal names.
+func (t *translation) containerAnnotations(name string, ann map[string]string, only bool, blame string) error {
+	for _, k := range sortedKeys(ann) {
+		v, key := ann[k], k+"."+name
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			if !only {
+				return &workload.Error{Key: blame, Container: name,
+					Message: fmt.Sprintf("cannot be translated: the container's Tessera annotation %s would be invalid (%s); shorten the container name", key, strings.Join(errs, "; "))}
+			}
+			key = k
+		}
+		t.addAnn[key] = v
+	}
+	return nil
+}
+
+// fromNvshare replaces container idx's nvshare.com/gpu (kube/workload
+// allows only 1) by one tessera.io/gpu with the shares of
+// workload.NvshareFields as the container's annotations, and asks for a
+// node that oversubscribes memory (tessera.io/oversubscribe: "true").
+func (t *translation) fromNvshare(pod *corev1.Pod, idx int, only bool) error {
+	c := pod.Spec.Containers[idx]
+	replaced := []string{workload.NvshareResourceGPU}
+	if err := checkRequests(c, replaced); err != nil {
+		return err
+	}
+	f := workload.NvshareFields()
+	ann := map[string]string{
+		workload.AnnotationCompute:      f[request.FieldCompute],
+		workload.AnnotationComputeLimit: f[request.FieldComputeLimit],
+		workload.AnnotationMemoryLimit:  f[request.FieldMemoryLimit],
+	}
+	if err := t.containerAnnotations(c.Name, ann, only, workload.NvshareResourceGPU); err != nil {
+		return err
+	}
+	t.addAnn[workload.AnnotationOversubscribe] = "true"
+	t.replaced = append(t.replaced, fmt.Sprintf("%s:%s=1", c.Name, workload.NvshareResourceGPU))
+	t.resources[idx] = withGPUs(c.Resources, replaced, 1)
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
@@ -96,8 +95,8 @@ func Table() []Row {
 			"as HAMi's gpucores", Exact, "Volcano vgpu"},
 		{"Volcano", workload.VolcanoAnnotationGroupName, OnAnnotation, "the pod's PodGroup (scheduling.volcano.sh), written by Volcano's Job controller",
 			"the scheduler reads the PodGroup's minMember (the gang minimum) and queue; it must not be combined with tessera.io/pod-group", Scheduler, "Volcano group with a Tessera group"},
-		{"nvshare", workload.NvshareResourceGPU, OnResource, "a virtual GPU with the whole card's memory, through managed memory, taking turns",
-			"refused: oversubscription is a node agent setting in Tessera (--oversubscribe); write tessera.io/gpu with a small gpu-fraction and gpu-fraction-limit 1 on such nodes", Refused, "nvshare"},
+		{"nvshare", workload.NvshareResourceGPU, OnResource, "1: one of the (by default 10) virtual GPUs of the node's GPU, with the whole card's memory through managed memory and no guarantee, taking exclusive turns while the working sets do not fit",
+			"tessera.io/gpu: 1 with gpu-fraction.<container> 0.1 (a guarantee nvshare lacks: at most 10 per GPU), gpu-fraction-limit 1 and gpu-memory-limit 100% (the whole card), and tessera.io/oversubscribe: \"true\" (only nodes whose agent runs with --oversubscribe; the arbiter's exclusive slices while working sets do not fit); other counts are refused", Exact, "nvshare"},
 	}
 }
 
@@ -179,33 +178,3 @@ func (t *translation) fromPodAnnotations(pod *corev1.Pod, reqs []workload.Contai
 	}
 	return nil
 }
-
-// checkGangKeys refuses the queue and gang keys of other systems that the
-// scheduler could not read as written: KAI's batch-min-member on a pod no
-// Job controls, a Volcano PodGroup next to a Tessera one, and a KAI queue
-// that disagrees with tessera.io/queue.
-func checkGangKeys(pod *corev1.Pod) error {
-	if v, ok := pod.Annotations[workload.KAIAnnotationMinMember]; ok {
-		if ref := metav1.GetControllerOf(pod); ref == nil || ref.Kind != "Job" {
-			return &workload.Error{Key: workload.KAIAnnotationMinMember, Message: fmt.Sprintf("set to %q on a pod that no Job controls: KAI reads it from a Job; for a gang of single pods use label tessera.io/pod-group with annotation tessera.io/pod-group-min-member", v)}
-		}
-	}
-	if g, ok := pod.Annotations[workload.VolcanoAnnotationGroupName]; ok {
-		if own := pod.Labels[labelPodGroup]; own != "" {
-			return &workload.Error{Key: workload.VolcanoAnnotationGroupName, Message: fmt.Sprintf("names Volcano PodGroup %q while label %s names %q: a pod is in one gang; keep one of them", g, labelPodGroup, own)}
-		}
-	}
-	if kq, ok := pod.Labels[workload.KAILabelQueue]; ok {
-		if tq, ok := pod.Labels[labelQueue]; ok && tq != kq {
-			return &workload.Error{Key: workload.KAILabelQueue, Message: fmt.Sprintf("label %q disagrees with label %s %q: keep one of them", kq, labelQueue, tq)}
-		}
-	}
-	return nil
-}
-
-// Tessera's queue and gang labels (owned by kube/queues and kube/scheduler;
-// repeated here so the webhook does not import the scheduler).
-const (
-	labelQueue    = "tessera.io/queue"
-	labelPodGroup = "tessera.io/pod-group"
-)

@@ -12,11 +12,13 @@ import (
 
 // status is the typed form of a GPUNode's status, as Object writes it.
 type status struct {
-	Source        string      `json:"source"`
-	DriverVersion string      `json:"driverVersion"`
-	CUDAVersion   string      `json:"cudaVersion"`
-	SlotsPerGPU   int         `json:"slotsPerGPU"`
-	GPUs          []gpuStatus `json:"gpus"`
+	Source        string `json:"source"`
+	DriverVersion string `json:"driverVersion"`
+	CUDAVersion   string `json:"cudaVersion"`
+	SlotsPerGPU   int    `json:"slotsPerGPU"`
+	// MemoryOversubscription: the agent runs with --oversubscribe.
+	MemoryOversubscription bool        `json:"memoryOversubscription"`
+	GPUs                   []gpuStatus `json:"gpus"`
 }
 
 type gpuStatus struct {
@@ -54,7 +56,8 @@ type peer struct {
 }
 
 // FromObject reads a GPUNode object back into the inventory it describes:
-// the node's GPUs (with health and MIG instances) and their NVLink links.
+// the node's GPUs (with health and MIG instances), their NVLink links and
+// whether the agent oversubscribes memory.
 // The node's CPU and memory are not part of a GPUNode and stay zero. The
 // result is validated, and so is each GPU's sharing mode (one of
 // SharingModes; empty is read as unset); a malformed object is an error
@@ -64,7 +67,8 @@ func FromObject(u *unstructured.Unstructured) (inventory.Node, error) {
 	if err != nil {
 		return inventory.Node{}, err
 	}
-	n := inventory.Node{Name: u.GetName(), Source: st.Source, DriverVersion: st.DriverVersion, CUDAVersion: st.CUDAVersion, GPUs: []inventory.GPU{}}
+	n := inventory.Node{Name: u.GetName(), Source: st.Source, DriverVersion: st.DriverVersion, CUDAVersion: st.CUDAVersion, GPUs: []inventory.GPU{},
+		MemoryOversubscription: st.MemoryOversubscription}
 	seen := map[[2]int]bool{}
 	for _, g := range st.GPUs {
 		ig := inventory.GPU{

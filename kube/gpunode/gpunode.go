@@ -29,7 +29,8 @@ func ValidSharing(s string) bool {
 	return slices.Contains(SharingModes(), s)
 }
 
-// Object returns the GPUNode object describing node.
+// Object returns the GPUNode object describing node (its
+// MemoryOversubscription included: the agent's --oversubscribe).
 func Object(node inventory.Node, slotsPerGPU int, sharing string) *unstructured.Unstructured {
 	healthy := 0
 	gpus := make([]any, 0, len(node.GPUs))
@@ -79,7 +80,8 @@ func Object(node inventory.Node, slotsPerGPU int, sharing string) *unstructured.
 		"status": map[string]any{
 			"source": node.Source, "driverVersion": node.DriverVersion, "cudaVersion": node.CUDAVersion,
 			"gpuCount": int64(len(node.GPUs)), "healthyCount": int64(healthy), "slotsPerGPU": int64(slotsPerGPU),
-			"gpus": gpus,
+			"memoryOversubscription": node.MemoryOversubscription,
+			"gpus":                   gpus,
 		},
 	}}
 	return u

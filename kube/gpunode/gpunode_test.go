@@ -36,6 +36,7 @@ func TestObjectRoundTrip(t *testing.T) {
 	in.GPUs[2].Health, in.GPUs[2].HealthReason = inventory.Unhealthy, "XID 79"
 	in.GPUs[3].MIGMode = inventory.MIGEnabled
 	in.GPUs[3].MIGInstances = []inventory.MIGInstance{{UUID: "MIG-1", Profile: "1g.18gb", MemoryMiB: 16384, SMCount: 16}}
+	in.MemoryOversubscription = true
 	obj := Object(in, 16, SharingShared)
 	// Through JSON, as the API server stores it.
 	data, err := json.Marshal(obj.Object)
@@ -52,6 +53,13 @@ func TestObjectRoundTrip(t *testing.T) {
 	}
 	if out.Name != in.Name || len(out.GPUs) != 4 {
 		t.Fatalf("got %+v", out)
+	}
+	if !out.MemoryOversubscription {
+		t.Errorf("memoryOversubscription lost on the way: status %v", obj.Object["status"])
+	}
+	in.MemoryOversubscription = false
+	if off, err := FromObject(Object(in, 16, SharingShared)); err != nil || off.MemoryOversubscription {
+		t.Errorf("an agent without --oversubscribe reads as oversubscribing (%v)", err)
 	}
 	for i := range in.GPUs {
 		a, b := in.GPUs[i], out.GPUs[i]

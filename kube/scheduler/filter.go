@@ -50,8 +50,15 @@ func ready(n *corev1.Node) bool {
 // decide. MPS clients also share memory with the node's MPS server, so a
 // pod without spec.hostIPC is kept off MPS nodes here rather than refused
 // by the agent when kubelet allocates (the pod would then fail on the
-// node). It returns "" or the reason the node is ruled out.
+// node). A pod that asks for memory oversubscription (nvshare.com/gpu, or
+// tessera.io/oversubscribe) goes only to nodes whose agent oversubscribes.
+// It returns "" or the reason the node is ruled out.
 func sharingRule(reqs []workload.ContainerRequest, hostIPC bool, n *inventory.Node) string {
+	if len(reqs) > 0 && reqs[0].Oversubscribe && !n.MemoryOversubscription {
+		// Oversubscribe is pod-wide: the first GPU container says it.
+		return "agent does not oversubscribe GPU memory (tessera agent --oversubscribe), which the pod asks for (" +
+			workload.NvshareResourceGPU + ", or " + workload.AnnotationOversubscribe + `: "true")`
+	}
 	fractions, mps := false, false
 	for _, g := range n.GPUs {
 		if g.MIGMode == inventory.MIGEnabled {

@@ -23,6 +23,11 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workloa
 	if err != nil {
 		return cycle.Workload{}, nil, err
 	}
+	// Queue and gang keys the webhook refuses: a pod that reached the
+	// scheduler unrewritten is refused alike, not read half-way.
+	if err := workload.CheckGangKeys(pod); err != nil {
+		return cycle.Workload{}, nil, err
+	}
 	pol, err := s.policyFor(pod)
 	if err != nil {
 		return cycle.Workload{}, nil, err

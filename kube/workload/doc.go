@@ -7,9 +7,11 @@
 // annotations; HAMi's nvidia.com/gpumem, gpumem-percentage and gpucores
 // resources with its use-gputype/nouse-gputype, vgpu-mode and scheduler
 // policy annotations (PlacementPolicy); Volcano's volcano.sh/vgpu-*
-// resources. Keys without an exact equivalent (nvshare.com/gpu, HAMi's
-// UUID pinning, vgpu-mode mig or mps) are refused with what to write
-// instead; kube/admission's table lists every key.
+// resources; nvshare's nvshare.com/gpu (a tenth of a GPU guaranteed, the
+// whole GPU as the limit, on nodes that oversubscribe memory). Keys
+// without an exact equivalent (HAMi's UUID pinning, vgpu-mode mig or mps)
+// are refused with what to write instead; kube/admission's table lists
+// every key.
 //
 // Errors name the pod's own key (annotation or resource) and the allowed
 // range. The package only translates: it must not schedule, talk to the API

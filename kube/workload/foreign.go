@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/catalog"
 )
@@ -166,3 +167,35 @@ func firstKey(m map[string]string, keys ...string) string {
 	}
 	return ""
 }
+
+// CheckGangKeys refuses the queue and gang keys of other systems that the
+// scheduler could not read as written: KAI's batch-min-member on a pod no
+// Job controls, a Volcano PodGroup next to a Tessera one, and a KAI queue
+// that disagrees with tessera.io/queue. The webhook refuses such a pod at
+// admission; the scheduler leaves one that reached it unrewritten pending
+// with the same message.
+func CheckGangKeys(pod *corev1.Pod) error {
+	if v, ok := pod.Annotations[KAIAnnotationMinMember]; ok {
+		if ref := metav1.GetControllerOf(pod); ref == nil || ref.Kind != "Job" {
+			return &Error{Key: KAIAnnotationMinMember, Message: fmt.Sprintf("set to %q on a pod that no Job controls: KAI reads it from a Job; for a gang of single pods use label %s with annotation tessera.io/pod-group-min-member", v, labelPodGroup)}
+		}
+	}
+	if g, ok := pod.Annotations[VolcanoAnnotationGroupName]; ok {
+		if own := pod.Labels[labelPodGroup]; own != "" {
+			return &Error{Key: VolcanoAnnotationGroupName, Message: fmt.Sprintf("names Volcano PodGroup %q while label %s names %q: a pod is in one gang; keep one of them", g, labelPodGroup, own)}
+		}
+	}
+	if kq, ok := pod.Labels[KAILabelQueue]; ok {
+		if tq, ok := pod.Labels[labelQueue]; ok && tq != kq {
+			return &Error{Key: KAILabelQueue, Message: fmt.Sprintf("label %q disagrees with label %s %q: keep one of them", kq, labelQueue, tq)}
+		}
+	}
+	return nil
+}
+
+// Tessera's queue and gang labels (owned by kube/queues and kube/scheduler;
+// repeated here so that this package imports neither).
+const (
+	labelQueue    = "tessera.io/queue"
+	labelPodGroup = "tessera.io/pod-group"
+)

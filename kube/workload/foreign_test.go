@@ -3,6 +3,8 @@ package workload
 import (
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestPlacementPolicy(t *testing.T) {
@@ -38,6 +40,45 @@ func TestPlacementPolicy(t *testing.T) {
 		}
 		if err != nil || got != tc.want || key != tc.key || ok != tc.ok {
 			t.Errorf("%s: PlacementPolicy = %q, %q, %v, %v; want %q, %q, %v", tc.name, got, key, ok, err, tc.want, tc.key, tc.ok)
+		}
+	}
+}
+
+// TestCheckGangKeys: the queue and gang keys the scheduler could not read
+// as written are refused with the key and what to write instead; the
+// others pass.
+func TestCheckGangKeys(t *testing.T) {
+	yes := true
+	jobOwned := []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "hpo", UID: "u1", Controller: &yes}}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		ann    map[string]string
+		owners []metav1.OwnerReference
+		want   string
+	}{
+		{"KAI min member on a Job's pod", nil, map[string]string{KAIAnnotationMinMember: "2"}, jobOwned, ""},
+		{"KAI min member on a bare pod", nil, map[string]string{KAIAnnotationMinMember: "2"}, nil,
+			`annotation kai.scheduler/batch-min-member: set to "2" on a pod that no Job controls: KAI reads it from a Job; for a gang of single pods use label tessera.io/pod-group with annotation tessera.io/pod-group-min-member`},
+		{"Volcano group alone", nil, map[string]string{VolcanoAnnotationGroupName: "job-1"}, nil, ""},
+		{"Volcano group with a Tessera group", map[string]string{"tessera.io/pod-group": "g"}, map[string]string{VolcanoAnnotationGroupName: "job-1"}, nil,
+			`annotation scheduling.k8s.io/group-name: names Volcano PodGroup "job-1" while label tessera.io/pod-group names "g": a pod is in one gang; keep one of them`},
+		{"KAI queue agreeing with Tessera's", map[string]string{KAILabelQueue: "a", "tessera.io/queue": "a"}, nil, nil, ""},
+		{"KAI queue against Tessera's", map[string]string{KAILabelQueue: "a", "tessera.io/queue": "b"}, nil, nil,
+			`label kai.scheduler/queue: label "a" disagrees with label tessera.io/queue "b": keep one of them`},
+	}
+	for _, tc := range tests {
+		p := pod(tc.ann, ctr{"c", nil})
+		p.Labels, p.OwnerReferences = tc.labels, tc.owners
+		err := CheckGangKeys(p)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s:\n got: %v\nwant: %s", tc.name, err, tc.want)
 		}
 	}
 }

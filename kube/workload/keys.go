@@ -18,6 +18,14 @@ const (
 	AnnotationMIGProfile   = "tessera.io/mig-profile"
 	AnnotationModel        = "tessera.io/gpu-model"
 
+	// AnnotationOversubscribe, "true" or "false" (the default), places the
+	// pod only on nodes whose agent oversubscribes GPU memory (tessera
+	// agent --oversubscribe, published as the GPUNode's
+	// status.memoryOversubscription): device allocations become managed
+	// memory, so memory limits may add up past a GPU's memory. It is
+	// pod-wide; nvshare.com/gpu implies it.
+	AnnotationOversubscribe = "tessera.io/oversubscribe"
+
 	// AnnotationPolicy names the placement policy for one pod (default: the
 	// scheduler's --policy); see placement.Canonical for the allowed values
 	// ("default" among them).
@@ -65,7 +73,8 @@ const (
 	// VolcanoAnnotationGroupName names the pod's Volcano PodGroup
 	// (scheduling.volcano.sh), as Volcano's Job controller writes it.
 	VolcanoAnnotationGroupName = "scheduling.k8s.io/group-name"
-	// nvshare: one virtual GPU with the whole card's memory.
+	// nvshare: one virtual GPU with the whole card's memory, through
+	// managed memory (NvshareFields, AnnotationOversubscribe).
 	NvshareResourceGPU = "nvshare.com/gpu"
 )
 

@@ -24,6 +24,7 @@ const (
 	KAI     Convention = "kai"
 	HAMi    Convention = "hami"
 	Volcano Convention = "volcano"
+	Nvshare Convention = "nvshare"
 )
 
 // ContainerRequest is one container's GPU request.
@@ -31,6 +32,11 @@ type ContainerRequest struct {
 	Container  string
 	GPU        request.GPU
 	Convention Convention
+	// Oversubscribe: the container must run on a node whose agent
+	// oversubscribes GPU memory (tessera agent --oversubscribe). It is the
+	// same for every GPU container of a pod: annotation
+	// AnnotationOversubscribe, or nvshare.com/gpu in any container.
+	Oversubscribe bool
 }
 
 // Error is a problem with a pod's GPU request: Key is the pod's own key (an
@@ -81,6 +87,10 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 	if err != nil {
 		return nil, err
 	}
+	over, overSet, err := oversubscribe(pod.Annotations)
+	if err != nil {
+		return nil, err
+	}
 	var out []ContainerRequest
 	for i, c := range pod.Spec.Containers {
 		conv, err := convention(c)
@@ -101,6 +111,8 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 			fields, keyOf, err = vgpuFields(pod, c, hamiKeys())
 		case conv == Volcano:
 			fields, keyOf, err = vgpuFields(pod, c, volcanoKeys())
+		case conv == Nvshare:
+			fields, keyOf, err = nvshareFields(pod, c)
 		case kai && i == kaiIdx:
 			conv = KAI
 			fields, keyOf, err = kaiFields(pod)
@@ -122,7 +134,23 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 		}
 		out = append(out, r)
 	}
+	for _, r := range out {
+		if r.Convention != Nvshare {
+			continue
+		}
+		if overSet && !over {
+			return nil, &Error{Key: AnnotationOversubscribe, Message: `"false" conflicts with resource ` + NvshareResourceGPU + " of container " + r.Container +
+				", which needs a node that oversubscribes GPU memory; remove the annotation"}
+		}
+		over = true
+	}
+	for i := range out {
+		out[i].Oversubscribe = over
+	}
 	if len(out) == 0 {
+		if overSet {
+			return nil, &Error{Key: AnnotationOversubscribe, Message: "set, but no container requests a GPU; add resources.limits[" + ResourceGPU + "] to the container that needs GPUs"}
+		}
 		if key, ok := firstTesseraAnnotation(pod.Annotations); ok {
 			return nil, &Error{Key: key, Message: "set, but no container requests " + ResourceGPU + "; add resources.limits[" + ResourceGPU + "] to the container that needs GPUs"}
 		}
@@ -153,22 +181,16 @@ func volcanoKeys() vgpuKeys {
 	return vgpuKeys{Volcano, VolcanoResourceNumber, VolcanoResourceMemory, VolcanoResourceMemoryPercent, VolcanoResourceCores}
 }
 
-// NvshareRefusal says why nvshare.com/gpu is refused and what to write
-// instead.
-const NvshareRefusal = "nvshare's virtual GPU (the whole card's memory for every pod, through managed memory, taking turns on the GPU) has no per-pod equivalent: " +
-	"Tessera's oversubscription is a node agent setting (tessera agent --oversubscribe), not a request. " +
-	"Write resources.limits[" + ResourceGPU + "]: 1 with annotation " + AnnotationCompute + " (the guaranteed share, e.g. \"0.1\" for nvshare's ten pods per GPU) and " +
-	AnnotationComputeLimit + ": \"1\", and run the agent of the nodes meant for it with --oversubscribe"
-
 // convention tells which convention a container's resources follow.
 func convention(c corev1.Container) (Convention, error) {
 	has := func(k string) bool { _, ok := c.Resources.Limits[corev1.ResourceName(k)]; return ok }
-	if has(NvshareResourceGPU) {
-		return "", &Error{Key: NvshareResourceGPU, Container: c.Name, Message: NvshareRefusal}
-	}
 	hami := has(HAMiResourceMemory) || has(HAMiResourceMemoryPercent) || has(HAMiResourceCores)
 	volcano := has(VolcanoResourceNumber) || has(VolcanoResourceMemory) || has(VolcanoResourceMemoryPercent) || has(VolcanoResourceCores)
 	switch {
+	case has(NvshareResourceGPU) && (volcano || hami || has(ResourceGPU) || has(ResourceNVIDIAGPU)):
+		return "", &Error{Key: NvshareResourceGPU, Container: c.Name, Message: "conflicts with the container's other GPU resources: request GPUs one way"}
+	case has(NvshareResourceGPU):
+		return Nvshare, nil
 	case volcano && (has(ResourceGPU) || has(ResourceNVIDIAGPU) || hami):
 		return "", &Error{Key: VolcanoResourceNumber, Container: c.Name, Message: "conflicts with the container's other GPU resources: request GPUs one way"}
 	case volcano && !has(VolcanoResourceNumber):
@@ -210,6 +232,8 @@ func conventionKey(c Convention) string {
 		return HAMiResourceMemory
 	case Volcano:
 		return VolcanoResourceNumber
+	case Nvshare:
+		return NvshareResourceGPU
 	}
 	return ResourceNVIDIAGPU
 }
@@ -380,6 +404,56 @@ func vgpuFields(pod *corev1.Pod, c corev1.Container, k vgpuKeys) (map[string]str
 		}
 	}
 	return fields, keyOf, nil
+}
+
+// nvshareFields translates nvshare.com/gpu: 1, one of the virtual GPUs
+// nvshare's device plugin makes of a node's one GPU (10 by default): the
+// whole card's memory through managed memory, with no guarantee, taking
+// turns on the GPU while the working sets do not fit (NvshareFields). The
+// pod must also land on a node that oversubscribes memory (FromPod sets
+// Oversubscribe).
+func nvshareFields(pod *corev1.Pod, c corev1.Container) (map[string]string, map[string]string, error) {
+	if key, ok := firstTesseraAnnotation(pod.Annotations); ok {
+		return nil, nil, &Error{Key: key, Container: c.Name, Message: "conflicts with resource " + NvshareResourceGPU + ": use either nvshare's resource or Tessera annotations with " + ResourceGPU}
+	}
+	q := c.Resources.Limits[NvshareResourceGPU]
+	if n, ok := q.AsInt64(); !ok || n != 1 {
+		return nil, nil, &Error{Key: NvshareResourceGPU, Container: c.Name, Message: "must be 1, got " + q.String() +
+			": nvshare hands a container the node's one GPU whatever the count; write 1, or resources.limits[" + ResourceGPU + "]: N for N GPUs"}
+	}
+	fields := NvshareFields()
+	keyOf := map[string]string{}
+	for f := range fields {
+		keyOf[f] = NvshareResourceGPU
+	}
+	return fields, keyOf, nil
+}
+
+// NvshareFields is the request nvshare.com/gpu: 1 becomes, as request
+// fields: one GPU; a guaranteed tenth of its compute (nvshare guarantees
+// nothing; a tenth packs at most nvshare's default of 10 virtual GPUs on
+// a GPU, and its memory, also a tenth, is what placement books); a limit
+// of the whole GPU's compute and memory (each pod sees the whole card).
+func NvshareFields() map[string]string {
+	return map[string]string{
+		request.FieldCount: "1", request.FieldCompute: "0.1", request.FieldComputeLimit: "1", request.FieldMemoryLimit: "100%",
+	}
+}
+
+// oversubscribe reads annotation AnnotationOversubscribe: its value, and
+// whether it is set.
+func oversubscribe(ann map[string]string) (on, set bool, err error) {
+	v, ok := ann[AnnotationOversubscribe]
+	if !ok {
+		return false, false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		return true, true, nil
+	case "false":
+		return false, true, nil
+	}
+	return false, true, &Error{Key: AnnotationOversubscribe, Message: fmt.Sprintf(`must be "true" (only nodes whose agent runs with --oversubscribe) or "false", got %q`, v)}
 }
 
 // percent reads a whole percentage in [1, 100] and returns it as a share string.
