@@ -20,6 +20,9 @@
 //	                     state change the Source reports, and every few
 //	                     seconds, so the page updates without reloading
 //
+// Package webui/termview draws the same Snapshot in a terminal (tessera
+// top), read through the same /ui/api/snapshot.
+//
 // The host daemon serves it behind its API guard (hostd/server); the
 // Kubernetes scheduler's cluster view is meant to implement Source over its
 // scheduling cycle's state and serve the same page.

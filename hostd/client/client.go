@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/webui"
 )
 
 // ErrUnreachable is wrapped by errors that mean the daemon could not be
@@ -222,6 +223,16 @@ func (c *Client) Queues(ctx context.Context) ([]api.QueueStatus, error) {
 func (c *Client) Status(ctx context.Context) (api.Status, error) {
 	var s api.Status
 	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+}
+
+// Snapshot returns what the web dashboard shows (GET /ui/api/snapshot):
+// the daemon's GPUs with the shares on them, its queues, the waiting jobs
+// with why each waits, every job, and the totals, built by the daemon
+// from the same queries as Status, Jobs, Queue and Queues. tessera top
+// draws it. It needs no token.
+func (c *Client) Snapshot(ctx context.Context) (webui.Snapshot, error) {
+	var s webui.Snapshot
+	return s, c.do(ctx, http.MethodGet, "/ui/api/snapshot", nil, &s)
 }
 
 // Logs copies a job's stdout or stderr from byte offset to w and returns
