@@ -40,8 +40,10 @@ IMAGE_OUT     = $(abspath $(IMAGE_DIR))
 IMAGE_LABELS  = -label org.opencontainers.image.source=https://github.com/tessera-gpu/tessera \
                 -label org.opencontainers.image.licenses=Apache-2.0 \
                 -label org.opencontainers.image.revision=$(COMMIT)
-# Go modules with their own go.mod that unit and lint cover too.
-TOOL_MODULES := tools/image
+# Go modules with their own go.mod that unit and lint cover too (tools/promql
+# keeps Prometheus's PromQL parser, which deploy/monitoring_test.go runs, out
+# of the main go.mod).
+TOOL_MODULES := tools/image tools/promql
 
 .PHONY: all build intercept image pause-image run test lint unit e2e-node fuzz bench bench-kube clean
 

@@ -85,7 +85,8 @@ var valueSets = []valueSet{
 	{name: "cert-manager", set: []string{"certManager.enabled=true"}},
 	{name: "cert-manager-issuer", values: "certManager:\n  enabled: true\n  issuerRef: {kind: ClusterIssuer, name: company-ca}\n"},
 	{name: "monitors", set: []string{"monitoring.serviceMonitor.enabled=true", "monitoring.podMonitor.enabled=true",
-		"monitoring.podMonitor.interval=15s"}},
+		"monitoring.podMonitor.interval=15s", "monitoring.prometheusRule.enabled=true", "monitoring.prometheusRule.labels.release=prom",
+		"monitoring.dashboards.enabled=true", "monitoring.dashboards.annotations.grafana_folder=Tessera"}},
 	{name: "pools", values: `
 agent:
   nodeSelector: {tessera.io/gpu-node: "true"}

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -234,9 +236,14 @@ func checkDefaults(t *testing.T, o objects) {
 	if rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules")); strings.Contains(rules, "customresourcedefinitions") {
 		t.Errorf("agent ClusterRole grants CRD access without agent.installCRD:\n%s", rules)
 	}
-	for _, kind := range []string{"ServiceMonitor", "PodMonitor", "Issuer", "Certificate", "Namespace"} {
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "Issuer", "Certificate", "Namespace"} {
 		if got := o.ofKind(kind); len(got) > 0 {
 			t.Errorf("defaults render %s", got.names())
+		}
+	}
+	for _, cm := range o.ofKind("ConfigMap") {
+		if _, ok := cm.GetLabels()["grafana_dashboard"]; ok {
+			t.Errorf("defaults render dashboard ConfigMap %s", cm.GetName())
 		}
 	}
 	checkChartCertificate(t, o, "tessera-webhook.gpu-system.svc")
@@ -345,10 +352,83 @@ func checkMonitors(t *testing.T, o objects) {
 	if iv := asYAML(nested(pm.Object, "spec", "podMetricsEndpoints")); !strings.Contains(iv, "interval: 15s") || !strings.Contains(iv, "port: metrics") {
 		t.Errorf("PodMonitor endpoints: %s", iv)
 	}
+	if h := asYAML(nested(pm.Object, "spec", "podMetricsEndpoints")); !strings.Contains(h, "honorLabels: true") {
+		t.Errorf("PodMonitor does not honour the agent's namespace, pod and container labels: %s", h)
+	}
+	// The jobs the monitors name are those the rules' up alerts select.
+	var jobs []string
+	for _, eps := range []any{nested(sm.Object, "spec", "endpoints"), nested(pm.Object, "spec", "podMetricsEndpoints")} {
+		for _, ep := range eps.([]any) {
+			rs, _, _ := unstructured.NestedSlice(ep.(map[string]any), "relabelings")
+			for _, r := range rs {
+				if r := r.(map[string]any); r["targetLabel"] == "job" {
+					jobs = append(jobs, fmt.Sprint(r["replacement"]))
+				}
+			}
+		}
+	}
+	if !sameSet(jobs, monitorJobs()) {
+		t.Errorf("monitors name the jobs %v, want %v", jobs, monitorJobs())
+	}
 	for _, obj := range []*unstructured.Unstructured{sm, pm} {
 		if obj.GetAPIVersion() != "monitoring.coreos.com/v1" {
 			t.Errorf("%s apiVersion %s", obj.GetKind(), obj.GetAPIVersion())
 		}
+	}
+	checkDashboardConfigMaps(t, o, renderNamespace)
+	checkPrometheusRule(t, o)
+}
+
+// checkDashboardConfigMaps: one ConfigMap per dashboard file in ns, with
+// the file as it is, the sidecar's label and the values' annotations.
+func checkDashboardConfigMaps(t *testing.T, o objects, ns string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dashboardsDir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("dashboards: %v %v", files, err)
+	}
+	var withLabel int
+	for _, cm := range o.ofKind("ConfigMap") {
+		if cm.GetLabels()["grafana_dashboard"] == "1" {
+			withLabel++
+		}
+	}
+	if withLabel != len(files) {
+		t.Errorf("%d ConfigMaps with grafana_dashboard=1, want one per dashboard (%d)", withLabel, len(files))
+	}
+	for _, f := range files {
+		base := filepath.Base(f)
+		cm := o.get(t, "ConfigMap", "tessera-dashboard-"+strings.TrimPrefix(strings.TrimSuffix(base, ".json"), "tessera-"))
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _, _ := unstructured.NestedString(cm.Object, "data", base); got != string(want) {
+			t.Errorf("ConfigMap %s: data[%s] differs from %s (%d bytes, want %d)", cm.GetName(), base, f, len(got), len(want))
+		}
+		if cm.GetNamespace() != ns || cm.GetLabels()["grafana_dashboard"] != "1" || cm.GetAnnotations()["grafana_folder"] != "Tessera" {
+			t.Errorf("ConfigMap %s: namespace %s, labels %v, annotations %v", cm.GetName(), cm.GetNamespace(), cm.GetLabels(), cm.GetAnnotations())
+		}
+	}
+}
+
+// checkPrometheusRule: the PrometheusRule's groups are the rule file's.
+func checkPrometheusRule(t *testing.T, o objects) {
+	t.Helper()
+	pr := o.get(t, "PrometheusRule", "tessera")
+	if pr.GetAPIVersion() != "monitoring.coreos.com/v1" || pr.GetLabels()["release"] != "prom" {
+		t.Errorf("PrometheusRule: apiVersion %s, labels %v", pr.GetAPIVersion(), pr.GetLabels())
+	}
+	data, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := asYAML(nested(pr.Object, "spec")), asYAML(file); got != want {
+		t.Errorf("PrometheusRule spec differs from %s:\n%s", rulesFile, firstDiff(got, want))
 	}
 }
 
@@ -460,4 +540,16 @@ func checkNoIntercept(t *testing.T, o objects) {
 	if r := nested(o.get(t, "Deployment", "tessera-scheduler").Object, "spec", "replicas"); !reflect.DeepEqual(r, int64(1)) {
 		t.Errorf("replicas %v, want 1", r)
 	}
+}
+
+// TestChartDashboardsNamespace: the dashboards' ConfigMaps go where
+// Grafana's sidecar looks when the values say so.
+func TestChartDashboardsNamespace(t *testing.T) {
+	h := newHelm(t)
+	objs, err := h.template(t, renderRelease, renderNamespace, valueSet{name: "grafana-ns",
+		set: []string{"monitoring.dashboards.enabled=true", "monitoring.dashboards.namespace=grafana", "monitoring.dashboards.annotations.grafana_folder=Tessera"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDashboardConfigMaps(t, objects(objs), "grafana")
 }

@@ -41,6 +41,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 			[]string{"/image/pullPolicy", "IfNotPresent"}},
 		{"bad issuer kind", valueSet{values: "certManager:\n  enabled: true\n  issuerRef: {kind: Vault, name: x}\n"},
 			[]string{"/certManager/issuerRef"}},
+		{"dashboards namespace not a DNS label", valueSet{set: []string{"monitoring.dashboards.namespace=Grafana_NS"}},
+			[]string{"/monitoring/dashboards/namespace"}},
+		{"misspelt rule key", valueSet{set: []string{"monitoring.prometheusRule.enable=true"}},
+			[]string{"enable"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -23,6 +23,8 @@ type metrics struct {
 	cycle            prometheus.Histogram
 	// Per queue, after each cycle.
 	queueUsed, queueGuaranteed, queueShare *prometheus.GaugeVec
+	// queuePending is pending per queue, at the start of each cycle.
+	queuePending *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -66,12 +68,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tessera_scheduler_queue_fair_share",
 		Help: "A queue's fair-share position: below 1 within its guarantee, above 1 how far over it per unit of weight (lower is served first).",
 	}, []string{"queue"})
+	m.queuePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tessera_scheduler_queue_pending_pods",
+		Help: "Pods waiting for this scheduler at the start of the last cycle, by the queue that serves them (a gang's, its first member's), those waiting out a backoff included.",
+	}, []string{"queue"})
 	for _, r := range []string{"bound", "unschedulable", "invalid", "error"} {
 		m.decisions.WithLabelValues(r)
 	}
 	m.bindOK, m.bindFail = m.bindings.WithLabelValues("bound"), m.bindings.WithLabelValues("error")
 	if reg != nil {
-		reg.MustRegister(m.pending, m.decisions, m.bindings, m.backingOff, m.decision, m.cycle, m.queueUsed, m.queueGuaranteed, m.queueShare)
+		reg.MustRegister(m.pending, m.decisions, m.bindings, m.backingOff, m.decision, m.cycle, m.queueUsed, m.queueGuaranteed, m.queueShare, m.queuePending)
 	}
 	return m
 }
@@ -115,5 +121,15 @@ func (m *metrics) observeQueues(tree *queueing.Tree, l *queueing.Ledger) {
 		m.queueUsed.WithLabelValues(name).Set(float64(l.Used(name).GPUMilli) / request.Whole)
 		m.queueGuaranteed.WithLabelValues(name).Set(float64(q.Guaranteed.GPUMilli) / request.Whole)
 		m.queueShare.WithLabelValues(name).Set(l.Share(name))
+	}
+}
+
+// observePending records how many pods wait in each queue of tree (0 for a
+// queue with none); pods of a queue that tree lacks are left out (the
+// cycle rejects them as invalid).
+func (m *metrics) observePending(tree *queueing.Tree, waiting map[string]int) {
+	m.queuePending.Reset()
+	for _, name := range tree.Names() {
+		m.queuePending.WithLabelValues(name).Set(float64(waiting[name]))
 	}
 }

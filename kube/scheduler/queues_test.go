@@ -61,6 +61,13 @@ func TestQueuesFairShare(t *testing.T) {
 				return fmt.Errorf("queue %s: used %v guaranteed %v, want %v", q, used, guaranteed, want)
 			}
 		}
+		// team-a's four over its share wait, capped's second waits out
+		// its limit; ghost's pod names no queue of the tree.
+		for q, want := range map[string]float64{"team-a": 4, "capped": 1, "team-b": 0, "ghost": -1} {
+			if got := queueGauge(t, reg, "tessera_scheduler_queue_pending_pods", q); got != want {
+				return fmt.Errorf("queue %s: %v pending, want %v", q, got, want)
+			}
+		}
 		return nil
 	})
 }

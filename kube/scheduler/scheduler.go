@@ -315,8 +315,10 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	s.metrics.pending.Set(float64(len(pending)))
 	groups := s.gangs(pending, occupying)
 	var items []item
+	waiting := map[string]int{}
 	now, backingOff := time.Now(), !s.backoff.empty()
 	add := func(it item) {
+		waiting[it.queue] += len(it.members())
 		if backingOff && s.backoff.waiting(it.key(), now) {
 			st.BackingOff++
 			return
@@ -339,6 +341,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	if err != nil {
 		s.cfg.Log.Error("queues are inconsistent; only the default queue is used", "err", err)
 	}
+	s.metrics.observePending(tree, waiting)
 	if err := s.serve(ctx, snap, tree, items, &st); err != nil {
 		return st, err
 	}
