@@ -326,13 +326,16 @@ func (firstFit) option(g *GPU, p *Pod) (migOption, bool) {
 // the planner's best option on each GPU; the node's cost is the sum over
 // its Count cheapest GPUs. The cheapest node wins; ties go to the fixed
 // node order when the chooser has one (packing), else to the first node.
-// With the first-fit planner the first feasible node wins.
+// With the first-fit planner the first feasible node wins. What a node
+// offers depends only on its GPUs, so on a cluster with a change log it is
+// remembered until the node changes (migcache.go).
 func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error) {
 	if pl == nil {
 		pl = firstFit{}
 	}
 	_, first := pl.(firstFit)
 	want := p.GPUCount()
+	memo := ch.migMemo.entries(c, pl, p)
 	bestNode := -1
 	var bestCost float64
 	var cands, best []migCand
@@ -341,40 +344,28 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 		if !okCPU(n, p) || !okMemory(n, p) || len(n.GPUs) < want {
 			continue
 		}
-		cands = cands[:0]
-		for gi := range n.GPUs {
-			g := &n.GPUs[gi]
-			if g.MIG == nil || !modelAllowed(p, g.Model) {
+		var cost float64
+		var offer *migOffer
+		if memo != nil {
+			if offer = memo.at(ni, n, p, pl, first, want); !offer.ok {
 				continue
 			}
-			if o, ok := pl.option(g, p); ok {
-				cands = append(cands, migCand{gi, o})
+			cost = offer.cost
+		} else {
+			var ok bool
+			if cost, cands, ok = migNodeOption(n, p, pl, first, want, cands[:0]); !ok {
+				continue
 			}
-		}
-		if len(cands) < want {
-			continue
-		}
-		switch {
-		case want == 1 && !first: // the cheapest, first on ties
-			m := 0
-			for k := range cands {
-				if cands[k].opt.cost < cands[m].opt.cost {
-					m = k
-				}
-			}
-			cands[0] = cands[m]
-		case want > 1:
-			slices.SortStableFunc(cands, func(a, b migCand) int { return cmp.Compare(a.opt.cost, b.opt.cost) })
-		}
-		var cost float64
-		for k := 0; k < want; k++ {
-			cost += cands[k].opt.cost
 		}
 		better := bestNode < 0 || cost < bestCost ||
 			(cost == bestCost && ch.rank != nil && ch.ranked(c, ni) < ch.ranked(c, bestNode))
 		if better {
 			bestNode, bestCost = ni, cost
-			best = append(best[:0], cands[:want]...)
+			if offer != nil {
+				best = offer.appendGPUs(best[:0], want)
+			} else {
+				best = append(best[:0], cands[:want]...)
+			}
 		}
 		if first {
 			break
@@ -388,6 +379,42 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 		d.GPUs[k], d.MIG[k] = x.gi, x.opt.choice
 	}
 	return d, nil
+}
+
+// migNodeOption is what node n offers p under pl, whatever its CPU and
+// memory: the cost of its want cheapest GPUs (the first want under first
+// fit) and those GPUs, first in cands (reused); ok false when fewer than
+// want GPUs can take an instance.
+func migNodeOption(n *Node, p *Pod, pl migPlanner, first bool, want int, cands []migCand) (float64, []migCand, bool) {
+	for gi := range n.GPUs {
+		g := &n.GPUs[gi]
+		if g.MIG == nil || !modelAllowed(p, g.Model) {
+			continue
+		}
+		if o, ok := pl.option(g, p); ok {
+			cands = append(cands, migCand{gi, o})
+		}
+	}
+	if len(cands) < want {
+		return 0, cands, false
+	}
+	switch {
+	case want == 1 && !first: // the cheapest, first on ties
+		m := 0
+		for k := range cands {
+			if cands[k].opt.cost < cands[m].opt.cost {
+				m = k
+			}
+		}
+		cands[0] = cands[m]
+	case want > 1:
+		slices.SortStableFunc(cands, func(a, b migCand) int { return cmp.Compare(a.opt.cost, b.opt.cost) })
+	}
+	var cost float64
+	for k := 0; k < want; k++ {
+		cost += cands[k].opt.cost
+	}
+	return cost, cands, true
 }
 
 // migCand is one GPU's option in chooseMIG.

@@ -82,8 +82,9 @@ type migModel struct {
 	me []bool
 	// pi[q] is q's share of the typical MIG requests for the model.
 	pi []float64
-	// fillMemo[mask | media<<MemorySlices] is fill's value plus one (0:
-	// not computed).
+	// fillMemo[mask | media<<MemorySlices] is fill's value, -1 until
+	// computed (a stored v+1 read back as v+1-1 is not v in floating
+	// point, and made a decision depend on what was computed before it).
 	fillMemo []float64
 	// lastName and lastQ remember the last profile looked up.
 	lastName string
@@ -138,6 +139,9 @@ func (pl *migPlan) model(name string, spec *catalog.MIGSpec) *migModel {
 	}
 	m.pi = make([]float64, np)
 	m.fillMemo = make([]float64, 2<<spec.MemorySlices)
+	for i := range m.fillMemo {
+		m.fillMemo[i] = -1
+	}
 	for q, p := range spec.Profiles {
 		m.pi[q] = m.weight[q] / total
 		m.memo[q] = make([]migMemo, 2<<spec.MemorySlices)
@@ -284,8 +288,8 @@ func (m *migModel) fill(used uint32, media bool) float64 {
 	if media {
 		key |= 1 << m.spec.MemorySlices
 	}
-	if v := m.fillMemo[key]; v > 0 {
-		return v - 1
+	if v := m.fillMemo[key]; v >= 0 {
+		return v
 	}
 	var share, sum float64
 	for q, pi := range m.pi {
@@ -307,6 +311,6 @@ func (m *migModel) fill(used uint32, media bool) float64 {
 	if share > 0 {
 		v = sum / share
 	}
-	m.fillMemo[key] = v + 1
+	m.fillMemo[key] = v
 	return v
 }

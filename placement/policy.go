@@ -63,6 +63,8 @@ type chooser struct {
 	par     parallelScratch
 	// mig places MIG requests; nil is first fit.
 	mig migPlanner
+	// migMemo remembers what each node offers MIG requests (migcache.go).
+	migMemo migNodeMemo
 	// rankGen counts the tie orders drawn (ranked draws a new one when
 	// the cluster's size changes).
 	rankGen uint64

@@ -4,7 +4,10 @@
 // target share of cluster GPU capacity), places pods one at a time with a
 // placement.Policy, and records allocation and fragmentation curves (and,
 // when asked, a breakdown of where capacity is left unallocated), then
-// writes them as CSV, JSON, Markdown and a plot.
+// writes them as CSV, JSON, Markdown and a plot. Its MIG variant (mig.go)
+// replays the same workload on MIG-capable GPUs: it maps pods to MIG
+// profiles and builds each setup's cluster, and leaves every placement to
+// package placement.
 //
 // It owns trace parsing and the replay method. It must not implement
 // placement logic (that is package placement) nor know about Kubernetes;

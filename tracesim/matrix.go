@@ -28,6 +28,9 @@ type Matrix struct {
 	Parallel int
 	// Breakdown asks every replay for its Result.Breakdown.
 	Breakdown bool
+	// MIG, when set, replays the MIG variant: Policies then name setups
+	// (MIGSetups).
+	MIG *MIGVariant
 	// Progress, when set, is called with arrivals placed so far over all
 	// replays and an estimate of the total.
 	Progress func(done, total int64)
@@ -75,7 +78,7 @@ func (m Matrix) Run(ctx context.Context) ([]*Result, error) {
 				known := false
 				r, err := Replay(ctx, Config{
 					Trace: j.trace.Name, Nodes: m.Nodes, Pods: j.trace.Pods, Policy: j.pol, Seed: j.seed,
-					Tune: m.Tune, Popularity: m.Popularity, Breakdown: m.Breakdown,
+					Tune: m.Tune, Popularity: m.Popularity, Breakdown: m.Breakdown, MIG: m.MIG,
 					Progress: func(d, n int) {
 						if !known {
 							total.Add(int64(n) - estimate(j.trace))

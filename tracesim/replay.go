@@ -31,6 +31,10 @@ type Config struct {
 	// Breakdown asks for Result.Breakdown (where capacity is left
 	// unallocated at the end).
 	Breakdown bool
+	// MIG, when set, replays the MIG variant of the trace (mig.go): Nodes
+	// and Pods are the trace's, the variant converts them, and Policy names
+	// one of MIGSetups.
+	MIG *MIGVariant
 }
 
 // Point is the curve at one percent of arrived GPU demand.
@@ -63,6 +67,29 @@ type Result struct {
 	Elapsed         time.Duration `json:"elapsed_ns"`
 	// Breakdown is set when Config.Breakdown asked for it.
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
+	// MIG is set for a replay of the MIG variant.
+	MIG *MIGResult `json:"mig,omitempty"`
+}
+
+// MIGResult is what a replay of the MIG variant adds to its Result. There
+// AllocatedPctEnd and the curve count what the placed pods hold (a MIG
+// instance its compute slices), ArrivedGPUMilli and FailedGPUMilli what
+// the trace's pods ask.
+type MIGResult struct {
+	// Model is the catalog model every GPU was made.
+	Model string `json:"model"`
+	// Memory is the assumption on a sharing pod's GPU memory (MIGMemoryShare
+	// or MIGMemoryNone).
+	Memory string `json:"memory"`
+	// AskedPctEnd is the GPU compute the placed pods asked (the trace's
+	// gpu_milli), as a share of capacity (%), once every pod has arrived.
+	AskedPctEnd float64 `json:"asked_pct_end"`
+	// MemoryPctEnd is the GPU memory the placed pods hold, as a share of
+	// capacity (%): a MIG instance its memory slices, a fractional or
+	// whole-GPU pod its compute share.
+	MemoryPctEnd float64 `json:"memory_pct_end"`
+	// WholeGPUs is the number of GPUs a static setup made all-7g.
+	WholeGPUs int `json:"whole_gpus,omitempty"`
 }
 
 // At returns the curve's allocation at arrived percentage pct (NaN when
@@ -83,6 +110,67 @@ func (r *Result) FailedGPUPct() float64 {
 	return 100 * float64(r.FailedGPUMilli) / float64(r.ArrivedGPUMilli)
 }
 
+// replayRun is what one replay places on: its cluster (a copy), who
+// places each arrival, the typical distribution and the name results give
+// the policy.
+type replayRun struct {
+	c       *placement.Cluster
+	typical placement.Distribution
+	name    string
+	pl      placer
+	// mig is set for a replay of the MIG variant.
+	mig *MIGResult
+}
+
+// placer decides where an arrival goes and books it on the cluster.
+type placer interface {
+	// place returns what the booking holds, the decision (for the
+	// breakdown) and an error wrapping placement.ErrNoFit when nothing
+	// fits.
+	place(c *placement.Cluster, p *placement.Pod) (booking, placement.Decision, error)
+}
+
+// booking is what a placed pod holds, in thousandths of a GPU.
+type booking struct {
+	compute, memory float64
+}
+
+// policyPlacer places with a policy, telling it of each arrival first
+// when it learns online.
+type policyPlacer struct {
+	pol placement.Policy
+	obs placement.Observer
+}
+
+func (pp policyPlacer) place(c *placement.Cluster, p *placement.Pod) (booking, placement.Decision, error) {
+	if pp.obs != nil {
+		pp.obs.Observe(p)
+	}
+	d, err := pp.pol.Place(c, p)
+	if err != nil {
+		return booking{}, d, err
+	}
+	if err := c.Apply(p, d); err != nil {
+		return booking{}, d, fmt.Errorf("policy made an infeasible decision: %w", err)
+	}
+	m := float64(p.TotalGPUMilli())
+	return booking{compute: m, memory: m}, d, nil
+}
+
+// newRun builds the replay of cfg's policy on a copy of its cluster.
+func newRun(cfg Config) (*replayRun, error) {
+	if cfg.MIG != nil {
+		return newMIGRun(cfg)
+	}
+	typical := placement.TypicalShapes(cfg.Pods, cfg.Popularity)
+	pol, err := placement.New(cfg.Policy, placement.Options{Seed: cfg.Seed, Typical: typical, Popularity: cfg.Popularity})
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	obs, _ := pol.(placement.Observer)
+	return &replayRun{c: cfg.Nodes.Clone(), typical: typical, name: pol.Name(), pl: policyPlacer{pol: pol, obs: obs}}, nil
+}
+
 // Replay runs one configuration: pods arrive one at a time and are placed
 // greedily by the policy; a pod that does not fit is dropped, never
 // retried; pods never leave.
@@ -97,31 +185,29 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Popularity = 0.95
 	}
 	start := time.Now()
-	c := cfg.Nodes.Clone()
+	run, err := newRun(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := run.c
 	total := c.TotalGPUMilli()
 	if total == 0 {
 		return nil, errors.New("replay: the cluster has no GPUs")
 	}
-	typical := placement.TypicalShapes(cfg.Pods, cfg.Popularity)
-	pol, err := placement.New(cfg.Policy, placement.Options{Seed: cfg.Seed, Typical: typical, Popularity: cfg.Popularity})
-	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
-	observer, _ := pol.(placement.Observer)
 	arrivals := Arrivals(cfg.Pods, total, cfg.Tune, cfg.Seed)
-	meter := placement.NewFragMeter(typical)
+	meter := placement.NewFragMeter(run.typical)
 
 	buckets := int(math.Round(cfg.Tune*100)) + 2
 	sum := make([]float64, buckets)
 	cnt := make([]int, buckets)
 	frag := make([]float64, buckets)
 	fragSet := make([]bool, buckets)
-	res := &Result{Trace: cfg.Trace, Policy: pol.Name(), Seed: cfg.Seed, Tune: cfg.Tune, TotalGPUMilli: total, Pods: len(arrivals)}
+	res := &Result{Trace: cfg.Trace, Policy: run.name, Seed: cfg.Seed, Tune: cfg.Tune, TotalGPUMilli: total, Pods: len(arrivals)}
 	var rec *recorder
 	if cfg.Breakdown {
 		rec = newRecorder(c)
 	}
-	var allocated int64
+	var allocated, asked, memory float64
 	for i := range arrivals {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -134,10 +220,7 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 		p := &arrivals[i]
 		arrivedBefore := res.ArrivedGPUMilli
 		res.ArrivedGPUMilli += p.TotalGPUMilli()
-		if observer != nil {
-			observer.Observe(p)
-		}
-		d, err := pol.Place(c, p)
+		held, d, err := run.pl.place(c, p)
 		switch {
 		case errors.Is(err, placement.ErrNoFit):
 			res.FailedPods++
@@ -145,10 +228,9 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 		case err != nil:
 			return nil, fmt.Errorf("replay %s/%s seed %d: %w", cfg.Trace, cfg.Policy, cfg.Seed, err)
 		default:
-			if err := c.Apply(p, d); err != nil {
-				return nil, fmt.Errorf("replay %s/%s seed %d: policy made an infeasible decision: %w", cfg.Trace, cfg.Policy, cfg.Seed, err)
-			}
-			allocated += p.TotalGPUMilli()
+			allocated += held.compute
+			memory += held.memory
+			asked += float64(p.TotalGPUMilli())
 		}
 		if rec != nil {
 			rec.arrived(i, p, d, err == nil, arrivedBefore, total)
@@ -157,7 +239,7 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 		if b >= buckets {
 			b = buckets - 1
 		}
-		sum[b] += 100 * float64(allocated) / float64(total)
+		sum[b] += 100 * allocated / float64(total)
 		cnt[b]++
 		if !fragSet[b] {
 			frag[b] = 100 * meter.Cluster(c) / float64(total)
@@ -167,10 +249,15 @@ func Replay(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Progress != nil {
 		cfg.Progress(len(arrivals), len(arrivals))
 	}
-	res.AllocatedPctEnd = 100 * float64(allocated) / float64(total)
+	res.AllocatedPctEnd = 100 * allocated / float64(total)
 	res.Curve = curve(sum, cnt, frag, fragSet, buckets-1)
 	if rec != nil {
 		res.Breakdown = rec.finish(c, total)
+	}
+	if run.mig != nil {
+		res.MIG = run.mig
+		res.MIG.AskedPctEnd = 100 * asked / float64(total)
+		res.MIG.MemoryPctEnd = 100 * memory / float64(total)
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil

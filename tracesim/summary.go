@@ -21,6 +21,18 @@ type RunSummary struct {
 	ElapsedSeconds        float64 `json:"elapsed_seconds"`
 	Pods                  int     `json:"pods"`
 	FragmentationPctAtEnd float64 `json:"fragmentation_pct_at_end"`
+	// MIG is set for a replay of the MIG variant (allocation then counts
+	// what instances hold).
+	MIG *MIGSummary `json:"mig,omitempty"`
+}
+
+// MIGSummary is the MIG variant's part of a summary line.
+type MIGSummary struct {
+	Model          string  `json:"model"`
+	Memory         string  `json:"memory"`
+	AskedPctAtEnd  float64 `json:"asked_pct_at_end"`
+	MemoryPctAtEnd float64 `json:"memory_pct_at_end"`
+	WholeGPUs      int     `json:"whole_gpus,omitempty"`
 }
 
 // Summarise reduces a replay to its summary line.
@@ -33,6 +45,9 @@ func Summarise(r *Result) RunSummary {
 	}
 	if len(r.Curve) > 0 {
 		s.FragmentationPctAtEnd = round2(r.Curve[len(r.Curve)-1].FragPct)
+	}
+	if m := r.MIG; m != nil {
+		s.MIG = &MIGSummary{Model: m.Model, Memory: m.Memory, AskedPctAtEnd: round2(m.AskedPctEnd), MemoryPctAtEnd: round2(m.MemoryPctEnd), WholeGPUs: m.WholeGPUs}
 	}
 	if math.IsNaN(s.AllocatedPctAt100) {
 		s.AllocatedPctAt100 = 0

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/tracesim"
 )
@@ -34,6 +35,8 @@ type simOptions struct {
 	plotFormat string
 	quiet      bool
 	breakdown  bool
+	mig        string
+	migMemory  string
 }
 
 func (o *simOptions) register(cmd *cobra.Command, defaultPolicies string) {
@@ -50,6 +53,8 @@ func (o *simOptions) register(cmd *cobra.Command, defaultPolicies string) {
 	f.StringVar(&o.plotFormat, "plot-format", "png", "plot file format: png or svg")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar on stderr")
 	f.BoolVar(&o.breakdown, "breakdown", false, "also write breakdown.md: where capacity is left unallocated at the end (needs -o)")
+	f.StringVar(&o.mig, "mig", "", "replay the MIG variant: every GPU made this catalog model (A100-40GB, H100-SXM, ...), GPU pods mapped to MIG profiles; --policy then names setups: "+strings.Join(tracesim.MIGSetups(), ", ")+" (all by default)")
+	f.StringVar(&o.migMemory, "mig-memory", tracesim.MIGMemoryShare, "with --mig, the GPU memory a sharing pod needs: share (its compute share of the GPU's memory) or none (compute alone picks the profile)")
 	setRange(cmd, "tune", "in (0, 10]")
 	setRange(cmd, "popularity", "in (0, 1]")
 	setRange(cmd, "parallel", "in [1, 256]")
@@ -71,6 +76,9 @@ func (o *simOptions) validate(needOut bool) ([]string, []uint64, error) {
 	if !(o.tune > 0 && o.tune <= 10) {
 		return nil, nil, fmt.Errorf("--tune: must be in (0, 10], got %g", o.tune)
 	}
+	if err := o.validateMIG(); err != nil {
+		return nil, nil, err
+	}
 	if !(o.popularity > 0 && o.popularity <= 1) {
 		return nil, nil, fmt.Errorf("--popularity: must be in (0, 1], got %g", o.popularity)
 	}
@@ -86,22 +94,62 @@ func (o *simOptions) validate(needOut bool) ([]string, []uint64, error) {
 		if p == "" {
 			continue
 		}
-		name, err := placement.Canonical(p) // "default" and "tessera" are one policy, named tessera in every output
+		name, err := o.policyName(p)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--policy: %w", err)
+			return nil, nil, err
 		}
 		if !slices.Contains(pols, name) {
 			pols = append(pols, name)
 		}
 	}
 	if len(pols) == 0 {
-		return nil, nil, fmt.Errorf("--policy: give at least one of %s", strings.Join(placement.Names(), ", "))
+		names := placement.Names()
+		if o.mig != "" {
+			names = tracesim.MIGSetups()
+		}
+		return nil, nil, fmt.Errorf("--policy: give at least one of %s", strings.Join(names, ", "))
 	}
 	seeds, err := parseSeeds(o.seeds)
 	if err != nil {
 		return nil, nil, err
 	}
 	return pols, seeds, nil
+}
+
+// validateMIG checks the flags that go with --mig.
+func (o *simOptions) validateMIG() error {
+	if o.mig == "" {
+		if o.migMemory != "" && o.migMemory != tracesim.MIGMemoryShare {
+			return fmt.Errorf("--mig-memory: needs --mig (the model every GPU is made)")
+		}
+		return nil
+	}
+	switch {
+	case o.migMemory != tracesim.MIGMemoryShare && o.migMemory != tracesim.MIGMemoryNone:
+		return fmt.Errorf("--mig-memory: must be %s or %s, got %q", tracesim.MIGMemoryShare, tracesim.MIGMemoryNone, o.migMemory)
+	case o.breakdown:
+		return fmt.Errorf("--breakdown: not defined for the MIG variant; leave it out with --mig")
+	case o.published != "":
+		return fmt.Errorf("--published: the study published no MIG numbers; leave it out with --mig")
+	}
+	return nil
+}
+
+// policyName is the canonical name of a --policy entry: a policy, or with
+// --mig a MIG setup.
+func (o *simOptions) policyName(p string) (string, error) {
+	if o.mig != "" {
+		name := strings.ToLower(p)
+		if !slices.Contains(tracesim.MIGSetups(), name) {
+			return "", fmt.Errorf("--policy: with --mig, name MIG setups (%s), got %q", strings.Join(tracesim.MIGSetups(), ", "), p)
+		}
+		return name, nil
+	}
+	name, err := placement.Canonical(p) // "default" and "tessera" are one policy, named tessera in every output
+	if err != nil {
+		return "", fmt.Errorf("--policy: %w", err)
+	}
+	return name, nil
 }
 
 // parseSeeds reads "42,43" and "42-51" (at most 10,000 seeds).
@@ -157,7 +205,19 @@ and the dropped pods, and writes to -o DIR:
 
 Policies: ` + strings.Join(placement.Names(), ", ") + `; "tessera" (or "default") is the default
 policy, "*-online" variants learn the pod-shape distribution only from pods
-that have arrived.`,
+that have arrived.
+
+With --mig MODEL the MIG variant is replayed instead: every GPU of the node
+list made MODEL (a catalog model with MIG, such as A100-40GB or H100-SXM),
+every GPU pod mapped to the smallest MIG profile covering its compute share
+(and, with --mig-memory share, its share of the GPU's memory), whole-GPU pods
+to one full-GPU instance per GPU. --policy then names setups (all by default):
+fractional (no MIG, Tessera's default policy), static-all-1g and
+static-all-balanced (mig-parted layouts made up front), template (HAMi's
+first design), first-fit and tessera (Tessera's MIG planner). The table shows
+what the placed pods hold (a MIG instance its slices) beside what they ask,
+and mig.png|svg draws both and the failed requests (docs/simulator.md, "MIG:
+what isolation costs").`,
 		Example: `  tessera sim --trace ../shared/traces/openb/openb_pod_list_default.csv \
       --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
       --policy fgd,tessera --seeds 42-51 --tune 1.3 -o out/default`,
@@ -196,15 +256,24 @@ written too.`,
 }
 
 func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
+	if o.mig != "" && !cmd.Flags().Changed("policy") {
+		o.policies = strings.Join(tracesim.MIGSetups(), ",")
+	}
 	pols, seeds, err := o.validate(needOut)
 	if err != nil {
 		return asUsage(err)
+	}
+	var variant *tracesim.MIGVariant
+	if o.mig != "" {
+		if variant, err = tracesim.NewMIGVariant(catalog.Default(), o.mig, o.migMemory); err != nil {
+			return usageError("--mig: %v", err)
+		}
 	}
 	nodes, err := simSetup(o.outDir, o.nodes)
 	if err != nil {
 		return err
 	}
-	m := tracesim.Matrix{Nodes: nodes, Policies: pols, Seeds: seeds, Tune: o.tune, Popularity: o.popularity, Parallel: o.parallel, Breakdown: o.breakdown}
+	m := tracesim.Matrix{Nodes: nodes, Policies: pols, Seeds: seeds, Tune: o.tune, Popularity: o.popularity, Parallel: o.parallel, Breakdown: o.breakdown, MIG: variant}
 	for _, path := range o.traces {
 		pods, err := tracesim.LoadPods(path)
 		if err != nil {
@@ -231,6 +300,16 @@ func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 		return err
 	}
 	a.log.Info("simulation done", "runs", len(results), "elapsed", time.Since(start).Round(time.Millisecond))
+	if variant != nil {
+		rows := tracesim.MIGTable(results, pols)
+		if err := tracesim.WriteMIGTable(a.stdout, rows); err != nil {
+			return err
+		}
+		if o.outDir == "" {
+			return nil
+		}
+		return writeMIGOutputs(o.outDir, o.plotFormat, results, rows)
+	}
 	rows := tracesim.Table(results, pols, published)
 	if err := tracesim.WriteTable(a.stdout, rows); err != nil {
 		return err
@@ -239,6 +318,35 @@ func (a *app) runSim(cmd *cobra.Command, o *simOptions, needOut bool) error {
 		return nil
 	}
 	return writeSimOutputs(o.outDir, o.plotFormat, results, rows, pols)
+}
+
+// writeMIGOutputs writes the MIG variant's outputs: curves.csv,
+// summary.json, summary.md (the MIG table), the allocation plots (what
+// the placed pods hold) and mig.png|svg (held, asked and failed per setup).
+func writeMIGOutputs(dir, plotFormat string, results []*tracesim.Result, rows []tracesim.MIGRow) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-o/--output: %w", err)
+	}
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"curves.csv", func(w io.Writer) error { return tracesim.WriteCurvesCSV(w, results) }},
+		{"summary.json", func(w io.Writer) error { return tracesim.WriteSummaryJSON(w, results) }},
+		{"summary.md", func(w io.Writer) error { return tracesim.WriteMIGTable(w, rows) }},
+	}
+	for _, f := range files {
+		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {
+			return err
+		}
+	}
+	if err := tracesim.WritePlot(filepath.Join(dir, "allocation."+plotFormat), results); err != nil {
+		return err
+	}
+	if err := tracesim.WriteZoomPlot(filepath.Join(dir, "allocation_zoom."+plotFormat), results); err != nil {
+		return err
+	}
+	return tracesim.WriteMIGPlot(filepath.Join(dir, "mig."+plotFormat), rows)
 }
 
 // simSetup checks that -o (when given) is writable, then loads --nodes.

@@ -129,3 +129,47 @@ func TestSimDynamicFlagValidation(t *testing.T) {
 		t.Errorf("a pod list without creation_time: exit %d, %q", code, errOut)
 	}
 }
+
+// TestSimMIG: --mig replays every setup by default, prints the MIG table
+// and writes its outputs; --policy then names setups.
+func TestSimMIG(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, errOut, code := run(t, "sim", "--trace", tinyPods, "--nodes", tinyNodes, "--mig", "a100-40gb", "--seeds", "42-43", "-q", "-o", dir, "--plot-format", "svg")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, setup := range []string{"fractional", "static-all-1g", "static-all-balanced", "template", "first-fit", "tessera"} {
+		if !strings.Contains(out, "| pods | A100-40GB | share | "+setup+" | 2 |") {
+			t.Errorf("no row for %s:\n%s", setup, out)
+		}
+	}
+	for _, f := range []string{"curves.csv", "summary.json", "summary.md", "allocation.svg", "allocation_zoom.svg", "mig.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	out, errOut, code = run(t, "sim", "compare", "--trace", tinyPods, "--nodes", tinyNodes, "--mig", "H100", "--mig-memory", "none", "--policy", "Template,tessera", "-q")
+	if code != 0 || !strings.Contains(out, "| pods | H100-SXM | none | template | 1 |") || strings.Contains(out, "first-fit") {
+		t.Errorf("two setups on H100: exit %d, %s\n%s", code, errOut, out)
+	}
+}
+
+func TestSimMIGFlagValidation(t *testing.T) {
+	base := []string{"sim", "--trace", tinyPods, "--nodes", tinyNodes, "-o", t.TempDir()}
+	for _, tc := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--mig", "T4"}, "--mig: MIG variant: model T4 does not support MIG"},
+		{[]string{"--mig", "A100-40GB", "--policy", "fgd"}, `--policy: with --mig, name MIG setups (fractional, static-all-1g, static-all-balanced, template, first-fit, tessera), got "fgd"`},
+		{[]string{"--mig", "A100-40GB", "--mig-memory", "half"}, "--mig-memory: must be share or none"},
+		{[]string{"--mig-memory", "none"}, "--mig-memory: needs --mig"},
+		{[]string{"--mig", "A100-40GB", "--breakdown"}, "--breakdown: not defined for the MIG variant"},
+		{[]string{"--mig", "A100-40GB", "--published", tinyPub}, "--published: the study published no MIG numbers"},
+	} {
+		_, errOut, code := run(t, append(append([]string{}, base...), tc.extra...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error containing %q", tc.extra, code, errOut, tc.want)
+		}
+	}
+}
