@@ -464,18 +464,7 @@ func TestMIGReplayRefuses(t *testing.T) {
 // every GPU changes nothing else), and every MIG setup sees the same
 // arrivals and holds at least what its pods ask.
 func TestOpenbMIGVariant(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: replays the full default trace (seconds); skipped with -short")
-	}
-	dir := openbDir(t)
-	nodes, err := LoadNodes(filepath.Join(dir, "openb_node_list_gpu_node.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := LoadPods(filepath.Join(dir, "openb_pod_list_default.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods, _ := openbDefault(t)
 	plain, err := Replay(context.Background(), Config{Trace: "default", Nodes: nodes, Pods: pods, Policy: "tessera", Seed: 42, Tune: 1.3})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tessera-gpu/tessera/placement"
 )
 
 // openbDir finds the shared openb traces: $TESSERA_SHARED (the shared
@@ -37,22 +39,30 @@ func openbDir(t testing.TB) string {
 	return ""
 }
 
-// TestOpenbIntegration is the one test that reads ../shared: it replays
-// the default openb trace with seed 42 and checks that our FGD lands near
-// the study's published mean and that Tessera's default policy beats it.
-func TestOpenbIntegration(t *testing.T) {
+// openbDefault loads the shared openb GPU node list and default pod list
+// for a test that replays them (seconds): it skips under -short and where
+// the traces are absent, and returns the traces' folder too.
+func openbDefault(t *testing.T) (nodes *placement.Cluster, pods []placement.Pod, dir string) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("integration test: replays the full default trace (seconds); skipped with -short")
+		t.Skip("integration test: replays the openb traces (seconds); skipped with -short")
 	}
-	dir := openbDir(t)
+	dir = openbDir(t)
 	nodes, err := LoadNodes(filepath.Join(dir, "openb_node_list_gpu_node.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := LoadPods(filepath.Join(dir, "openb_pod_list_default.csv"))
-	if err != nil {
+	if pods, err = LoadPods(filepath.Join(dir, "openb_pod_list_default.csv")); err != nil {
 		t.Fatal(err)
 	}
+	return nodes, pods, dir
+}
+
+// TestOpenbIntegration is the one test that reads ../shared: it replays
+// the default openb trace with seed 42 and checks that our FGD lands near
+// the study's published mean and that Tessera's default policy beats it.
+func TestOpenbIntegration(t *testing.T) {
+	nodes, pods, dir := openbDefault(t)
 	if len(nodes.Nodes) != 1213 || nodes.TotalGPUMilli() != 6212000 || len(pods) != 8152 {
 		t.Fatalf("unexpected trace: %d nodes, %d GPU milli, %d pods", len(nodes.Nodes), nodes.TotalGPUMilli(), len(pods))
 	}

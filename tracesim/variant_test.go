@@ -138,14 +138,7 @@ func TestVariantRefusesBadInput(t *testing.T) {
 // more CPU per GPU than the cluster has: the default policy used to fall
 // behind FGD there (docs/simulator.md, "When CPU is scarce").
 func TestTesseraBeatsFGDWhenCPUIsScarce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: replays a variant of the default trace (seconds); skipped with -short")
-	}
-	dir := openbDir(t)
-	nodes, err := LoadNodes(filepath.Join(dir, "openb_node_list_gpu_node.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, _, dir := openbDefault(t)
 	var buf bytes.Buffer
 	if err := WriteVariant(&buf, filepath.Join(dir, "openb_pod_list_default.csv"), nodes, Variant{CPUOnly: 3, Seed: 1001}); err != nil {
 		t.Fatal(err)
