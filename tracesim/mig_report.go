@@ -60,14 +60,8 @@ func MIGTable(results []*Result, setupOrder []string) []MIGRow {
 		row.WholeGPUs += float64(r.MIG.WholeGPUs)
 		row.SecondsPerRun += r.Elapsed.Seconds()
 	}
-	rank := func(s string) int {
-		if i := slices.Index(setupOrder, s); i >= 0 {
-			return i
-		}
-		return len(setupOrder)
-	}
 	slices.SortFunc(keys, func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.m, b.m), cmp.Compare(a.mem, b.mem), cmp.Compare(rank(a.s), rank(b.s)), cmp.Compare(a.s, b.s))
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.m, b.m), cmp.Compare(a.mem, b.mem), cmp.Compare(rankIn(setupOrder, a.s), rankIn(setupOrder, b.s)), cmp.Compare(a.s, b.s))
 	})
 	rows := make([]MIGRow, 0, len(keys))
 	for _, k := range keys {

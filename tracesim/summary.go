@@ -123,14 +123,8 @@ func Table(results []*Result, policyOrder []string, published PublishedTable) []
 		row.FailedGPUPct += r.FailedGPUPct()
 		row.SecondsPerRun += r.Elapsed.Seconds()
 	}
-	rank := func(p string) int {
-		if i := slices.Index(policyOrder, p); i >= 0 {
-			return i
-		}
-		return len(policyOrder)
-	}
 	slices.SortFunc(keys, func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(rank(a.p), rank(b.p)), cmp.Compare(a.p, b.p))
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(rankIn(policyOrder, a.p), rankIn(policyOrder, b.p)), cmp.Compare(a.p, b.p))
 	})
 	rows := make([]Row, 0, len(keys))
 	for _, k := range keys {
@@ -174,4 +168,12 @@ func WriteTable(w io.Writer, rows []Row) error {
 		}
 	}
 	return nil
+}
+
+// rankIn is name's position in order, names not listed last.
+func rankIn(order []string, name string) int {
+	if i := slices.Index(order, name); i >= 0 {
+		return i
+	}
+	return len(order)
 }
