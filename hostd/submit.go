@@ -67,7 +67,11 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	if err != nil {
 		return api.Job{}, err
 	}
-	if d.cfg.Sharing == arbiter.ModeMPS && gpu.MIGProfile == "" && gpu.Count > 1 {
+	// The engine's sharing rule, for this host: every job shares the
+	// host's IPC namespace; a job that cannot run here under the host's
+	// sharing is refused at submission, as it would wait forever.
+	host := placement.NodeSharing{Fractions: true, MPS: d.cfg.Sharing == arbiter.ModeMPS}
+	if placement.SharingFit([]request.GPU{gpu}, placement.SharingNeeds{SharedIPC: true}, host) == placement.MPSOneGPU {
 		return api.Job{}, &InputError{Field: request.FieldCount, Msg: fmt.Sprintf("must be 1 on this host, got %d: it shares GPUs with NVIDIA MPS (tessera up --sharing mps), and an MPS client runs on one GPU (its CUDA_MPS_PIPE_DIRECTORY names one GPU's control daemon); submit one job per GPU", gpu.Count)}
 	}
 	var engine *request.GPU

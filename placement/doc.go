@@ -6,7 +6,9 @@
 // MIG GPUs (their instances and free start slots; mig.go, docs/mig.md), the
 // feasibility units (one small check per resource, whose rejections
 // Explain and NoFitError give as figures an adapter can put in its own
-// words), the scoring policies
+// words), the sharing rules a node's sharing modes set (SharingFit:
+// exclusive GPUs, MPS, memory oversubscription; a reason code each front
+// door words itself), the scoring policies
 // (one file each, sharing the Policy interface), and the explicit, checked
 // step that applies or releases a decision on a snapshot.
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -44,44 +45,29 @@ func ready(n *corev1.Node) bool {
 }
 
 // sharingRule checks a pod's GPU requests against how the node's agent
-// shares its GPUs (GPUNode sharing): exclusive GPUs take whole-GPU requests
-// only, and GPUs shared through MPS take containers of one GPU. Modes are
-// set per node by the agent (MIG GPUs aside), so the node's non-MIG GPUs
-// decide. MPS clients also share memory with the node's MPS server, so a
-// pod without spec.hostIPC is kept off MPS nodes here rather than refused
-// by the agent when kubelet allocates (the pod would then fail on the
-// node). A pod that asks for memory oversubscription (nvshare.com/gpu, or
-// tessera.io/oversubscribe) goes only to nodes whose agent oversubscribes.
-// It returns "" or the reason the node is ruled out.
+// shares its GPUs (GPUNode sharing, status.memoryOversubscription) with
+// the engine's rule (placement.SharingFit) and says why a node is ruled
+// out in the pod's words, or "". MPS clients share memory with the
+// node's MPS server, so a pod without spec.hostIPC is kept off MPS nodes
+// here rather than refused by the agent when kubelet allocates (the pod
+// would then fail on the node).
 func sharingRule(reqs []workload.ContainerRequest, hostIPC bool, n *inventory.Node) string {
-	if len(reqs) > 0 && reqs[0].Oversubscribe && !n.MemoryOversubscription {
-		// Oversubscribe is pod-wide: the first GPU container says it.
+	gpus := make([]request.GPU, len(reqs))
+	for i, r := range reqs {
+		gpus[i] = r.GPU
+	}
+	// Oversubscribe is pod-wide: the first GPU container says it.
+	needs := placement.SharingNeeds{Oversubscribe: len(reqs) > 0 && reqs[0].Oversubscribe, SharedIPC: hostIPC}
+	switch placement.SharingFit(gpus, needs, placement.SharingOf(n)) {
+	case placement.NeedsOversubscription:
 		return "agent does not oversubscribe GPU memory (tessera agent --oversubscribe), which the pod asks for (" +
 			workload.NvshareResourceGPU + ", or " + workload.AnnotationOversubscribe + `: "true")`
-	}
-	fractions, mps := false, false
-	for _, g := range n.GPUs {
-		if g.MIGMode == inventory.MIGEnabled {
-			continue
-		}
-		fractions = fractions || inventory.AllowsFractions(g.Sharing)
-		mps = mps || g.Sharing == inventory.SharingMPS
-	}
-	for _, r := range reqs {
-		g := r.GPU
-		if g.Count == 0 || g.MIGProfile != "" {
-			continue
-		}
-		whole := g.Exclusive || g.ComputeMilli >= request.Whole
-		if !whole && !fractions {
-			return "GPUs are exclusive (sharing: exclusive): whole GPUs only"
-		}
-		if mps && g.Count > 1 {
-			return "GPUs are shared through MPS (sharing: mps): one GPU per container"
-		}
-		if mps && !hostIPC {
-			return "GPUs are shared through MPS (sharing: mps): the pod needs spec.hostIPC: true"
-		}
+	case placement.WholeGPUsOnly:
+		return "GPUs are exclusive (sharing: exclusive): whole GPUs only"
+	case placement.MPSOneGPU:
+		return "GPUs are shared through MPS (sharing: mps): one GPU per container"
+	case placement.MPSNeedsSharedIPC:
+		return "GPUs are shared through MPS (sharing: mps): the pod needs spec.hostIPC: true"
 	}
 	return ""
 }
