@@ -1,0 +1,248 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/inventory"
+)
+
+// classes is a DeviceClassLister over the classes read back from the API.
+type classes []*resourceapi.DeviceClass
+
+func (c classes) List() ([]*resourceapi.DeviceClass, error) { return c, nil }
+func (c classes) Get(name string) (*resourceapi.DeviceClass, error) {
+	for _, dc := range c {
+		if dc.Name == name {
+			return dc, nil
+		}
+	}
+	return nil, fmt.Errorf("device class %q not found", name)
+}
+
+// TestDeviceModelOnRealControlPlane publishes a node's GPUs through the
+// resourceslice helper to the real API server (v1.37, its default feature
+// gates), installs the DeviceClasses with strict field validation, and
+// lets Kubernetes' own structured allocator (the code kube-scheduler's DRA
+// plugin runs) allocate claims against what the API server kept: two
+// half-GPU claims share the shared GPU, a third finds no room (the
+// exclusive GPU is not in the shared class, the unhealthy one is tainted),
+// a claim that names no capacity takes the exclusive GPU whole, a claim
+// for more compute than a GPU has fits nowhere, and the allocations
+// (consumed capacity, share IDs) are accepted in the claims' status.
+func TestDeviceModelOnRealControlPlane(t *testing.T) {
+	ctx, _, cfg := testcluster.ForTest(t, false)
+	client := kubernetes.NewForConfigOrDie(cfg)
+	strict := metav1.CreateOptions{FieldValidation: "Strict"}
+
+	var installed classes
+	for _, dc := range DeviceClasses("tessera.io/gpu") {
+		got, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, strict)
+		if err != nil {
+			t.Fatalf("create DeviceClass %s: %v", dc.Name, err)
+		}
+		installed = append(installed, got)
+	}
+	if e := installed[0].Spec.ExtendedResourceName; e == nil || *e != "tessera.io/gpu" {
+		t.Fatalf("the API server dropped extendedResourceName: %+v", installed[0].Spec)
+	}
+
+	n := &inventory.Node{Name: "gpu-node", DriverVersion: "570.133.20", GPUs: []inventory.GPU{
+		{UUID: "GPU-shared", Index: 0, Model: "H200", MemoryMiB: 143771, NUMANode: 0, Health: inventory.Healthy},
+		{UUID: "GPU-exclusive", Index: 1, Model: "H200", MemoryMiB: 143771, NUMANode: 0, Health: inventory.Healthy, Sharing: inventory.SharingExclusive},
+		{UUID: "GPU-sick", Index: 2, Model: "H200", MemoryMiB: 143771, NUMANode: 1, Health: inventory.Unhealthy},
+	}}
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, strict); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 10)
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+		DriverName: DriverName, KubeClient: client, Owner: NodeOwner(n.Name), Resources: Resources(n),
+		ErrorHandler: func(_ context.Context, err error, msg string) { errs <- fmt.Errorf("%s: %w", msg, err) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctrl.Stop()
+	var published []*resourceapi.ResourceSlice
+	deadline := time.Now().Add(time.Minute) // a liveness bound, not a performance one
+	for len(published) == 0 {
+		select {
+		case err := <-errs:
+			t.Fatalf("publishing slices: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no ResourceSlice published within a minute")
+		}
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			published = append(published, &list.Items[i])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(published) != 1 || published[0].Spec.Driver != DriverName || published[0].Spec.Pool.Name != "gpu-node" ||
+		published[0].Spec.NodeName == nil || *published[0].Spec.NodeName != "gpu-node" {
+		t.Fatalf("slices %+v, want one of %s for pool gpu-node", published, DriverName)
+	}
+	devs := published[0].Spec.Devices
+	if len(devs) != 3 {
+		t.Fatalf("published %d devices, want 3", len(devs))
+	}
+	// What the API server kept is what was meant: no field dropped by a
+	// feature gate that is off.
+	want := Devices(n)
+	for i := range devs {
+		if !resourceslice.DevicesDeepEqual(devs[i:i+1], want[i:i+1]) {
+			t.Errorf("device %s stored as %+v, want %+v", want[i].Name, devs[i], want[i])
+		}
+	}
+
+	// The features kube-scheduler v1.37 enables by default that touch
+	// these devices.
+	features := structured.Features{ConsumableCapacity: true, FractionalCapacityRange: true, DeviceTaints: true, PrioritizedList: true}
+	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](), AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node"}}
+	allocate := func(name, class string, capacity map[resourceapi.QualifiedName]resource.Quantity) (*resourceapi.ResourceClaim, string) {
+		t.Helper()
+		req := resourceapi.DeviceRequest{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class}}
+		if capacity != nil {
+			req.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: capacity}
+		}
+		claim, err := client.ResourceV1().ResourceClaims("default").Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{req}}},
+		}, strict)
+		if err != nil {
+			t.Fatalf("create claim %s: %v", name, err)
+		}
+		// A new allocator sees what earlier claims took.
+		a, err := structured.NewAllocator(ctx, features, state, installed, published, cel.NewCache(10, cel.Features{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+		if err != nil {
+			t.Fatalf("allocate %s: %v", name, err)
+		}
+		if len(res) == 0 {
+			return claim, ""
+		}
+		r := res[0].Devices.Results[0]
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		if r.ShareID != nil {
+			state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+			state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+		} else {
+			state.AllocatedDevices.Insert(id)
+		}
+		claim.Status.Allocation = &res[0]
+		if _, err := client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldValidation: "Strict"}); err != nil {
+			t.Fatalf("write allocation of %s: %v", name, err)
+		}
+		return claim, r.Device
+	}
+	half := map[resourceapi.QualifiedName]resource.Quantity{CapacityCompute: resource.MustParse("0.5"), CapacityMemory: resource.MustParse("20Gi")}
+	if _, dev := allocate("half-a", ClassSharedGPU, half); dev != "gpu-0" {
+		t.Errorf("first half on %q, want gpu-0", dev)
+	}
+	claim, dev := allocate("half-b", ClassSharedGPU, half)
+	if dev != "gpu-0" {
+		t.Errorf("second half on %q, want gpu-0 (shared)", dev)
+	}
+	got := claim.Status.Allocation.Devices.Results[0].ConsumedCapacity
+	if c, m := got[CapacityCompute], got[CapacityMemory]; c.Cmp(resource.MustParse("500m")) != 0 || m.Cmp(resource.MustParse("20Gi")) != 0 {
+		t.Errorf("consumed capacity %v, want compute 500m, memory 20Gi", got)
+	}
+	if _, dev := allocate("half-c", ClassSharedGPU, half); dev != "" {
+		t.Errorf("third half on %q, want nowhere (gpu-0 full, gpu-1 exclusive, gpu-2 unhealthy)", dev)
+	}
+	if _, dev := allocate("whole", ClassGPU, nil); dev != "gpu-1" {
+		t.Errorf("whole GPU on %q, want gpu-1", dev)
+	}
+	if _, dev := allocate("too-big", ClassGPU, map[resourceapi.QualifiedName]resource.Quantity{CapacityCompute: resource.MustParse("2")}); dev != "" {
+		t.Errorf("two GPUs' compute on one device %q", dev)
+	}
+	if _, err := Share(map[resourceapi.QualifiedName]resource.Quantity{CapacityCompute: resource.MustParse("2")}, nil, nil); err == nil {
+		t.Error("Tessera accepts compute 2 on one device")
+	}
+	list, err := client.ResourceV1().ResourceClaims("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allocated []string
+	for _, c := range list.Items {
+		if c.Status.Allocation != nil {
+			allocated = append(allocated, c.Name)
+		}
+	}
+	slices.Sort(allocated)
+	if !slices.Equal(allocated, []string{"half-a", "half-b", "whole"}) {
+		t.Errorf("allocated claims in the API %v, want half-a half-b whole", allocated)
+	}
+}
+
+// TestDocumentedClaimTemplate: the share with burst docs/dra.md shows is
+// accepted by the real API server with strict field validation, and reads
+// as a guarantee of 0.25 with a burst limit of 0.8 and 20Gi capped at 40Gi.
+func TestDocumentedClaimTemplate(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "dra.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/dra.md has no yaml block")
+	}
+	var tmpl resourceapi.ResourceClaimTemplate
+	if err := yaml.UnmarshalStrict([]byte(block), &tmpl); err != nil {
+		t.Fatalf("the documented template does not decode: %v", err)
+	}
+	ctx, _, cfg := testcluster.ForTest(t, false)
+	client := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := client.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &tmpl, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+		t.Fatalf("the API server refuses the documented template: %v", err)
+	}
+	spec := tmpl.Spec.Spec.Devices
+	if len(spec.Config) != 1 || spec.Config[0].Opaque == nil || spec.Config[0].Opaque.Driver != DriverName {
+		t.Fatalf("documented config %+v", spec.Config)
+	}
+	cfgShare, err := DecodeShareConfig(spec.Config[0].Opaque.Parameters.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Share(spec.Requests[0].Exactly.Capacity.Requests, &cfgShare, catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.ComputeMilli != 250 || g.ComputeLimitMilli != 800 || g.MemoryMiB != 20480 || g.MemoryLimitMiB != 40960 {
+		t.Errorf("the documented share reads as %+v, want 0.25 (burst 0.8), 20Gi (cap 40Gi)", g)
+	}
+}
