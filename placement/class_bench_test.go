@@ -17,7 +17,9 @@ import (
 // scheduler. It reports, for each pod, the median and p99 of each way in
 // µs and their ratios (class over node by node: below 1 is faster), and
 // the classes in the index at the end and the time to build the index
-// once (what a policy pays the second time it meets a cluster). Four
+// once (what a policy pays the second time it meets a cluster). A third
+// instance decides by class without remembered scores (classmemo.go):
+// nomemo columns, and class/nomemo the memo's gain. Four
 // untimed decisions per instance first warm the memos and draw the tie
 // order.
 func BenchmarkClassLatency(b *testing.B) {
@@ -28,7 +30,9 @@ func BenchmarkClassLatency(b *testing.B) {
 				cls, _ := New(name, Options{Seed: 1, Typical: d, Workers: 1})
 				per, _ := New(name, Options{Seed: 1, Typical: d, Workers: 1})
 				chooserOf(per).class.off = true
-				pols := []Policy{cls, per}
+				plain, _ := New(name, Options{Seed: 1, Typical: d, Workers: 1})
+				chooserOf(plain).class.noMemo = true
+				pols := []Policy{cls, per, plain}
 				pods := []Pod{sharePod("share", 8000, 470), wholePod("whole", 12000, 1)}
 				for k := range 4 { // draw the tie order, warm the memos
 					for _, pol := range pols {
@@ -44,7 +48,7 @@ func BenchmarkClassLatency(b *testing.B) {
 				i := 0
 				for b.Loop() {
 					pod := &pods[i%2]
-					var decs [2]Decision
+					var decs [3]Decision
 					for k := range pols {
 						m := (k + i/2) % len(pols)
 						start := time.Now()
@@ -55,8 +59,8 @@ func BenchmarkClassLatency(b *testing.B) {
 						}
 						decs[m] = dec
 					}
-					if !reflect.DeepEqual(decs[0], decs[1]) {
-						b.Fatalf("by class %+v, node by node %+v", decs[0], decs[1])
+					if !reflect.DeepEqual(decs[0], decs[1]) || !reflect.DeepEqual(decs[0], decs[2]) {
+						b.Fatalf("by class %+v, node by node %+v, by class without memo %+v", decs[0], decs[1], decs[2])
 					}
 					if err := c.Apply(pod, decs[0]); err != nil {
 						b.Fatal(err)
@@ -69,12 +73,16 @@ func BenchmarkClassLatency(b *testing.B) {
 				for k, pod := range []string{"share", "gpu1"} {
 					c50, c99 := percentiles(times[0][k])
 					n50, n99 := percentiles(times[1][k])
+					m50, m99 := percentiles(times[2][k])
 					b.ReportMetric(c50, pod+"-class-p50-µs")
 					b.ReportMetric(c99, pod+"-class-p99-µs")
 					b.ReportMetric(n50, pod+"-node-p50-µs")
 					b.ReportMetric(n99, pod+"-node-p99-µs")
 					b.ReportMetric(c50/n50, pod+"-class/node-p50")
 					b.ReportMetric(c99/n99, pod+"-class/node-p99")
+					b.ReportMetric(m50, pod+"-nomemo-p50-µs")
+					b.ReportMetric(m99, pod+"-nomemo-p99-µs")
+					b.ReportMetric(c50/m50, pod+"-class/nomemo-p50")
 				}
 				b.ReportMetric(float64(len(chooserOf(cls).cache.ixs[0].live)), "classes")
 				b.ReportMetric(float64(build.Microseconds())/1e3, "build-ms")

@@ -44,6 +44,10 @@ type classSettings struct {
 	off bool
 	// minNodes overrides classMinNodes when positive.
 	minNodes int
+	// noMemo turns remembered scores off (benchmarks compare);
+	// remembered counts the class scores taken from the memo (tests).
+	noMemo     bool
+	remembered int
 	// check, when set, is called before each decision made by class
 	// (tests check the classes with it).
 	check func(c *Cluster, ix *classIndex, pf *podFit, score nodeScore)
@@ -130,19 +134,38 @@ func (ch *chooser) chooseClasses(c *Cluster, pf *podFit, score nodeScore) (Decis
 	if ch.class.check != nil {
 		ch.class.check(c, ix, pf, score)
 	}
+	var memo *shapeScores
+	if ch.memo.on && !ch.class.noMemo {
+		memo = ix.memo.slot(pf.p, ch.memo.epoch, len(ix.classes))
+	}
 	best := int32(-1)
 	var bestScore float64
 	for _, k := range ix.live {
 		cl := &ix.classes[k]
-		x, xi := &ix.reps, int(k)
-		if cl.unique {
-			x, xi = c, int(cl.top)
+		var s float64
+		if memo != nil && memo.ver[k] == cl.ver {
+			ch.class.remembered++
+			if !memo.fits[k] {
+				continue
+			}
+			s = memo.score[k]
+		} else {
+			x, xi := &ix.reps, int(k)
+			if cl.unique {
+				x, xi = c, int(cl.top)
+			}
+			var fits bool
+			ch.usable, fits = pf.fit(ch.usable[:0], &x.Nodes[xi])
+			if fits {
+				s, _ = score(x, xi, pf.p, ch.usable)
+			}
+			if memo != nil {
+				memo.ver[k], memo.fits[k], memo.score[k] = cl.ver, fits, s
+			}
+			if !fits {
+				continue
+			}
 		}
-		var fits bool
-		if ch.usable, fits = pf.fit(ch.usable[:0], &x.Nodes[xi]); !fits {
-			continue
-		}
-		s, _ := score(x, xi, pf.p, ch.usable)
 		if math.IsNaN(s) {
 			return Decision{}, false
 		}

@@ -46,6 +46,19 @@ type classIndex struct {
 	specs      specs
 	specsStale bool
 	buf        []byte
+	// vers counts the class versions handed out (nodeClass.ver); memo
+	// holds the chooser's remembered scores (classmemo.go).
+	vers uint64
+	memo classMemo
+	// The hole counts (holeCounts), kept up to date by sync once asked
+	// for (counted): each node's GPUs' free compute as last counted
+	// (gpuFree from gpuAt[ni] to gpuAt[ni+1]), the partial holes by size
+	// and the free compute.
+	counted bool
+	gpuAt   []int32
+	gpuFree []int64
+	holes   [request.Whole]float64
+	free    float64
 }
 
 // nodeClass is one class: its key and its nodes.
@@ -60,6 +73,9 @@ type nodeClass struct {
 	// unique: the key names one node (keyUnique), whose state the key
 	// does not hold; it has no representative.
 	unique bool
+	// ver is new (never 0) whenever the class's state may be: when it is
+	// made and, for a unique class, when its node changes.
+	ver uint64
 }
 
 // newClassIndex groups c's nodes (c has a change log and at least one
@@ -100,6 +116,13 @@ func (ix *classIndex) sync(c *Cluster, rank []int, gen uint64) bool {
 		old := ix.classOf[ni]
 		if rep := &ix.reps.Nodes[old]; ix.classes[old].unique || !sameCapacity(rep, &c.Nodes[ni]) {
 			ix.specsStale = true
+		}
+		if ix.classes[old].unique { // its state is not in its key
+			ix.vers++
+			ix.classes[old].ver = ix.vers
+		}
+		if ix.counted {
+			ix.recount(&c.Nodes[ni], ni)
 		}
 		if ix.classes[old].key == string(ix.buf) {
 			continue
@@ -150,6 +173,8 @@ func (ix *classIndex) classFor(key []byte, n *Node) int32 {
 	}
 	cl := &ix.classes[k]
 	cl.key, cl.unique = string(key), key[0] == keyUnique
+	ix.vers++
+	cl.ver = ix.vers
 	ix.byKey[cl.key] = k
 	cl.at = int32(len(ix.live))
 	ix.live = append(ix.live, k)
@@ -274,24 +299,56 @@ func (ix *classIndex) swap(m []int32, i, j int) {
 	ix.pos[m[i]], ix.pos[m[j]] = int32(i), int32(j)
 }
 
-// holeCounts is what the hole-supply table reads of the cluster, summed
-// by class: the partial holes by size and the free GPU compute. Each
-// count and the sum are integers, exact in float64 whatever the order of
-// addition, so they equal a pass over the nodes.
+// holeCounts is what the hole-supply table reads of the cluster: the
+// partial holes by size, set into holes, and the free GPU compute. The
+// first call counts every node; sync then counts again only the GPUs of
+// the nodes that changed. Each count and the sum are integers, exact in
+// float64 whatever the order of addition, so they equal a pass over the
+// nodes.
 func (ix *classIndex) holeCounts(c *Cluster, holes *[request.Whole]float64) (free float64) {
-	for _, k := range ix.live {
-		cl := &ix.classes[k]
-		count := float64(len(cl.members))
-		n := &ix.reps.Nodes[k]
-		if cl.unique {
-			n = &c.Nodes[cl.members[0]]
-		}
-		for _, g := range n.GPUs {
-			free += count * float64(g.FreeMilli)
-			if g.FreeMilli > 0 && g.FreeMilli < request.Whole {
-				holes[g.FreeMilli] += count
-			}
+	if !ix.counted {
+		ix.countAll(c)
+	}
+	*holes = ix.holes
+	return ix.free
+}
+
+// countAll counts every node's GPUs.
+func (ix *classIndex) countAll(c *Cluster) {
+	ix.holes, ix.free = [request.Whole]float64{}, 0
+	ix.gpuAt, ix.gpuFree = ix.gpuAt[:0], ix.gpuFree[:0]
+	for i := range c.Nodes {
+		ix.gpuAt = append(ix.gpuAt, int32(len(ix.gpuFree)))
+		for _, g := range c.Nodes[i].GPUs {
+			ix.gpuFree = append(ix.gpuFree, g.FreeMilli)
+			ix.count(g.FreeMilli, 1)
 		}
 	}
-	return free
+	ix.gpuAt = append(ix.gpuAt, int32(len(ix.gpuFree)))
+	ix.counted = true
+}
+
+// recount counts node ni's GPUs again (n is its state now).
+func (ix *classIndex) recount(n *Node, ni int32) {
+	lo, hi := int(ix.gpuAt[ni]), int(ix.gpuAt[ni+1])
+	if hi-lo != len(n.GPUs) { // GPUs added or removed by hand
+		ix.counted = false
+		return
+	}
+	for j := range n.GPUs {
+		was, now := ix.gpuFree[lo+j], n.GPUs[j].FreeMilli
+		if was != now {
+			ix.count(was, -1)
+			ix.count(now, 1)
+			ix.gpuFree[lo+j] = now
+		}
+	}
+}
+
+// count adds (sign 1) or takes away (-1) a GPU with free compute free.
+func (ix *classIndex) count(free int64, sign float64) {
+	ix.free += sign * float64(free)
+	if free > 0 && free < request.Whole {
+		ix.holes[free] += sign
+	}
 }

@@ -72,6 +72,10 @@ type chooser struct {
 	// cache holds its class indexes.
 	class classSettings
 	cache classCache
+	// memo is set by the policy before a decision whose scores depend
+	// only on the class, the pod and an epoch (classmemo.go); choose
+	// clears it.
+	memo memoKey
 	// classDecisions counts the decisions made by class (tests read it).
 	classDecisions int
 }
@@ -87,6 +91,7 @@ func newUniformChooser(seed uint64) chooser {
 func (ch *chooser) choose(c *Cluster, p *Pod, score nodeScore) (Decision, error) {
 	d, err := ch.decide(c, p, score)
 	ch.cache.decisions++
+	ch.memo = memoKey{}
 	return d, err
 }
 

@@ -52,6 +52,21 @@ type Tessera struct {
 	cuts        *scoreCuts
 	migPlan     *migPlan
 	migFirstFit bool
+	// gen counts the distributions set; lastTable is the last hole table
+	// built by Place, kept while the next ones come out equal (both name
+	// the inputs of a decision's scores: tesseraEpoch).
+	gen       uint64
+	lastTable *holeWaste
+}
+
+// tesseraEpoch names everything a Tessera score reads besides the node
+// and the pod, so that the class chooser may remember scores while it is
+// the same (classmemo.go).
+type tesseraEpoch struct {
+	gen               uint64
+	hostBound         bool
+	hole, cpu, memory float64
+	table             *holeWaste
 }
 
 // Default weights, chosen on the openb traces (seeds 42-45; see
@@ -75,6 +90,8 @@ func NewTessera(d Distribution, seed uint64) *Tessera {
 // It must not run while Place does (the online wrappers call it between
 // arrivals).
 func (t *Tessera) setDistribution(d Distribution) {
+	t.gen++
+	t.lastTable = nil
 	d, migDist := d.split()
 	t.migPlan = newMIGPlan(migDist)
 	if !t.migFirstFit {
@@ -96,10 +113,17 @@ func (*Tessera) Name() string { return "tessera" }
 func (t *Tessera) Place(c *Cluster, p *Pod) (Decision, error) {
 	cpu, mem := t.supply.of(c)
 	t.hostBound = t.cpuNeed.demand > cpu || t.memNeed.demand > mem
+	epoch := tesseraEpoch{gen: t.gen, hostBound: t.hostBound, hole: t.HoleWeight, cpu: t.CPUWeight, memory: t.MemoryWeight, table: t.holes}
 	if t.holeSupply == nil || !p.Sharing() || t.HoleWeight == 0 {
+		t.ch.memo = memoKey{on: true, epoch: epoch}
 		return t.ch.choose(c, p, t.score)
 	}
 	w := t.holeSupply.table(c, t.ch.classes(c))
+	if t.lastTable != nil && *w == *t.lastTable {
+		w = t.lastTable // the same scores: the remembered ones hold
+	}
+	t.lastTable, epoch.table = w, w
+	t.ch.memo = memoKey{on: true, epoch: epoch}
 	return t.ch.choose(c, p, func(c *Cluster, ni int, p *Pod, usable []int) (float64, []int) {
 		return t.scoreWith(w, c, ni, p, usable)
 	})

@@ -167,6 +167,10 @@ type holeSupply struct {
 	shapes   []holeShape // GPU pod sizes, p summing to 1
 	meanGPU  float64     // mean GPU milli of a GPU pod
 	fillable float64
+	// below[h] is the share of GPU pods of h milli or less, and ample the
+	// table when the cap never binds (see tableOf).
+	below [request.Whole]float64
+	ample *holeWaste
 }
 
 type holeShape struct {
@@ -210,12 +214,18 @@ func newHoleSupply(d Distribution, fillable float64) *holeSupply {
 	}
 	// largest first: the greedy matching takes the largest shape that fits
 	slices.SortStableFunc(s.shapes, func(a, b holeShape) int { return cmp.Compare(b.milli, a.milli) })
+	for _, x := range s.shapes {
+		for h := x.milli; h < request.Whole; h++ {
+			s.below[h] += x.p
+		}
+	}
+	s.ample = s.build(nil, 0)
 	return s
 }
 
 // table builds the hole table for the cluster c as it is now, counting
 // its holes by class when ix (c's class index) is not nil. It only reads
-// c, ix and s; the result is the caller's.
+// c, ix and s; the result must only be read (it may be s's ample table).
 func (s *holeSupply) table(c *Cluster, ix *classIndex) *holeWaste {
 	var holes [request.Whole]float64 // partial holes by size
 	var free float64
@@ -236,15 +246,36 @@ func (s *holeSupply) table(c *Cluster, ix *classIndex) *holeWaste {
 
 // tableOf builds the hole table from the cluster's partial holes by size
 // and its free GPU compute.
+//
+// The cap binds only where fewer than one fitting pod is left over: the
+// pods left of sizes up to h are at least those expected (pods times the
+// share of sizes up to h) less the holes up to h (each hole takes at most
+// one). Where that bound is at least 2 for every size (1 with room for
+// rounding), every q(h) is uncapped and the table is the one built
+// without holes (ample, built once): the same numbers, without the
+// matching.
 func (s *holeSupply) tableOf(holes *[request.Whole]float64, free float64) *holeWaste {
 	pods := free / s.meanGPU
+	var taken float64
+	for h := 1; h < request.Whole; h++ {
+		taken += holes[h]
+		if s.below[h] > 0 && pods*s.below[h]-taken < 2 {
+			return s.build(holes, pods)
+		}
+	}
+	return s.ample
+}
+
+// build is tableOf's table, worked out; with holes nil, the cap never
+// binds (ample).
+func (s *holeSupply) build(holes *[request.Whole]float64, pods float64) *holeWaste {
 	left := make([]float64, len(s.shapes))
 	for j, x := range s.shapes {
 		left[j] = pods * x.p
 	}
 	w := new(holeWaste)
 	for h := int64(1); h <= request.Whole; h++ {
-		if h < request.Whole {
+		if h < request.Whole && holes != nil {
 			need := holes[h]
 			for j := 0; j < len(s.shapes) && need > 0; j++ {
 				if s.shapes[j].milli > h || left[j] <= 0 {
@@ -271,7 +302,7 @@ func (s *holeSupply) tableOf(holes *[request.Whole]float64, free float64) *holeW
 		if fit < s.fillable {
 			q = fit / s.fillable
 		}
-		if h < request.Whole {
+		if h < request.Whole && holes != nil {
 			q = min(q, spare)
 		}
 		w[h] = q*next/fit + (1-q)*float64(h)
