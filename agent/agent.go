@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,10 +18,15 @@ import (
 	"github.com/tessera-gpu/tessera/agent/deviceplugin"
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/migctl"
 )
 
 // CheckpointFile is the checkpoint's name in the state folder.
 const CheckpointFile = "allocations.json"
+
+// MIGJournalFile is, in the state folder, the file where the MIG
+// instances created for containers are booked (migctl.Manager.Journal).
+const MIGJournalFile = "mig-instances.json"
 
 // SocketName is the plugin's socket in kubelet's device-plugins folder.
 const SocketName = "tessera-gpu.sock"
@@ -101,10 +108,22 @@ func New(cfg Config) (*Agent, error) {
 		cfg.ReconcileInterval = 30 * time.Second
 	}
 	cfg.Node.Name = cfg.NodeName
+	store, err := checkpoint.Open(filepath.Join(cfg.StateDir, CheckpointFile), cfg.NodeName)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	var created []migctl.Instance
+	if cfg.MIG != nil {
+		if created, err = reconcileMIG(cfg, store.Entries()); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		cfg.Node = withoutCreated(cfg.Node, created)
+	}
 	devices, err := NewDevices(cfg.Node, cfg.SlotsPerGPU)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	var spec *cdi.Writer
 	if cfg.Paths.CDISpecDir != "" {
 		// Checked here too: the spec is written before the allocator
 		// checks the paths.
@@ -115,21 +134,30 @@ func New(cfg Config) (*Agent, error) {
 		if lib == nil {
 			lib = nvml.New()
 		}
-		path, err := cdi.Generate(lib, cfg.Node, cdi.Options{Dir: cfg.Paths.CDISpecDir, BaseSpec: cfg.Paths.CDIBaseSpec, HostRoot: cfg.HostRoot})
+		spec, err = cdi.NewWriter(lib, cfg.Node, cdi.Options{Dir: cfg.Paths.CDISpecDir, BaseSpec: cfg.Paths.CDIBaseSpec, HostRoot: cfg.HostRoot})
 		if err != nil {
 			return nil, fmt.Errorf("agent: CDI spec: %w", err)
 		}
+		var uuids []string
+		for _, in := range created {
+			if in.UUID != "" {
+				uuids = append(uuids, in.UUID)
+			}
+		}
+		if err := spec.Add(uuids...); err != nil {
+			return nil, fmt.Errorf("agent: CDI spec: MIG instances created for containers: %w", err)
+		}
 		cfg.Paths.CDI, cfg.Paths.CDIKind = true, cdi.Kind
-		cfg.Log.Info("wrote CDI spec", "path", path, "kind", cdi.Kind)
+		cfg.Log.Info("wrote CDI spec", "path", spec.Path(), "kind", cdi.Kind)
 	}
-	store, err := checkpoint.Open(filepath.Join(cfg.StateDir, CheckpointFile), cfg.NodeName)
-	if err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	alloc, err := NewAllocator(AllocatorConfig{
+	acfg := AllocatorConfig{
 		Node: cfg.NodeName, Paths: cfg.Paths, Pods: cfg.Pods, Kubelet: cfg.Kubelet,
 		Store: store, Devices: devices, Enforcer: cfg.Enforcer, MPS: cfg.MPS, MIG: cfg.MIG, Log: cfg.Log,
-	})
+	}
+	if spec != nil {
+		acfg.CDI = spec
+	}
+	alloc, err := NewAllocator(acfg)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -245,4 +273,76 @@ func (a *Agent) publishLoop(ctx context.Context) error {
 		}
 		retry, backoff = nil, time.Second
 	}
+}
+
+// reconcileMIG runs at start on a node with managed MIG GPUs: the
+// instances recorded containers were given are adopted (or created again
+// when missing), those booked in the journal for containers no longer
+// recorded are destroyed unless in use, and instances nobody booked (the
+// operator's) are left alone. It returns the instances now held for
+// containers.
+func reconcileMIG(cfg Config, entries []checkpoint.Entry) ([]migctl.Instance, error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	prev, err := cfg.MIG.Journal(filepath.Join(cfg.StateDir, MIGJournalFile))
+	if err != nil {
+		return nil, err
+	}
+	wanted := map[string][]migctl.Want{}
+	for _, e := range entries {
+		for _, g := range e.GPUs {
+			if g.MIG != nil && g.MIG.Create {
+				wanted[e.Key] = append(wanted[e.Key], migctl.Want{GPU: g.MIG.GPU, Profile: g.MIGProfile, Start: g.MIG.Start})
+			}
+		}
+	}
+	rep, err := cfg.MIG.Reconcile(wanted, migctl.Ended(prev, wanted))
+	if err != nil {
+		// The agent still serves the rest of the node; what failed is
+		// retried at each release.
+		cfg.Log.Error("MIG instances after restart: not all settled", "error", err)
+	}
+	if len(rep.Adopted)+len(rep.Created)+len(rep.Destroyed)+len(rep.Busy) > 0 {
+		cfg.Log.Info("MIG instances after restart", "adopted", rep.Adopted, "created", rep.Created, "destroyed", rep.Destroyed, "busy", rep.Busy)
+	}
+	for _, e := range entries {
+		for _, g := range e.GPUs {
+			if g.MIG != nil && g.MIG.Create {
+				found := false
+				for _, in := range cfg.MIG.Holds(e.Key) {
+					found = found || in.UUID == g.UUID
+				}
+				if !found {
+					cfg.Log.Warn("a container's MIG instance is not the one it was given; it has to be started again", "key", e.Key, "pod", e.Namespace+"/"+e.Pod, "instance", g.UUID)
+				}
+			}
+		}
+	}
+	var held []migctl.Instance
+	for _, w := range cfg.MIG.Workloads() {
+		held = append(held, cfg.MIG.Holds(w)...)
+	}
+	return held, nil
+}
+
+// withoutCreated drops from node the MIG instances created for containers
+// (by UUID, or by parent and start for one whose UUID is unknown): they
+// are not free instances for the scheduler to hand out (each is destroyed
+// when its container ends), and the scheduler books them from the
+// containers' assignments.
+func withoutCreated(node inventory.Node, created []migctl.Instance) inventory.Node {
+	if len(created) == 0 {
+		return node
+	}
+	node.GPUs = slices.Clone(node.GPUs)
+	for i := range node.GPUs {
+		g := &node.GPUs[i]
+		g.MIGInstances = slices.DeleteFunc(slices.Clone(g.MIGInstances), func(in inventory.MIGInstance) bool {
+			return slices.ContainsFunc(created, func(c migctl.Instance) bool {
+				return (c.UUID != "" && c.UUID == in.UUID) || (c.GPU == g.UUID && in.Start != nil && *in.Start == c.Start)
+			})
+		})
+	}
+	return node
 }

@@ -40,6 +40,9 @@ type AllocatorConfig struct {
 	// Create) before the container gets them, and destroys them when it
 	// ends (migctl.Manager).
 	MIG MIGInstances
+	// CDI, set when the agent writes its own CDI spec, gets the devices of
+	// MIG instances created after the spec was written (cdi.Writer).
+	CDI CDIDevices
 	Log *slog.Logger
 	// PreferTimeout bounds the API call of GetPreferredAllocation, which
 	// kubelet makes while holding its device lock (default 2s).
@@ -110,6 +113,13 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 		return nil, err
 	}
 	for i, g := range choice.GPUs {
+		if g.MIG != nil && g.MIG.Create {
+			// The instance does not exist yet: its parent must be a GPU here.
+			if !a.cfg.Devices.IsGPU(g.MIG.GPU) {
+				return nil, fmt.Errorf("pod %s container %s: annotation %s: gpus[%d].mig.gpu %q is not a GPU of node %s", choice.Pod.Ref(), choice.Container, binding.AnnotationKey, i, g.MIG.GPU, a.cfg.Node)
+			}
+			continue
+		}
 		if !a.cfg.Devices.Known(g.UUID) {
 			return nil, fmt.Errorf("pod %s container %s: annotation %s: gpus[%d].uuid %q is not a GPU of node %s", choice.Pod.Ref(), choice.Container, binding.AnnotationKey, i, g.UUID, a.cfg.Node)
 		}
@@ -174,10 +184,25 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 }
 
 // MIGInstances creates and destroys the MIG instances of containers
-// (migctl.Manager on a node with managed MIG GPUs).
+// (migctl.Manager on a node with managed MIG GPUs), by container key.
 type MIGInstances interface {
+	// Journal keeps the bookings in a file of the state folder and
+	// returns an earlier run's.
+	Journal(path string) (map[string][]migctl.Want, error)
+	// Reconcile adopts the instances of recorded containers and destroys
+	// those of ended ones (unless in use), after a restart.
+	Reconcile(wanted, ended map[string][]migctl.Want) (migctl.Report, error)
 	Acquire(workload string, w migctl.Want) (migctl.Instance, error)
 	Release(workload string) error
+	Holds(workload string) []migctl.Instance
+	Workloads() []string
+}
+
+// CDIDevices adds to and removes from the node's CDI spec the devices of
+// MIG instances created for containers (cdi.Writer).
+type CDIDevices interface {
+	Add(uuids ...string) error
+	Remove(uuids ...string) error
 }
 
 // createMIG creates, for container key, each MIG instance its shares ask
@@ -185,6 +210,7 @@ type MIGInstances interface {
 // UUIDs. On a failure nothing created for key is kept.
 func (a *Allocator) createMIG(key string, gpus []binding.Share) ([]binding.Share, error) {
 	out := slices.Clone(gpus)
+	var created []string
 	for i, g := range out {
 		if g.MIG == nil || !g.MIG.Create {
 			continue
@@ -198,18 +224,60 @@ func (a *Allocator) createMIG(key string, gpus []binding.Share) ([]binding.Share
 			return nil, fmt.Errorf("annotation %s: gpus[%d]: create MIG instance: %w", binding.AnnotationKey, i, err)
 		}
 		out[i].UUID = inst.UUID
+		created = append(created, inst.UUID)
+	}
+	if a.cfg.CDI != nil && len(created) > 0 {
+		if err := a.cfg.CDI.Add(created...); err != nil {
+			a.releaseMIG(key)
+			return nil, fmt.Errorf("CDI devices of the new MIG instances: %w", err)
+		}
 	}
 	return out, nil
 }
 
-// releaseMIG destroys the MIG instances created for container key; one
-// still in use stays booked (logged) and is retried by a later release.
+// releaseMIG destroys the MIG instances created for container key and
+// drops their CDI devices; one still in use stays booked (logged) and is
+// retried by a later reconcile (releaseOrphanMIG).
 func (a *Allocator) releaseMIG(key string) {
 	if a.cfg.MIG == nil {
 		return
 	}
+	before := a.cfg.MIG.Holds(key)
 	if err := a.cfg.MIG.Release(key); err != nil {
 		a.cfg.Log.Warn("cannot destroy a container's MIG instances", "key", key, "error", err)
+	}
+	if a.cfg.CDI == nil {
+		return
+	}
+	left := a.cfg.MIG.Holds(key)
+	var gone []string
+	for _, in := range before {
+		if in.UUID != "" && !slices.ContainsFunc(left, func(l migctl.Instance) bool { return l.UUID == in.UUID }) {
+			gone = append(gone, in.UUID)
+		}
+	}
+	if len(gone) > 0 {
+		if err := a.cfg.CDI.Remove(gone...); err != nil {
+			a.cfg.Log.Warn("cannot drop destroyed MIG instances from the CDI spec", "instances", gone, "error", err)
+		}
+	}
+}
+
+// releaseOrphanMIG retries the release of MIG instances booked to
+// containers the checkpoint no longer records: in use at their first
+// release, or found after a restart for containers that had ended.
+func (a *Allocator) releaseOrphanMIG() {
+	if a.cfg.MIG == nil {
+		return
+	}
+	recorded := map[string]bool{}
+	for _, e := range a.cfg.Store.Entries() {
+		recorded[e.Key] = true
+	}
+	for _, w := range a.cfg.MIG.Workloads() {
+		if !recorded[w] {
+			a.releaseMIG(w)
+		}
 	}
 }
 
@@ -396,6 +464,7 @@ func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod
 			running[p.Ref()] = p.UID
 		}
 	}
+	a.releaseOrphanMIG()
 	var stale []string
 	for _, e := range a.cfg.Store.Entries() {
 		ref := handoff.PodRef{Namespace: e.Namespace, Name: e.Pod}

@@ -50,6 +50,19 @@ func (d *Devices) Node() inventory.Node {
 	return n
 }
 
+// IsGPU reports whether uuid is a physical GPU of the node (the parent of
+// a MIG instance to be created).
+func (d *Devices) IsGPU(uuid string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, g := range d.node.GPUs {
+		if g.UUID == uuid {
+			return true
+		}
+	}
+	return false
+}
+
 // Known reports whether uuid is a unit of the node.
 func (d *Devices) Known(uuid string) bool {
 	d.mu.Lock()

@@ -11,8 +11,12 @@
 // folder configured, agent/cdi writes the node's CDI spec at start. On an
 // MPS node (Config.MPS, `--sharing mps`) Allocate admits only one-GPU
 // containers of hostIPC pods and adds the arbiter's MPS client variables
-// and pipe folder mount. docs/handoff.md and docs/metrics.md describe the
-// design and the contract.
+// and pipe folder mount. On a node with managed MIG GPUs (Config.MIG,
+// `--mig-managed`) Allocate creates the MIG instances assignments ask for,
+// the reconcile destroys those of ended pods, and New settles them after a
+// restart from the checkpoint and the MIG journal; with a CDI spec the
+// created instances' devices are added to it. docs/handoff.md and
+// docs/metrics.md describe the design and the contract.
 //
 // It must not choose placements (the scheduler does) or enforce shares
 // inside containers (the interception library and the arbiter do).

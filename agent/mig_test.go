@@ -2,91 +2,177 @@ package agent_test
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/tessera-gpu/tessera/agent"
+	"github.com/tessera-gpu/tessera/agent/cdi"
 	"github.com/tessera-gpu/tessera/agent/kubeletsim"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/migctl"
+	"github.com/tessera-gpu/tessera/migctl/migsim"
 )
 
-// fakeMIG records the instances the agent asks for, by container.
-type fakeMIG struct {
-	mu      sync.Mutex
-	held    map[string][]migctl.Want
-	refuse  error
-	release []string
+// migNode is a harness whose H100s are in MIG mode with their layout
+// managed by Tessera, behind a simulated NVIDIA driver (migsim) whose
+// state outlives agent restarts, as the GPUs do.
+type migNode struct {
+	*harness
+	gpus []*migsim.GPU
+	lib  *migsim.Lib
+	spec *catalog.MIGSpec
 }
 
-func (f *fakeMIG) Acquire(workload string, w migctl.Want) (migctl.Instance, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refuse != nil {
-		return migctl.Instance{}, f.refuse
+func newMIGNode(t *testing.T, n int) *migNode {
+	t.Helper()
+	h := newHarness(t, fmt.Sprintf("%dxH100-SXM", n))
+	m, ok := catalog.Default().Lookup("H100-SXM")
+	if !ok || !m.SupportsMIG() {
+		t.Fatal("H100-SXM: no MIG geometry")
 	}
-	f.held[workload] = append(f.held[workload], w)
-	return migctl.Instance{Profile: w.Profile, Start: w.Start, UUID: fmt.Sprintf("MIG-new-%d", w.Start)}, nil
+	mn := &migNode{harness: h, spec: m.MIG, lib: &migsim.Lib{}}
+	for i := range h.node.GPUs {
+		g := &h.node.GPUs[i]
+		g.MIGMode, g.MIGManaged = inventory.MIGEnabled, true
+		mn.gpus = append(mn.gpus, migsim.NewGPU(m.MIG, g.UUID, i))
+	}
+	mn.lib.GPUs = mn.gpus
+	return mn
 }
 
-func (f *fakeMIG) Release(workload string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.held, workload)
-	f.release = append(f.release, workload)
-	return nil
+// manager is what a (re)started agent builds from NVML for the managed GPUs.
+func (m *migNode) manager() *migctl.Manager {
+	m.t.Helper()
+	specs := map[string]*catalog.MIGSpec{}
+	for _, g := range m.gpus {
+		specs[g.UUID()] = m.spec
+	}
+	gpus, err := migctl.Open(m.lib, specs)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return migctl.NewManager(gpus)
 }
 
-func (f *fakeMIG) holds() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.held)
+// discovered is the node as discovery reads it now: each GPU's instances
+// with their starts.
+func (m *migNode) discovered() inventory.Node {
+	m.t.Helper()
+	n := m.node
+	n.GPUs = slices.Clone(n.GPUs)
+	for i, g := range m.gpus {
+		list, err := migctl.List(g, m.spec)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		n.GPUs[i].MIGInstances = nil
+		for _, in := range list {
+			p := m.spec.Profiles[m.spec.ProfileIndex(in.Profile)]
+			n.GPUs[i].MIGInstances = append(n.GPUs[i].MIGInstances, inventory.MIGInstance{UUID: in.UUID, Profile: in.Profile, MemoryMiB: p.MemoryMiB, Start: inventory.Slot(in.Start)})
+		}
+	}
+	return n
+}
+
+// createShare asks for a new instance of profile at start on GPU i.
+func (m *migNode) createShare(i int, profile string, start int) binding.Share {
+	p := m.spec.Profiles[m.spec.ProfileIndex(profile)]
+	milli := int64(p.ComputeSlices) * 1000 / int64(m.spec.ComputeSlices)
+	uuid := m.node.GPUs[i].UUID
+	return binding.Share{UUID: uuid, Index: i, ComputeMilli: milli, ComputeLimitMilli: milli, MemoryMiB: p.MemoryMiB, MemoryLimitMiB: p.MemoryMiB,
+		MIGProfile: profile, MIG: &binding.MIGInstance{GPU: uuid, Start: start, Create: true}}
+}
+
+func (m *migNode) end(ns, name string) {
+	m.t.Helper()
+	m.kubelet.Remove(ns, name)
+	m.api.remove(ns, name)
+	if err := m.agent.Reconcile(context.Background()); err != nil {
+		m.t.Fatal(err)
+	}
 }
 
 // An assignment asking the node to create a MIG instance gets it created
-// at the chosen slot before the container does, and the container is
-// handed the new instance's UUID, not its parent's; when creation fails
-// the container is refused and nothing stays booked; an agent that
-// manages no MIG GPU refuses such an assignment, naming it.
+// through NVML at the chosen slot before the container does, and the
+// container is handed the new instance's UUID, not its parent's. Refusals
+// leak nothing and book nothing: a slot another container holds (refused
+// before the driver is asked), a driver error between the GPU and the
+// compute instance, and a two-GPU container whose second instance is
+// refused (the first is destroyed). When the pod ends its instance is
+// destroyed.
 func TestMIGInstanceCreatedAtAllocate(t *testing.T) {
-	h := newHarness(t, "2xH100-SXM")
-	mig := &fakeMIG{held: map[string][]migctl.Want{}}
-	cfg := h.config()
-	cfg.MIG = mig
-	h.startAgent(cfg)
+	m := newMIGNode(t, 2)
+	cfg := m.config()
+	mgr := m.manager()
+	cfg.MIG = mgr
+	m.startAgent(cfg)
 	ctx := context.Background()
-	parent, _ := h.node.GPUByIndex(0)
-	share := binding.Share{UUID: parent.UUID, Index: 0, ComputeMilli: 142, ComputeLimitMilli: 142, MemoryMiB: 9984, MemoryLimitMiB: 9984,
-		MIGProfile: "1g.10gb", MIG: &binding.MIGInstance{GPU: parent.UUID, Start: 3, Create: true}}
-	pod := h.bind("ns", "mig", oneGPU, map[string][]binding.Share{"main": {share}})
-	got, err := h.kubelet.Admit(ctx, pod, kubeletsim.AdmitOptions{})
+	got, err := m.kubelet.Admit(ctx, m.bind("ns", "mig", oneGPU, map[string][]binding.Share{"main": {m.createShare(0, "1g.10gb", 3)}}), kubeletsim.AdmitOptions{})
 	if err != nil {
 		t.Fatalf("admit: %v", err)
 	}
-	if env := got["main"].Envs; env["CUDA_VISIBLE_DEVICES"] != "MIG-new-3" || env["NVIDIA_VISIBLE_DEVICES"] != "MIG-new-3" {
-		t.Errorf("container devices %q / %q, want the created instance MIG-new-3", env["CUDA_VISIBLE_DEVICES"], env["NVIDIA_VISIBLE_DEVICES"])
+	if l := m.gpus[0].Layout(); l != "1g.10gb@3" {
+		t.Fatalf("layout %q, want 1g.10gb@3", l)
 	}
-	if mig.holds() != 1 {
-		t.Fatalf("instances held: %v", mig.held)
+	inst := mgr.Holds(mgr.Workloads()[0])
+	if len(inst) != 1 || !strings.HasPrefix(inst[0].UUID, "MIG-") {
+		t.Fatalf("held %+v", inst)
 	}
-	for _, w := range mig.held {
-		if len(w) != 1 || w[0] != (migctl.Want{GPU: parent.UUID, Profile: "1g.10gb", Start: 3}) {
-			t.Errorf("created %+v", w)
-		}
+	if env := got["main"].Envs; env["CUDA_VISIBLE_DEVICES"] != inst[0].UUID || env["NVIDIA_VISIBLE_DEVICES"] != inst[0].UUID {
+		t.Errorf("container devices %q / %q, want the created instance %s", env["CUDA_VISIBLE_DEVICES"], env["NVIDIA_VISIBLE_DEVICES"], inst[0].UUID)
+	}
+	if e := m.agent.Allocations(); len(e) != 1 || e[0].GPUs[0].UUID != inst[0].UUID || !e[0].GPUs[0].MIG.Create {
+		t.Errorf("checkpoint %+v, want the instance's UUID with its creation recorded", e)
 	}
 
-	mig.refuse = errors.New("insufficient resources")
-	pod = h.bind("ns", "refused", oneGPU, map[string][]binding.Share{"main": {share}})
-	if _, err := h.kubelet.Admit(ctx, pod, kubeletsim.AdmitOptions{}); err == nil || !strings.Contains(err.Error(), "create MIG instance: insufficient resources") {
-		t.Errorf("admit with creation refused: %v", err)
+	refusals := []struct {
+		name   string
+		shares []binding.Share
+		setup  func()
+		want   string
+	}{
+		{"slot held", []binding.Share{m.createShare(0, "2g.20gb", 2)}, func() {}, "overlaps an instance workload"},
+		{"driver error mid-way", []binding.Share{m.createShare(0, "1g.10gb", 0)}, func() { m.gpus[0].Fail(migsim.CreateComputeInstance, nvml.ERROR_UNKNOWN) }, "create compute instance of 1g.10gb at slice 0"},
+		{"second GPU refused", []binding.Share{m.createShare(0, "3g.40gb", 4), m.createShare(1, "3g.40gb", 4)}, func() {
+			m.gpus[0].Fail(migsim.CreateComputeInstance, nvml.SUCCESS)
+			m.gpus[1].Fail(migsim.CreateGPUInstance, nvml.ERROR_INSUFFICIENT_RESOURCES)
+		}, "gpus[1]: create MIG instance"},
 	}
-	if mig.holds() != 1 {
-		t.Errorf("a refused container holds instances: %v", mig.held)
+	for _, r := range refusals {
+		r.setup()
+		calls := len(m.gpus[0].Calls())
+		containers := []kubeletsim.Container{{Name: "main", Devices: len(r.shares)}}
+		if _, err := m.kubelet.Admit(ctx, m.bind("ns", strings.ReplaceAll(r.name, " ", "-"), containers, map[string][]binding.Share{"main": r.shares}), kubeletsim.AdmitOptions{}); err == nil || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("%s: admit: %v, want %q", r.name, err, r.want)
+		}
+		if l0, l1 := m.gpus[0].Layout(), m.gpus[1].Layout(); l0 != "1g.10gb@3" || l1 != "" {
+			t.Errorf("%s: layouts %q, %q after the refusal, want only the first pod's instance", r.name, l0, l1)
+		}
+		if w := mgr.Workloads(); len(w) != 1 || len(m.agent.Allocations()) != 1 {
+			t.Errorf("%s: booked %v, recorded %d allocations; want the first pod's only", r.name, w, len(m.agent.Allocations()))
+		}
+		if r.name == "slot held" && len(m.gpus[0].Calls()) != calls {
+			t.Errorf("slot held: the driver was asked: %v", m.gpus[0].Calls()[calls:])
+		}
+	}
+	m.end("ns", "mig")
+	if l := m.gpus[0].Layout(); l != "" || len(mgr.Workloads()) != 0 {
+		t.Errorf("after the pod ended: layout %q, booked %v", l, mgr.Workloads())
 	}
 }
 
+// An agent that manages no MIG GPU refuses an assignment asking it to
+// create an instance, naming it; one naming a parent GPU the node does not
+// have is refused too.
 func TestMIGCreateWithoutManagedGPUs(t *testing.T) {
 	h := newHarness(t, "1xH100-SXM")
 	h.startAgent(h.config())
@@ -96,5 +182,174 @@ func TestMIGCreateWithoutManagedGPUs(t *testing.T) {
 	pod := h.bind("ns", "mig", oneGPU, map[string][]binding.Share{"main": {share}})
 	if _, err := h.kubelet.Admit(context.Background(), pod, kubeletsim.AdmitOptions{}); err == nil || !strings.Contains(err.Error(), "manages no MIG GPU") {
 		t.Errorf("admit: %v, want a refusal saying the agent manages no MIG GPU", err)
+	}
+	share.UUID, share.MIG.GPU = "GPU-elsewhere", "GPU-elsewhere"
+	pod = h.bind("ns", "elsewhere", oneGPU, map[string][]binding.Share{"main": {share}})
+	if _, err := h.kubelet.Admit(context.Background(), pod, kubeletsim.AdmitOptions{}); err == nil || !strings.Contains(err.Error(), `gpus[0].mig.gpu "GPU-elsewhere" is not a GPU of node`) {
+		t.Errorf("admit on another node's GPU: %v", err)
+	}
+}
+
+// A restarted agent reconciles the managed GPUs with its checkpoint: the
+// instance of a running pod is adopted as it is (same UUID, no driver
+// call), the instance of a pod that ended while the agent was down is
+// destroyed at the first reconcile, or, while a process still holds it,
+// kept until a later reconcile finds it free; the operator's instance on
+// the same GPU is never touched. Instances created for pods are not
+// published as free instances.
+func TestMIGAgentRestartReconciles(t *testing.T) {
+	m := newMIGNode(t, 1)
+	if _, err := migctl.Create(m.gpus[0], m.spec, "1g.10gb", 6); err != nil { // the operator's
+		t.Fatal(err)
+	}
+	m.node = m.discovered()
+	cfg := m.config()
+	cfg.MIG = m.manager()
+	m.startAgent(cfg)
+	ctx := context.Background()
+	for _, p := range []struct {
+		name    string
+		profile string
+		start   int
+	}{{"runs", "3g.40gb", 0}, {"ends", "2g.20gb", 4}} {
+		if _, err := m.kubelet.Admit(ctx, m.bind("ns", p.name, oneGPU, map[string][]binding.Share{"main": {m.createShare(0, p.profile, p.start)}}), kubeletsim.AdmitOptions{}); err != nil {
+			t.Fatalf("admit %s: %v", p.name, err)
+		}
+	}
+	uuidOf := func(pod string) string {
+		for _, e := range m.agent.Allocations() {
+			if e.Pod == pod {
+				return e.GPUs[0].UUID
+			}
+		}
+		return ""
+	}
+	runs := uuidOf("runs")
+	m.stopAgent()
+	m.kubelet.Remove("ns", "ends") // ended while the agent was down; a process lingers
+	m.api.remove("ns", "ends")
+	m.gpus[0].SetBusy(4, true)
+	calls := len(m.gpus[0].Calls())
+
+	m.node = m.discovered()
+	cfg = m.config()
+	mgr := m.manager()
+	cfg.MIG = mgr
+	m.startAgent(cfg)
+	if c := m.gpus[0].Calls()[calls:]; len(c) != 0 {
+		t.Errorf("driver calls at restart %v, want none (both instances adopted)", c)
+	}
+	if uuidOf("runs") != runs || len(mgr.Holds(mgr.Workloads()[0])) != 1 {
+		t.Errorf("running pod's instance %s, want %s adopted", uuidOf("runs"), runs)
+	}
+	published := m.agent.Inventory().GPUs[0].MIGInstances
+	if len(published) != 1 || published[0].Profile != "1g.10gb" {
+		t.Errorf("published instances %+v, want only the operator's 1g.10gb (created ones are booked through assignments)", published)
+	}
+	if err := m.agent.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.gpus[0].Layout(); l != "3g.40gb@0 2g.20gb@4 1g.10gb@6" {
+		t.Errorf("layout %q while the ended pod's instance is busy", l)
+	}
+	m.gpus[0].SetBusy(4, false)
+	if err := m.agent.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.gpus[0].Layout(); l != "3g.40gb@0 1g.10gb@6" {
+		t.Errorf("layout %q, want the ended pod's instance destroyed, the others kept", l)
+	}
+	m.end("ns", "runs")
+	if l := m.gpus[0].Layout(); l != "1g.10gb@6" || len(mgr.Workloads()) != 0 {
+		t.Errorf("after every pod ended: layout %q, booked %v; want the operator's instance only", l, mgr.Workloads())
+	}
+}
+
+// An instance created right before the agent died, for a container never
+// recorded in the checkpoint, is in the MIG journal: the next agent
+// destroys it.
+func TestMIGAgentCrashMidAllocateLeaksNothing(t *testing.T) {
+	m := newMIGNode(t, 1)
+	cfg := m.config()
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dead := m.manager()
+	if _, err := dead.Journal(filepath.Join(cfg.StateDir, agent.MIGJournalFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.Acquire("never-recorded", migctl.Want{GPU: m.gpus[0].UUID(), Profile: "4g.40gb", Start: 0}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.MIG = m.manager()
+	m.startAgent(cfg)
+	if l := m.gpus[0].Layout(); l != "" {
+		t.Errorf("layout %q after restart, want the unrecorded instance destroyed", l)
+	}
+}
+
+// With its own CDI spec, the agent adds the device of an instance created
+// for a container (its parent's node and the /dev/nvidia-caps nodes of
+// its GPU and compute instance, from the driver's mig-minors list) before
+// handing the container its CDI name, and drops it once destroyed.
+func TestMIGCreatedInstanceGetsCDIDevice(t *testing.T) {
+	m := newMIGNode(t, 2)
+	root := t.TempDir()
+	for p, data := range map[string]string{"dev/nvidiactl": "", cdi.MIGMinorsFile[1:]: m.lib.MIGMinors()} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := m.config()
+	specDir := filepath.Join(m.dir, "cdi")
+	cfg.Paths.CDISpecDir, cfg.NVML, cfg.HostRoot = specDir, m.lib, root
+	mgr := m.manager()
+	cfg.MIG = mgr
+	m.startAgent(cfg)
+	minors, err := cdi.ParseMIGMinors(strings.NewReader(m.lib.MIGMinors()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSpec := func() map[string][]string {
+		data, err := os.ReadFile(filepath.Join(specDir, cdi.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s cdi.Spec
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, d := range s.Devices {
+			for _, n := range d.ContainerEdits.DeviceNodes {
+				out[cdi.QualifiedName(d.Name)] = append(out[cdi.QualifiedName(d.Name)], n.Path)
+			}
+		}
+		return out
+	}
+	if s := readSpec(); len(s) != 2 {
+		t.Fatalf("spec at start %v, want the two GPUs", s)
+	}
+	got, err := m.kubelet.Admit(context.Background(), m.bind("ns", "mig", oneGPU, map[string][]binding.Share{"main": {m.createShare(1, "2g.20gb", 2)}}), kubeletsim.AdmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := mgr.Holds(mgr.Workloads()[0])[0]
+	name := cdi.QualifiedName(inst.UUID)
+	if !slices.Equal(got["main"].CDI, []string{name}) {
+		t.Fatalf("container CDI devices %v, want %s", got["main"].CDI, name)
+	}
+	want := []string{"/dev/nvidia1",
+		fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minors[fmt.Sprintf("gpu1/gi%d/access", inst.GPUInstanceID)]),
+		fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minors[fmt.Sprintf("gpu1/gi%d/ci%d/access", inst.GPUInstanceID, inst.ComputeInstanceID)])}
+	if s := readSpec(); !slices.Equal(s[name], want) || len(s) != 3 {
+		t.Errorf("spec %v, want %s with %v beside the GPUs", s, name, want)
+	}
+	m.end("ns", "mig")
+	if s := readSpec(); len(s) != 2 || s[name] != nil {
+		t.Errorf("spec after the instance was destroyed %v, want the GPUs only", s)
 	}
 }

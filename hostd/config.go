@@ -61,6 +61,11 @@ type Config struct {
 	// In ModeMPS a job takes one GPU (an MPS client reaches one GPU's
 	// control daemon): a request for more is refused at submission.
 	Sharing arbiter.Mode
+	// MIG creates and destroys the MIG instances of jobs on the GPUs whose
+	// layout Tessera manages (migctl.Manager over NVML: tessera up
+	// --mig-managed on a real host). Nil: instances are created only on
+	// simulated hosts, where creation is simulated.
+	MIG MIGInstances
 	// StopGrace is how long a stopped job has between SIGTERM and SIGKILL
 	// (default 10s).
 	StopGrace time.Duration

@@ -9,6 +9,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/contain"
 	"github.com/tessera-gpu/tessera/hostd/store"
+	"github.com/tessera-gpu/tessera/migctl"
 	"github.com/tessera-gpu/tessera/placement"
 )
 
@@ -36,6 +37,9 @@ type Daemon struct {
 	bookings *journal
 	// contain is where job processes are kept (cgroups, or marks only).
 	contain contain.Host
+	// migRetry are job runs (migWorkload) whose MIG instances could not
+	// be destroyed yet.
+	migRetry map[string]migRelease
 	// life ends when the daemon closes; it bounds waits for job processes.
 	life    context.Context
 	endLife context.CancelFunc
@@ -47,6 +51,13 @@ type Daemon struct {
 func New(cfg Config) (*Daemon, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
+	}
+	var migPrev map[string][]migctl.Want
+	if cfg.MIG != nil {
+		var err error
+		if migPrev, err = prepareMIG(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	cluster, err := placement.FromInventory(cfg.Nodes)
 	if err != nil {
@@ -67,6 +78,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg: cfg, store: st, cluster: cluster, empty: cluster.Clone(), policy: policy, probe: probe,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
+		migRetry: map[string]migRelease{},
 	}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	switch cfg.Contain {
@@ -96,6 +108,9 @@ func New(cfg Config) (*Daemon, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	if cfg.MIG != nil {
+		d.reconcileMIG(migPrev)
+	}
 	return d, nil
 }
 
@@ -118,6 +133,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	tick := time.NewTicker(d.cfg.PollInterval)
 	defer tick.Stop()
 	for {
+		d.retryMIG()
 		d.schedule()
 		select {
 		case <-ctx.Done():

@@ -11,7 +11,10 @@
 // this package ties them together.
 // The node arbiter plugs in through Config.Arbiter (ArbiterSeat adapts package arbiter);
 // with Config.Sharing arbiter.ModeMPS it runs NVIDIA MPS, each job gets its
-// MPS client variables (Arbiter.ClientEnv) and takes one GPU.
+// MPS client variables (Arbiter.ClientEnv) and takes one GPU. On GPUs whose
+// MIG layout the operator hands to the daemon, Config.MIG (migctl.Manager)
+// creates a --mig job's instance before it starts and destroys it after
+// it ends (mig.go).
 //
 // Queues, fair share and preemption follow the cluster's rules through the
 // same pure packages: queueing (queues from the --config file, see

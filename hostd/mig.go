@@ -2,12 +2,14 @@ package hostd
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/migctl"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -23,10 +25,15 @@ import (
 // job runs) and releases it when the job ends, removing an instance it
 // created.
 //
-// Creating an instance is simulated: on a simulated host the new instance
-// is named MIG-<parent GPU UUID>/<start slot>. On real GPUs the daemon
-// uses existing instances only (discovery does not mark real GPUs as
-// managed), so the engine never asks it to create one there.
+// With Config.MIG (a migctl.Manager over NVML, for the GPUs tessera up
+// --mig-managed names) the daemon creates the chosen instance through the
+// driver before the job starts (startLocked), destroys it once the job's
+// processes are gone (finish), and after a restart adopts the instances of
+// running jobs and destroys those of jobs that ended while it was down
+// (reconcileMIG). Without it, creating an instance is simulated: on a
+// simulated host the new instance is named MIG-<parent GPU UUID>/<start
+// slot>; on real GPUs nothing is managed, so the engine never asks for a
+// creation there.
 
 // checkMIG says in host words why a MIG request cannot be served by this
 // host's GPUs in MIG mode: the host has none (of the allowed models), or
@@ -118,10 +125,14 @@ func (d *Daemon) migShares(j api.Job, dec placement.Decision, gpus []inventory.G
 		ch := dec.MIG[k]
 		s := binding.Share{UUID: ch.UUID, Index: g.Index, MIGProfile: j.GPU.MIGProfile, MIG: &binding.MIGInstance{GPU: g.UUID, Start: ch.Start, Create: ch.Create}}
 		if ch.Create {
-			if !d.cfg.Simulated {
-				return nil, fmt.Errorf("GPU %d: creating a MIG instance is only simulated on this host daemon", g.Index)
+			switch {
+			case d.cfg.MIG != nil:
+				s.UUID = g.UUID // the parent's, until createMIGLocked names the instance
+			case d.cfg.Simulated:
+				s.UUID = simulatedMIGUUID(g.UUID, ch.Start)
+			default:
+				return nil, fmt.Errorf("GPU %d: asked to create a MIG instance, but this daemon manages no GPU's MIG layout (tessera up --mig-managed)", g.Index)
 			}
-			s.UUID = simulatedMIGUUID(g.UUID, ch.Start)
 		}
 		s.ComputeMilli, s.ComputeLimitMilli = request.Whole, request.Whole
 		s.MemoryMiB, s.MemoryLimitMiB = 1, 1
@@ -170,4 +181,159 @@ func migChoices(j api.Job) []placement.MIGChoice {
 		}
 	}
 	return out
+}
+
+// MIGInstances creates and destroys the MIG instances of jobs on GPUs
+// whose layout Tessera manages (migctl.Manager), by job ID.
+type MIGInstances interface {
+	// Journal keeps the bookings in a file of the state folder and
+	// returns an earlier daemon's.
+	Journal(path string) (map[string][]migctl.Want, error)
+	// Reconcile adopts the instances of running jobs and destroys those of
+	// ended ones (unless in use) after a restart.
+	Reconcile(wanted, ended map[string][]migctl.Want) (migctl.Report, error)
+	Acquire(workload string, w migctl.Want) (migctl.Instance, error)
+	Release(workload string) error
+	Workloads() []string
+}
+
+// MIGJournalFile is, in the state folder, where the MIG instances created
+// for jobs are booked (migctl.Manager.Journal).
+const MIGJournalFile = "mig-instances.json"
+
+// migWorkload names a job's run to the MIG manager: a restartable job
+// preempted while its instance is still in use starts its next run on a
+// new instance, and the two are never released together.
+func migWorkload(jobID string, run int) string { return fmt.Sprintf("%s/run%d", jobID, run) }
+
+// migRelease is a run whose MIG instances could not be destroyed yet.
+type migRelease struct {
+	job string
+	// dec is the run's engine booking, kept until its instances are
+	// destroyed (so no job is placed on slices still taken); nil when the
+	// run was not booked (it ended while no daemon ran).
+	dec *placement.Decision
+}
+
+// createMIGLocked creates, through Config.MIG, each instance run `run` of
+// job j asks to create, and names it in the shares. On a failure nothing
+// created for it is kept.
+func (d *Daemon) createMIGLocked(j api.Job, run int, shares []binding.Share) ([]binding.Share, error) {
+	if d.cfg.MIG == nil {
+		return shares, nil
+	}
+	out := slices.Clone(shares)
+	for i, s := range out {
+		if s.MIG == nil || !s.MIG.Create {
+			continue
+		}
+		inst, err := d.cfg.MIG.Acquire(migWorkload(j.ID, run), migctl.Want{GPU: s.MIG.GPU, Profile: s.MIGProfile, Start: s.MIG.Start})
+		if err != nil {
+			d.releaseMIGLocked(migWorkload(j.ID, run), j.ID, nil)
+			return nil, fmt.Errorf("GPU %d: create MIG instance %s at slice %d: %w", s.Index, s.MIGProfile, s.MIG.Start, err)
+		}
+		out[i].UUID = inst.UUID
+	}
+	return out, nil
+}
+
+// releaseMIGLocked destroys the instances created for workload (a run of
+// job) and reports whether none is left; one still in use stays booked
+// and is retried while the daemon runs (retryMIG), with the run's engine
+// booking dec (nil: none) released once it is destroyed.
+func (d *Daemon) releaseMIGLocked(workload, job string, dec *placement.Decision) bool {
+	if d.cfg.MIG == nil {
+		return true
+	}
+	if err := d.cfg.MIG.Release(workload); err != nil {
+		d.cfg.Log.Warn("cannot destroy a job's MIG instances; retrying", "job", job, "run", workload, "err", err)
+		if _, ok := d.migRetry[workload]; !ok {
+			d.migRetry[workload] = migRelease{job: job, dec: dec}
+		}
+		return false
+	}
+	delete(d.migRetry, workload)
+	return true
+}
+
+// retryMIG retries the releases that failed; once a run's instances are
+// destroyed, its engine booking (kept meanwhile) is released.
+func (d *Daemon) retryMIG() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for w, r := range d.migRetry {
+		if !d.releaseMIGLocked(w, r.job, r.dec) || r.dec == nil {
+			continue
+		}
+		j, err := d.store.Get(r.job)
+		if err != nil {
+			d.cfg.Log.Error("release placement", "job", r.job, "err", err)
+			continue
+		}
+		if err := d.releaseLocked(j, *r.dec); err != nil {
+			d.cfg.Log.Error("release placement", "job", r.job, "err", err)
+		}
+		d.notifyLocked()
+		d.poke()
+	}
+}
+
+// prepareMIG, before the snapshot is built, opens the MIG journal and
+// drops from the inventory the instances an earlier daemon created for
+// jobs: they are not free instances (running jobs' are booked again from
+// their shares as created at their start; ended jobs' are destroyed). It
+// returns the journal's bookings.
+func prepareMIG(cfg *Config) (map[string][]migctl.Want, error) {
+	prev, err := cfg.MIG.Journal(filepath.Join(cfg.StateDir, MIGJournalFile))
+	if err != nil {
+		return nil, err
+	}
+	booked := map[string][]int{}
+	for _, ws := range prev {
+		for _, w := range ws {
+			booked[w.GPU] = append(booked[w.GPU], w.Start)
+		}
+	}
+	nodes := slices.Clone(cfg.Nodes)
+	for n := range nodes {
+		nodes[n].GPUs = slices.Clone(nodes[n].GPUs)
+		for i := range nodes[n].GPUs {
+			g := &nodes[n].GPUs[i]
+			g.MIGInstances = slices.DeleteFunc(slices.Clone(g.MIGInstances), func(in inventory.MIGInstance) bool {
+				return in.Start != nil && slices.Contains(booked[g.UUID], *in.Start)
+			})
+		}
+	}
+	cfg.Nodes = nodes
+	return prev, nil
+}
+
+// reconcileMIG, after recovery, settles the instances on managed GPUs:
+// those of the jobs still running (adopted) are kept, those of jobs that
+// ended while the daemon was down, or never started, are destroyed unless
+// in use (then retried), and instances no job booked are left alone.
+func (d *Daemon) reconcileMIG(prev map[string][]migctl.Want) {
+	wanted := map[string][]migctl.Want{}
+	for _, j := range d.adopted {
+		for _, s := range j.Shares {
+			if s.MIG != nil && s.MIG.Create {
+				w := migWorkload(j.ID, j.Runs)
+				wanted[w] = append(wanted[w], migctl.Want{GPU: s.MIG.GPU, Profile: s.MIGProfile, Start: s.MIG.Start})
+			}
+		}
+	}
+	rep, err := d.cfg.MIG.Reconcile(wanted, migctl.Ended(prev, wanted))
+	if err != nil {
+		d.cfg.Log.Error("MIG instances after restart: not all settled", "err", err)
+	}
+	if len(rep.Adopted)+len(rep.Created)+len(rep.Destroyed)+len(rep.Busy) > 0 {
+		d.cfg.Log.Info("MIG instances after restart", "adopted", rep.Adopted, "created", rep.Created, "destroyed", rep.Destroyed, "busy", rep.Busy)
+	}
+	for _, w := range d.cfg.MIG.Workloads() {
+		if _, ok := wanted[w]; !ok {
+			// Not booked in the engine: the run ended while no daemon ran.
+			job, _, _ := strings.Cut(w, "/run")
+			d.migRetry[w] = migRelease{job: job}
+		}
+	}
 }

@@ -143,9 +143,13 @@ func (d *Daemon) sharesOf(j api.Job, dec placement.Decision) ([]binding.Share, e
 // cannot start is marked Failed and its booking released.
 func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 	admitted := false
+	run := j.Runs + 1 // the run this start makes (j.Runs is counted below)
 	fail := func(err error) {
 		if admitted {
 			d.cfg.Arbiter.Release(j.ID)
+		}
+		if isMIG(j) {
+			d.releaseMIGLocked(migWorkload(j.ID, run), j.ID, nil)
 		}
 		if rerr := d.releaseLocked(j, dec); rerr != nil {
 			d.cfg.Log.Error("release placement", "job", j.ID, "err", rerr)
@@ -160,6 +164,13 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 	}
 	shares, err := d.sharesOf(j, dec)
 	if err != nil {
+		fail(err)
+		return
+	}
+	// A managed GPU's instance is created before anything else: the job's
+	// environment names it. The MIG journal records it first, so a crash
+	// from here on leaves nothing behind (reconcileMIG).
+	if shares, err = d.createMIGLocked(j, run, shares); err != nil {
 		fail(err)
 		return
 	}

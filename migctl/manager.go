@@ -3,6 +3,7 @@ package migctl
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -22,9 +23,24 @@ type GPU struct {
 // Want is an instance a workload holds or is to hold: the engine's choice
 // (binding.MIGInstance with Create set).
 type Want struct {
-	GPU     string
-	Profile string
-	Start   int
+	GPU     string `json:"gpu"`
+	Profile string `json:"profile"`
+	Start   int    `json:"start"`
+}
+
+// Ended returns the bookings of prev (an earlier run's, from Journal) that
+// wanted (the instances running workloads hold now) does not have: the
+// instances of workloads that ended, for Reconcile.
+func Ended(prev, wanted map[string][]Want) map[string][]Want {
+	out := map[string][]Want{}
+	for id, ws := range prev {
+		for _, w := range ws {
+			if !slices.Contains(wanted[id], w) {
+				out[id] = append(out[id], w)
+			}
+		}
+	}
+	return out
 }
 
 // Manager creates and destroys the instances of workloads on managed GPUs
@@ -35,6 +51,11 @@ type Manager struct {
 	gpus map[string]GPU
 	// held maps a workload to its instances.
 	held map[string][]held
+	// pending are instances being created (in the journal before the
+	// driver is asked, so a crash mid-way leaks nothing).
+	pending map[string][]Want
+	// journal, when set, is the file the bookings are kept in.
+	journal string
 }
 
 type held struct {
@@ -45,7 +66,7 @@ type held struct {
 // NewManager manages gpus (GPUs in MIG mode whose layout the operator
 // hands to Tessera; never others).
 func NewManager(gpus []GPU) *Manager {
-	m := &Manager{gpus: map[string]GPU{}, held: map[string][]held{}}
+	m := &Manager{gpus: map[string]GPU{}, held: map[string][]held{}, pending: map[string][]Want{}}
 	for _, g := range gpus {
 		m.gpus[g.UUID] = g
 	}
@@ -91,11 +112,22 @@ func (m *Manager) Acquire(workload string, w Want) (Instance, error) {
 	if other := m.overlapLocked(w, g.Spec.Profiles[i].MemorySlices, workload); other != "" {
 		return Instance{}, fmt.Errorf("GPU %s: %s at slice %d overlaps an instance workload %s holds", w.GPU, w.Profile, w.Start, other)
 	}
+	// The intent is journalled before the driver is asked: a crash after
+	// the creation leaves a record the next Reconcile settles.
+	m.pending[workload] = append(m.pending[workload], w)
+	if err := m.writeLocked(); err != nil {
+		m.dropPendingLocked(workload, w)
+		return Instance{}, fmt.Errorf("GPU %s: %s at slice %d: %w", w.GPU, w.Profile, w.Start, err)
+	}
 	inst, err := Create(g.Device, g.Spec, w.Profile, w.Start)
+	m.dropPendingLocked(workload, w)
 	if err != nil {
+		_ = m.writeLocked() // a stale intent only asks a later Reconcile to destroy nothing
 		return Instance{}, fmt.Errorf("GPU %s: %w", w.GPU, err)
 	}
+	inst.GPU = w.GPU
 	m.held[workload] = append(m.held[workload], held{want: w, inst: inst})
+	_ = m.writeLocked() // the intent already records it
 	return inst, nil
 }
 
@@ -119,7 +151,24 @@ func (m *Manager) Release(workload string) error {
 	} else {
 		m.held[workload] = keep
 	}
+	if err := m.writeLocked(); err != nil {
+		// The instances are gone; a stale record only asks a later
+		// Reconcile to destroy what no longer exists.
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// Workloads lists the workloads holding instances, sorted.
+func (m *Manager) Workloads() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.held))
+	for id := range m.held {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Holds returns the instances workload holds.
@@ -150,8 +199,11 @@ type Report struct {
 // its start with its profile is adopted as it is, a missing one is
 // created. ended are instances Tessera created for workloads that have
 // ended: each is destroyed unless in use, when it is left and reported
-// busy (still booked to its workload, so Release retries it). Instances
-// in neither list are never touched.
+// busy (still booked to its workload, so Release retries it; so is one
+// whose destruction failed otherwise). Instances in neither list are never
+// touched. The journal, when set, is rewritten with what is booked after:
+// call Reconcile right after Journal, with every booking Journal returned
+// in wanted or ended, before any Acquire.
 func (m *Manager) Reconcile(wanted, ended map[string][]Want) (Report, error) {
 	var rep Report
 	var errs []error
@@ -163,29 +215,8 @@ func (m *Manager) Reconcile(wanted, ended map[string][]Want) (Report, error) {
 		}
 		found[uuid] = list
 	}
-	for _, id := range sortedKeys(wanted) {
-		for _, w := range wanted[id] {
-			var inst *Instance
-			for k := range found[w.GPU] {
-				if f := found[w.GPU][k]; f.Start == w.Start && f.Profile == w.Profile {
-					inst = &found[w.GPU][k]
-				}
-			}
-			label := fmt.Sprintf("%s: %s at slice %d on %s", id, w.Profile, w.Start, w.GPU)
-			if inst != nil {
-				m.mu.Lock()
-				m.held[id] = append(m.held[id], held{want: w, inst: *inst})
-				m.mu.Unlock()
-				rep.Adopted = append(rep.Adopted, label)
-				continue
-			}
-			if _, err := m.Acquire(id, w); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", label, err))
-				continue
-			}
-			rep.Created = append(rep.Created, label)
-		}
-	}
+	// Ended instances first: their slots may be wanted, and a creation
+	// rewrites the journal, which must keep every ended one not yet settled.
 	for _, id := range sortedKeys(ended) {
 		for _, w := range ended[id] {
 			g, ok := m.gpus[w.GPU]
@@ -198,16 +229,79 @@ func (m *Manager) Reconcile(wanted, ended map[string][]Want) (Report, error) {
 			case errors.Is(err, ErrInUse):
 				rep.Busy = append(rep.Busy, label)
 				m.mu.Lock()
-				m.held[id] = append(m.held[id], held{want: w, inst: Instance{Profile: w.Profile, Start: w.Start}})
+				if !m.holdsLocked(id, w) {
+					m.held[id] = append(m.held[id], held{want: w, inst: Instance{GPU: w.GPU, Profile: w.Profile, Start: w.Start}})
+				}
 				m.mu.Unlock()
 			case err != nil:
+				// Kept booked, so a later Release (and the journal) retries it.
 				errs = append(errs, fmt.Errorf("%s: %w", label, err))
+				m.mu.Lock()
+				if !m.holdsLocked(id, w) {
+					m.held[id] = append(m.held[id], held{want: w, inst: Instance{GPU: w.GPU, Profile: w.Profile, Start: w.Start}})
+				}
+				m.mu.Unlock()
 			default:
 				rep.Destroyed = append(rep.Destroyed, label)
 			}
 		}
 	}
+	for _, id := range sortedKeys(wanted) {
+		for _, w := range wanted[id] {
+			var inst *Instance
+			for k := range found[w.GPU] {
+				if f := found[w.GPU][k]; f.Start == w.Start && f.Profile == w.Profile {
+					inst = &found[w.GPU][k]
+					inst.GPU = w.GPU
+				}
+			}
+			label := fmt.Sprintf("%s: %s at slice %d on %s", id, w.Profile, w.Start, w.GPU)
+			if inst != nil {
+				m.mu.Lock()
+				if !m.holdsLocked(id, w) {
+					m.held[id] = append(m.held[id], held{want: w, inst: *inst})
+				}
+				m.mu.Unlock()
+				rep.Adopted = append(rep.Adopted, label)
+				continue
+			}
+			if _, err := m.Acquire(id, w); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", label, err))
+				continue
+			}
+			rep.Created = append(rep.Created, label)
+		}
+	}
+	m.mu.Lock()
+	if err := m.writeLocked(); err != nil {
+		errs = append(errs, err)
+	}
+	m.mu.Unlock()
 	return rep, errors.Join(errs...)
+}
+
+func (m *Manager) holdsLocked(id string, w Want) bool {
+	for _, h := range m.held[id] {
+		if h.want == w {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) dropPendingLocked(workload string, w Want) {
+	ws := m.pending[workload]
+	for k := range ws {
+		if ws[k] == w {
+			ws = append(ws[:k], ws[k+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(m.pending, workload)
+	} else {
+		m.pending[workload] = ws
+	}
 }
 
 func sortedKeys(m map[string][]Want) []string {

@@ -17,6 +17,8 @@ var ErrInUse = errors.New("MIG instance in use")
 // Instance is a MIG instance on one GPU: a GPU instance and the compute
 // instance that spans it.
 type Instance struct {
+	// GPU is the parent GPU's UUID (set by Manager).
+	GPU string
 	// Profile is the catalog profile name ("3g.40gb").
 	Profile string
 	// Start is the GPU instance's first memory slice.

@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/migctl/migsim"
 )
 
 func spec(t *testing.T, model string) *catalog.MIGSpec {
@@ -20,19 +21,6 @@ func spec(t *testing.T, model string) *catalog.MIGSpec {
 	return m.MIG
 }
 
-// layout is the fake GPU's instances as "profile@start", by start.
-func layout(f *fakeGPU) string {
-	var parts []string
-	for s := 0; s < 8; s++ {
-		for _, gi := range f.gis {
-			if gi.start == s {
-				parts = append(parts, f.spec.Profiles[gi.profile].Name+"@"+string(rune('0'+s)))
-			}
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
 // Create makes the GPU instance at the chosen start and its compute
 // instance, and names the MIG device; every profile of the A100-80GB and
 // H100 at each of its starts on an empty GPU.
@@ -41,16 +29,16 @@ func TestCreateEveryProfileAndStart(t *testing.T) {
 		sp := spec(t, model)
 		for _, p := range sp.Profiles {
 			for _, s := range p.Starts {
-				f := newFakeGPU(sp, "GPU-x")
+				f := migsim.NewGPU(sp, "GPU-x", 0)
 				inst, err := Create(f, sp, p.Name, s)
 				if err != nil {
 					t.Fatalf("%s %s@%d: %v", model, p.Name, s, err)
 				}
-				if inst.Start != s || inst.Profile != p.Name || !strings.HasPrefix(inst.UUID, "MIG-GPU-x-") || layout(f) != fmt.Sprintf("%s@%d", p.Name, s) {
-					t.Fatalf("%s %s@%d: %+v, layout %s", model, p.Name, s, inst, layout(f))
+				if inst.Start != s || inst.Profile != p.Name || !strings.HasPrefix(inst.UUID, "MIG-GPU-x-") || f.Layout() != fmt.Sprintf("%s@%d", p.Name, s) {
+					t.Fatalf("%s %s@%d: %+v, layout %s", model, p.Name, s, inst, f.Layout())
 				}
-				if err := Destroy(f, sp, p.Name, s); err != nil || len(f.gis) != 0 {
-					t.Fatalf("%s %s@%d destroy: %v, left %s", model, p.Name, s, err, layout(f))
+				if err := Destroy(f, sp, p.Name, s); err != nil || f.Layout() != "" {
+					t.Fatalf("%s %s@%d destroy: %v, left %s", model, p.Name, s, err, f.Layout())
 				}
 			}
 		}
@@ -65,26 +53,29 @@ func TestCreateFailuresLeakNothing(t *testing.T) {
 	sp := spec(t, "A100-80GB")
 	tests := []struct {
 		name    string
-		setup   func(f *fakeGPU)
+		setup   func(f *migsim.GPU)
 		profile string
 		start   int
 		want    string
 		left    string
 	}{
-		{"creation refused", func(f *fakeGPU) { f.refuseGI = nvml.ERROR_INSUFFICIENT_RESOURCES }, "3g.40gb", 4, "create GPU instance 3g.40gb at slice 4", ""},
+		{"creation refused", func(f *migsim.GPU) { f.Fail(migsim.CreateGPUInstance, nvml.ERROR_INSUFFICIENT_RESOURCES) }, "3g.40gb", 4, "create GPU instance 3g.40gb at slice 4", ""},
 		{"start not valid", nil, "3g.40gb", 2, "create GPU instance 3g.40gb at slice 2", ""},
-		{"slot taken", func(f *fakeGPU) {
+		{"slot taken", func(f *migsim.GPU) {
 			if _, err := Create(f, sp, "4g.40gb", 0); err != nil {
 				panic(err)
 			}
 		}, "2g.20gb", 2, "at slice 2", "4g.40gb@0"},
-		{"driver error mid-way", func(f *fakeGPU) { f.refuseCI = nvml.ERROR_UNKNOWN }, "2g.20gb", 4, "create compute instance of 2g.20gb at slice 4", ""},
-		{"mid-way and the undo fails", func(f *fakeGPU) { f.refuseCI, f.refuseGID = nvml.ERROR_UNKNOWN, nvml.ERROR_UNKNOWN }, "2g.20gb", 4, "left behind", "2g.20gb@4"},
+		{"driver error mid-way", func(f *migsim.GPU) { f.Fail(migsim.CreateComputeInstance, nvml.ERROR_UNKNOWN) }, "2g.20gb", 4, "create compute instance of 2g.20gb at slice 4", ""},
+		{"mid-way and the undo fails", func(f *migsim.GPU) {
+			f.Fail(migsim.CreateComputeInstance, nvml.ERROR_UNKNOWN)
+			f.Fail(migsim.DestroyGPUInstance, nvml.ERROR_UNKNOWN)
+		}, "2g.20gb", 4, "left behind", "2g.20gb@4"},
 		{"profile of another model", nil, "1g.18gb", 0, "not a profile of this GPU", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeGPU(sp, "GPU-x")
+			f := migsim.NewGPU(sp, "GPU-x", 0)
 			if tt.setup != nil {
 				tt.setup(f)
 			}
@@ -92,7 +83,7 @@ func TestCreateFailuresLeakNothing(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
-			if got := layout(f); got != tt.left {
+			if got := f.Layout(); got != tt.left {
 				t.Errorf("layout after the failure %q, want %q", got, tt.left)
 			}
 		})
@@ -105,22 +96,22 @@ func TestCreateFailuresLeakNothing(t *testing.T) {
 // release.
 func TestManagerBooksByWorkload(t *testing.T) {
 	sp := spec(t, "H100-SXM")
-	f := newFakeGPU(sp, "GPU-h")
+	f := migsim.NewGPU(sp, "GPU-h", 0)
 	m := NewManager([]GPU{{UUID: "GPU-h", Device: f, Spec: sp}})
 	a, err := m.Acquire("pod-a", Want{GPU: "GPU-h", Profile: "3g.40gb", Start: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	again, err := m.Acquire("pod-a", Want{GPU: "GPU-h", Profile: "3g.40gb", Start: 4})
-	if err != nil || again != a || len(f.gis) != 1 {
-		t.Fatalf("second acquire: %+v, %v; layout %s", again, err, layout(f))
+	if err != nil || again != a || f.Layout() != "3g.40gb@4" {
+		t.Fatalf("second acquire: %+v, %v; layout %s", again, err, f.Layout())
 	}
-	calls := len(f.calls)
+	calls := len(f.Calls())
 	if _, err := m.Acquire("pod-b", Want{GPU: "GPU-h", Profile: "1g.10gb", Start: 6}); err == nil || !strings.Contains(err.Error(), "pod-a") {
 		t.Fatalf("overlapping slot: %v, want a refusal naming pod-a", err)
 	}
-	if len(f.calls) != calls {
-		t.Errorf("the driver was asked for a slot already booked: %v", f.calls[calls:])
+	if len(f.Calls()) != calls {
+		t.Errorf("the driver was asked for a slot already booked: %v", f.Calls()[calls:])
 	}
 	for _, w := range []Want{{GPU: "GPU-other", Profile: "1g.10gb"}, {GPU: "GPU-h", Profile: "1g.18gb"}} {
 		if _, err := m.Acquire("pod-c", w); err == nil {
@@ -132,34 +123,26 @@ func TestManagerBooksByWorkload(t *testing.T) {
 		t.Fatalf("pod-b: %+v, %v", b, err)
 	}
 	// pod-a's process still runs: its instance stays, booked.
-	for _, gi := range f.gis {
-		if gi.start == 4 {
-			for _, ci := range gi.cis {
-				ci.busy = true
-			}
-		}
+	if !f.SetBusy(4, true) {
+		t.Fatal("no instance at 4")
 	}
 	if err := m.Release("pod-a"); !errors.Is(err, ErrInUse) {
 		t.Fatalf("release of a busy instance: %v, want ErrInUse", err)
 	}
-	if got := layout(f); got != "1g.10gb@0 3g.40gb@4" {
+	if got := f.Layout(); got != "1g.10gb@0 3g.40gb@4" {
 		t.Fatalf("layout %q after a refused release", got)
 	}
 	if _, err := m.Acquire("pod-c", Want{GPU: "GPU-h", Profile: "3g.40gb", Start: 4}); err == nil {
 		t.Fatal("a busy instance's slot was handed to another workload")
 	}
-	for _, gi := range f.gis {
-		for _, ci := range gi.cis {
-			ci.busy = false
-		}
-	}
+	f.SetBusy(4, false)
 	if err := m.Release("pod-a"); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Release("pod-b"); err != nil {
 		t.Fatal(err)
 	}
-	if got := layout(f); got != "" || len(m.Holds("pod-a")) != 0 {
+	if got := f.Layout(); got != "" || len(m.Holds("pod-a")) != 0 {
 		t.Fatalf("after release: layout %q, pod-a holds %v", got, m.Holds("pod-a"))
 	}
 }
@@ -170,7 +153,7 @@ func TestManagerBooksByWorkload(t *testing.T) {
 // instances (the operator's) alone.
 func TestReconcile(t *testing.T) {
 	sp := spec(t, "A100-80GB")
-	f := newFakeGPU(sp, "GPU-a")
+	f := migsim.NewGPU(sp, "GPU-a", 0)
 	for _, c := range []struct {
 		p string
 		s int
@@ -179,14 +162,10 @@ func TestReconcile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, gi := range f.gis {
-		if gi.start == 1 {
-			for _, ci := range gi.cis {
-				ci.busy = true
-			}
-		}
+	if !f.SetBusy(1, true) {
+		t.Fatal("no instance at 1")
 	}
-	f.calls = nil
+	before := len(f.Calls())
 	m := NewManager([]GPU{{UUID: "GPU-a", Device: f, Spec: sp}})
 	rep, err := m.Reconcile(
 		map[string][]Want{"run": {{GPU: "GPU-a", Profile: "3g.40gb", Start: 4}}, "new": {{GPU: "GPU-a", Profile: "1g.10gb", Start: 3}}},
@@ -197,7 +176,7 @@ func TestReconcile(t *testing.T) {
 	if len(rep.Adopted) != 1 || !strings.HasPrefix(rep.Adopted[0], "run:") || len(rep.Created) != 1 || len(rep.Destroyed) != 1 || len(rep.Busy) != 1 {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := layout(f); got != "1g.10gb@1 1g.10gb@2 1g.10gb@3 3g.40gb@4" {
+	if got := f.Layout(); got != "1g.10gb@1 1g.10gb@2 1g.10gb@3 3g.40gb@4" {
 		t.Errorf("layout %q", got)
 	}
 	if h := m.Holds("run"); len(h) != 1 || h[0].UUID == "" {
@@ -206,7 +185,7 @@ func TestReconcile(t *testing.T) {
 	if _, err := m.Acquire("other", Want{GPU: "GPU-a", Profile: "1g.10gb", Start: 1}); err == nil {
 		t.Error("the busy instance's slot was handed out")
 	}
-	for _, c := range f.calls {
+	for _, c := range f.Calls()[before:] {
 		if strings.HasPrefix(c, "createGI(") && !strings.HasSuffix(c, "@3)") {
 			t.Errorf("unexpected driver call %s", c)
 		}

@@ -3,8 +3,11 @@ package cdi
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -35,6 +38,30 @@ func UnitUUIDs(node inventory.Node) []string { return node.UnitUUIDs() }
 // Generate locates node's units through lib and writes the spec; it
 // returns the spec's path.
 func Generate(lib nvml.Interface, node inventory.Node, o Options) (string, error) {
+	w, err := NewWriter(lib, node, o)
+	if err != nil {
+		return "", err
+	}
+	return w.Path(), nil
+}
+
+// Writer keeps the node's spec: its units, and MIG instances created for
+// containers after the spec was first written (dynamic MIG), which are
+// added before a container is handed one and removed once destroyed. Safe
+// for concurrent use.
+type Writer struct {
+	lib    nvml.Interface
+	o      Options
+	common ContainerEdits
+
+	mu    sync.Mutex
+	base  []Unit // the node's units
+	extra map[string]Unit
+	path  string
+}
+
+// NewWriter locates node's units through lib and writes the spec.
+func NewWriter(lib nvml.Interface, node inventory.Node, o Options) (*Writer, error) {
 	if o.Dir == "" {
 		o.Dir = DefaultDir
 	}
@@ -45,7 +72,7 @@ func Generate(lib nvml.Interface, node inventory.Node, o Options) (string, error
 	if o.BaseSpec != "" {
 		var err error
 		if common, err = ReadBaseEdits(o.BaseSpec); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	var nodes []string
@@ -55,33 +82,111 @@ func Generate(lib nvml.Interface, node inventory.Node, o Options) (string, error
 		case err == nil:
 			nodes = append(nodes, p)
 		case i == 0 || !errors.Is(err, os.ErrNotExist):
-			return "", fmt.Errorf("driver control node: %w", err)
+			return nil, fmt.Errorf("driver control node: %w", err)
 		}
 	}
 	units, err := Locate(lib, UnitUUIDs(node))
 	if err != nil {
-		return "", err
+		return nil, err
+	}
+	w := &Writer{lib: lib, o: o, common: common.WithNodes(nodes...), base: units, extra: map[string]Unit{}}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.writeLocked(w.extra); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Path is the spec file.
+func (w *Writer) Path() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.path
+}
+
+// Add locates the MIG instances (or GPUs) uuids through NVML and writes
+// the spec with them; a UUID already in the spec is left as it is. On an
+// error the spec is unchanged.
+func (w *Writer) Add(uuids ...string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var missing []string
+	for _, u := range uuids {
+		if _, ok := w.extra[u]; !ok && !w.inBaseLocked(u) && !slices.Contains(missing, u) {
+			missing = append(missing, u)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	units, err := Locate(w.lib, missing)
+	if err != nil {
+		return err
+	}
+	next := maps.Clone(w.extra)
+	for _, u := range units {
+		next[u.UUID] = u
+	}
+	return w.writeLocked(next)
+}
+
+// Remove drops added units (destroyed MIG instances) from the spec; the
+// node's own units stay.
+func (w *Writer) Remove(uuids ...string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	next := maps.Clone(w.extra)
+	for _, u := range uuids {
+		delete(next, u)
+	}
+	if len(next) == len(w.extra) {
+		return nil
+	}
+	return w.writeLocked(next)
+}
+
+func (w *Writer) inBaseLocked(uuid string) bool {
+	for _, u := range w.base {
+		if u.UUID == uuid {
+			return true
+		}
+	}
+	return false
+}
+
+// writeLocked builds and writes the spec of the node's units and extra,
+// and makes extra the writer's on success.
+func (w *Writer) writeLocked(extra map[string]Unit) error {
+	units := slices.Clone(w.base)
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		units = append(units, extra[k])
 	}
 	var minors MIGMinors
 	for _, u := range units {
 		if u.MIG != nil {
-			f, err := os.Open(filepath.Join(o.HostRoot, MIGMinorsFile))
+			f, err := os.Open(filepath.Join(w.o.HostRoot, MIGMinorsFile))
 			if err != nil {
-				return "", fmt.Errorf("MIG instance %s needs the driver's list of MIG capabilities: %w", u.UUID, err)
+				return fmt.Errorf("MIG instance %s needs the driver's list of MIG capabilities: %w", u.UUID, err)
 			}
 			minors, err = ParseMIGMinors(f)
 			f.Close()
 			if err != nil {
-				return "", err
+				return err
 			}
 			break
 		}
 	}
-	spec, err := Build(units, minors, common.WithNodes(nodes...))
+	spec, err := Build(units, minors, w.common)
 	if err != nil {
-		return "", err
+		return err
 	}
-	return Write(o.Dir, spec)
+	path, err := Write(w.o.Dir, spec)
+	if err != nil {
+		return err
+	}
+	w.path, w.extra = path, extra
+	return nil
 }
 
 // Locate finds through NVML each unit's GPU minor number and, for a MIG

@@ -45,8 +45,12 @@ type Options struct {
 	MetricsAddr         string // "" disables the metrics server
 	Kubeconfig          string // "" = in-cluster configuration
 	InstallCRD          bool
-	Catalog             *catalog.Catalog
-	Log                 *slog.Logger
+	// MIGManaged names the GPUs whose MIG layout the operator hands to
+	// Tessera: "" (none), "all" (every GPU in MIG mode) or GPU UUIDs,
+	// comma-separated (--mig-managed; discovery.MarkMIGManaged).
+	MIGManaged string
+	Catalog    *catalog.Catalog
+	Log        *slog.Logger
 }
 
 // Run discovers the node's GPUs and runs the agent until ctx ends.
@@ -67,6 +71,11 @@ func Run(ctx context.Context, o Options) error {
 	if !measured {
 		o.Log.Warn("using simulated GPUs; GPU metrics carry source=\"simulated\"", "source", src.Name())
 	}
+	mig, closeMIG, err := migManager(&node, measured, o)
+	if err != nil {
+		return err
+	}
+	defer closeMIG()
 	cfg, err := restConfig(o.Kubeconfig)
 	if err != nil {
 		return err
@@ -85,6 +94,9 @@ func Run(ctx context.Context, o Options) error {
 		Pods:      kube.Pods{Client: core, Node: o.NodeName},
 		Publisher: &kube.Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: o.SlotsPerGPU, Sharing: o.Sharing, Oversubscribe: o.Paths.Oversubscribe, InstallCRD: o.InstallCRD, Log: o.Log},
 		Log:       o.Log,
+	}
+	if mig != nil {
+		acfg.MIG = mig
 	}
 	if o.PodResourcesSocket != "" {
 		pr, err := kube.NewPodResources(o.PodResourcesSocket, kube.ResourceGPU)

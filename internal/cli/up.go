@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/store"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/migctl"
 )
 
 // Environment variables that stand in for --state-dir, --socket and --addr.
@@ -120,6 +122,8 @@ type upOptions struct {
 	contain string
 	// recover is --recover: rebuild a damaged job database first.
 	recover bool
+	// migManaged is --mig-managed: GPUs whose MIG layout the daemon manages.
+	migManaged string
 }
 
 func newUpCommand(a *app) *cobra.Command {
@@ -159,6 +163,7 @@ Jobs keep running across daemon restarts.`,
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
 	f.StringVar(&o.contain, "contain", "auto", "how each job's processes are kept together so all of them end before its GPU share is freed: cgroup (a cgroup v2 per job; refuse to start without a writable hierarchy), mark (an environment mark found in /proc; a process that clears its environment escapes) or auto (cgroup where possible, else mark)")
 	f.BoolVar(&o.recover, "recover", false, "rebuild the job database from the job folders before starting (keeps the old file as jobs.db.damaged-TIME); for a database tessera up refuses as damaged")
+	f.StringVar(&o.migManaged, "mig-managed", "", `GPUs whose MIG layout this daemon manages: "all" (every GPU in MIG mode) or GPU UUIDs, comma-separated; a --mig job placed on one gets its instance created when it starts and destroyed when it ends (simulated with --simulate). The GPUs must already be in MIG mode: Tessera never switches it (docs/mig.md)`)
 	f.StringVar(&o.sharing, "sharing", sharingShared, "how jobs share a GPU: shared (the node arbiter gates kernel launches with tokens) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
 	f.StringVar(&o.mpsRoot, "mps-root", "", "with --sharing mps: folder of the MPS control daemons' pipe and log folders, keep it short (default STATE_DIR/mps)")
 	f.StringVar(&o.mpsControl, "mps-control", "", "with --sharing mps: the MPS control program (default "+mps.DefaultBinary+" on PATH; required on simulated GPUs)")
@@ -214,6 +219,11 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	mig, closeMIG, err := a.managedMIG(nodes, simulated, o.migManaged)
+	if err != nil {
+		return err
+	}
+	defer closeMIG()
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the tessera binary for job supervisors: %w", err)
@@ -284,7 +294,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
 		Arbiter: hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
 		Sharing: sharing, Contain: containment,
-		StopGrace: o.stopGrace, Log: a.log,
+		StopGrace: o.stopGrace, Log: a.log, MIG: mig,
 		Queues: settings.Queues, DisablePreemption: settings.DisablePreemption, PreemptionMinRuntime: *settings.MinRuntime,
 	})
 	if errors.Is(err, hostd.ErrNoCgroup) {
@@ -299,6 +309,52 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	jobs.Set(d)
 	defer d.Close()
 	return a.serve(ctx, d, socket, os.FileMode(mode), o.httpAddr, lib)
+}
+
+// managedMIG marks the GPUs --mig-managed names as managed in nodes and,
+// on real GPUs, returns the manager that creates and destroys their
+// instances through NVML (nil on simulated GPUs, where the daemon
+// simulates creation, and when no GPU is managed).
+func (a *app) managedMIG(nodes []inventory.Node, simulated bool, flag string) (hostd.MIGInstances, func(), error) {
+	var managed []string
+	for i := range nodes {
+		m, err := discovery.MarkMIGManaged(&nodes[i], a.catalog, "--mig-managed", flag)
+		if err != nil {
+			return nil, nil, err
+		}
+		managed = append(managed, m...)
+	}
+	if len(managed) == 0 {
+		return nil, func() {}, nil
+	}
+	if simulated {
+		fmt.Fprintf(a.stderr, "tessera: managing the MIG layout of %d simulated GPUs (instances are simulated)\n", len(managed))
+		return nil, func() {}, nil
+	}
+	var mgrs []*migctl.Manager
+	var closes []func()
+	closeAll := func() {
+		for _, c := range closes {
+			c()
+		}
+	}
+	for _, n := range nodes {
+		mgr, c, err := migctl.ForNode(n, a.catalog, false)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("--mig-managed %s: %w", flag, err)
+		}
+		closes = append(closes, c)
+		if mgr != nil {
+			mgrs = append(mgrs, mgr)
+		}
+	}
+	if len(mgrs) != 1 {
+		closeAll()
+		return nil, nil, fmt.Errorf("--mig-managed %s: the host daemon manages the GPUs of one host, got %d hosts with managed GPUs", flag, len(mgrs))
+	}
+	fmt.Fprintf(a.stderr, "tessera: managing the MIG layout of %d GPUs: %s\n", len(managed), strings.Join(managed, ", "))
+	return mgrs[0], closeAll, nil
 }
 
 // recoverState rebuilds the job database of stateDir and says what it did.

@@ -1,0 +1,96 @@
+package migctl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// journalVersion is the journal file's format.
+const journalVersion = 1
+
+type journalFile struct {
+	Version int `json:"version"`
+	// Workloads maps a workload to the instances it holds or was having
+	// created.
+	Workloads map[string][]Want `json:"workloads"`
+}
+
+// Journal makes the manager keep its bookings in the file at path (written
+// atomically at every change; an instance is recorded before the driver
+// is asked to create it) and returns the bookings the file held: those
+// of an earlier run. The caller passes the ones whose workloads have ended
+// to Reconcile as ended, so an instance created just before a crash is not
+// leaked. A missing file holds nothing.
+func (m *Manager) Journal(path string) (map[string][]Want, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("MIG journal: must be an absolute path, got %q", path)
+	}
+	prev := map[string][]Want{}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("MIG journal: %w", err)
+	default:
+		var f journalFile
+		if err := json.Unmarshal(data, &f); err != nil {
+			return nil, fmt.Errorf("MIG journal %s: %w", path, err)
+		}
+		if f.Version != journalVersion {
+			return nil, fmt.Errorf("MIG journal %s: version must be %d, got %d", path, journalVersion, f.Version)
+		}
+		for id, ws := range f.Workloads {
+			prev[id] = slices.Clone(ws)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.journal = path
+	return prev, nil
+}
+
+// writeLocked records the bookings (held and pending) in the journal.
+func (m *Manager) writeLocked() error {
+	if m.journal == "" {
+		return nil
+	}
+	f := journalFile{Version: journalVersion, Workloads: map[string][]Want{}}
+	for id, hs := range m.held {
+		for _, h := range hs {
+			f.Workloads[id] = append(f.Workloads[id], h.want)
+		}
+	}
+	for id, ws := range m.pending {
+		f.Workloads[id] = append(f.Workloads[id], ws...)
+	}
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("MIG journal: %w", err)
+	}
+	dir := filepath.Dir(m.journal)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(m.journal)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("MIG journal: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("MIG journal: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("MIG journal: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("MIG journal: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), m.journal); err != nil {
+		return fmt.Errorf("MIG journal: %w", err)
+	}
+	return nil
+}
