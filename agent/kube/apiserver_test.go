@@ -2,9 +2,12 @@ package kube
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +20,7 @@ import (
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
@@ -35,6 +39,78 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	}
 	t.Run("publish inventory", func(t *testing.T) { testPublish(ctx, t, core, dyn, node) })
 	t.Run("read pods bound to the node", func(t *testing.T) { testPods(ctx, t, core, node.Name) })
+	t.Run("publish DRA slices", func(t *testing.T) { testSlices(ctx, t, core, dyn, node) })
+}
+
+// testSlices: the GPUNode and the DRA slices published together; a GPU
+// turning unhealthy is tainted in the slice at the next publish, and an
+// exclusive agent's devices take no shares.
+func testSlices(ctx context.Context, t *testing.T, core kubernetes.Interface, dyn dynamic.Interface, node inventory.Node) {
+	node.GPUs = slices.Clone(node.GPUs) // earlier subtests turn GPUs unhealthy
+	for i := range node.GPUs {
+		node.GPUs[i].Health, node.GPUs[i].HealthReason = inventory.Healthy, ""
+	}
+	sp := &SlicePublisher{Client: core, Sharing: gpunode.SharingShared}
+	defer sp.Stop()
+	pub := Publishers{&Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared}, sp}
+	if err := pub.Publish(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	devices := func(want func([]resourceapi.Device) bool) []resourceapi.Device {
+		t.Helper()
+		var last []resourceapi.Device
+		deadline := time.Now().Add(time.Minute) // liveness bound, not a performance one
+		for time.Now().Before(deadline) {
+			list, err := core.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = nil
+			for _, sl := range list.Items {
+				if sl.Spec.Driver == dra.DriverName {
+					last = append(last, sl.Spec.Devices...)
+				}
+			}
+			if want(last) {
+				return last
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("slices never showed what was published; last devices %+v", last)
+		return nil
+	}
+	devs := devices(func(d []resourceapi.Device) bool { return len(d) == len(node.GPUs) })
+	for i, d := range devs {
+		if d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations || len(d.Taints) != 0 {
+			t.Errorf("device %d %+v: a healthy shared GPU takes shares, untainted", i, d)
+		}
+	}
+	sick := node
+	sick.GPUs = slices.Clone(node.GPUs)
+	sick.GPUs[1].Health, sick.GPUs[1].HealthReason = inventory.Unhealthy, "XID 79"
+	if err := pub.Publish(ctx, sick); err != nil {
+		t.Fatal(err)
+	}
+	devices(func(d []resourceapi.Device) bool {
+		for _, x := range d {
+			if x.Name == dra.DeviceName(sick.GPUs[1].Index) {
+				return len(x.Taints) == 1 && x.Taints[0].Key == dra.TaintUnhealthy
+			}
+		}
+		return false
+	})
+	sp.Sharing = gpunode.SharingExclusive
+	if err := sp.Publish(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	devices(func(d []resourceapi.Device) bool {
+		for _, x := range d {
+			if x.AllowMultipleAllocations != nil || len(x.Taints) != 0 {
+				return false
+			}
+		}
+		return len(d) == len(node.GPUs)
+	})
 }
 
 func simNode(t *testing.T, name string) inventory.Node {

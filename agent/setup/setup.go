@@ -49,6 +49,9 @@ type Options struct {
 	// Tessera: "" (none), "all" (every GPU in MIG mode) or GPU UUIDs,
 	// comma-separated (--mig-managed; discovery.MarkMIGManaged).
 	MIGManaged string
+	// DRAPublish also publishes the GPUs as DRA ResourceSlices (driver
+	// gpu.tessera.io; --dra-publish, docs/dra.md).
+	DRAPublish bool
 	Catalog    *catalog.Catalog
 	Log        *slog.Logger
 }
@@ -94,6 +97,9 @@ func Run(ctx context.Context, o Options) error {
 		Pods:      kube.Pods{Client: core, Node: o.NodeName},
 		Publisher: &kube.Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: o.SlotsPerGPU, Sharing: o.Sharing, Oversubscribe: o.Paths.Oversubscribe, InstallCRD: o.InstallCRD, Log: o.Log},
 		Log:       o.Log,
+	}
+	if o.DRAPublish {
+		acfg.Publisher = kube.Publishers{acfg.Publisher, &kube.SlicePublisher{Client: core, Sharing: o.Sharing, Log: o.Log}}
 	}
 	if mig != nil {
 		acfg.MIG = mig

@@ -19,13 +19,13 @@ import (
 
 // agentFlags are the flags of `tessera agent`.
 type agentFlags struct {
-	nodeName, source, pluginDir, podResources, stateDir, runDir string
-	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig  string
-	computeFail, cdiSpecDir, cdiBaseSpec, mpsRoot, mpsControl   string
-	migManaged                                                  string
-	slotsPerGPU                                                 int
-	cdi, cdiSpec, oversubscribe, installCRD, standalone         bool
-	mpsRootSet                                                  bool // --mps-root given explicitly
+	nodeName, source, pluginDir, podResources, stateDir, runDir     string
+	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig      string
+	computeFail, cdiSpecDir, cdiBaseSpec, mpsRoot, mpsControl       string
+	migManaged                                                      string
+	slotsPerGPU                                                     int
+	cdi, cdiSpec, oversubscribe, installCRD, standalone, draPublish bool
+	mpsRootSet                                                      bool // --mps-root given explicitly
 }
 
 func newAgentCommand(a *app) *cobra.Command {
@@ -79,6 +79,7 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 	fl.StringVar(&f.mpsRoot, "mps-root", defaultMPSRoot, "host folder of each GPU's MPS pipe and log folders (with --sharing mps); containers mount the pipe folder at the same path, so the agent must see it at its host path")
 	fl.StringVar(&f.mpsControl, "mps-control", "", "nvidia-cuda-mps-control program (with --sharing mps); empty: looked up on PATH")
 	fl.StringVar(&f.migManaged, "mig-managed", "", `GPUs whose MIG layout the operator hands to Tessera: "all" (every GPU in MIG mode) or GPU UUIDs, comma-separated; the agent creates the MIG instance the scheduler chose when a container starts and destroys it when the pod ends. The GPUs must already be in MIG mode: Tessera never switches it (docs/mig.md)`)
+	fl.BoolVar(&f.draPublish, "dra-publish", false, "also publish this node's GPUs as Dynamic Resource Allocation devices (ResourceSlices of driver gpu.tessera.io; needs RBAC on resourceslices). Preview: Tessera's kubelet plugin does not prepare claims yet, so leave it off where pods use DRA claims (docs/dra.md)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
 	fl.BoolVar(&f.standalone, "standalone", false, "without Kubernetes: print the discovered inventory as JSON and stream health events (real GPUs) until interrupted")
@@ -131,7 +132,7 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	return setup.Options{
 		NodeName: f.nodeName, Source: f.source, PluginDir: f.pluginDir, PodResourcesSocket: f.podResources,
 		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MPSRoot: f.mpsRoot, MPSControl: mpsControl, MetricsAddr: f.metricsAddr,
-		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, MIGManaged: f.migManaged, Catalog: a.catalog, Log: a.log,
+		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, MIGManaged: f.migManaged, DRAPublish: f.draPublish, Catalog: a.catalog, Log: a.log,
 		Paths: handoff.Paths{
 			HostStateRoot: f.runDir, HostArbiterDir: f.arbiterDir, HostInterceptLibrary: f.interceptLib,
 			CDI: f.cdi, CDISpecDir: specDir, CDIBaseSpec: baseSpec, ComputeFail: f.computeFail, Oversubscribe: f.oversubscribe,

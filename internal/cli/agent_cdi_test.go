@@ -36,3 +36,17 @@ func TestAgentCDISpecFlags(t *testing.T) {
 		t.Errorf("--cdi-spec: paths %+v, %v; want the spec dir and base spec set", o.Paths, err)
 	}
 }
+
+// TestAgentDRAPublishFlag: --dra-publish reaches the agent's options, off
+// by default.
+func TestAgentDRAPublishFlag(t *testing.T) {
+	a := &app{catalog: catalog.Default()}
+	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: "shared", cdiSpecDir: cdi.DefaultDir}
+	if o, err := f.options(a); err != nil || o.DRAPublish {
+		t.Fatalf("default: DRAPublish %v, %v; want off", o.DRAPublish, err)
+	}
+	f.draPublish = true
+	if o, err := f.options(a); err != nil || !o.DRAPublish {
+		t.Fatalf("--dra-publish: DRAPublish %v, %v; want on", o.DRAPublish, err)
+	}
+}
