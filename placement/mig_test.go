@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -335,5 +336,102 @@ func TestMIGPlannerGuideOrder(t *testing.T) {
 	}
 	if got[3].Start != 4 {
 		t.Errorf("layout %v, want the 3g at 4", got)
+	}
+}
+
+// TestMIGPlannerKeepsLargerProfilePlaceable: on one managed A100-40GB
+// with a layout already in place, a request arrives. Where a larger
+// profile of the typical mix has a start set that the request's lowest
+// start overlaps (4g.20gb starts only at 0), first fit's choice leaves no
+// room for it and the planner's does; where the request's profile is
+// aligned inside the larger one's blocks (2g beside 2g under 3g, 1g
+// beside 1g under 2g), first fit's lowest start already keeps it
+// placeable, as the planner does.
+func TestMIGPlannerKeepsLargerProfilePlaceable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		typical  map[string]float64
+		layout   []inventory.MIGInstance
+		request  string
+		larger   string
+		ffStart  int
+		ffKeeps  bool
+		planners []int // starts the planner may choose
+	}{
+		{"3g on an empty GPU, 4g typical", map[string]float64{"3g.20gb": 0.5, "4g.20gb": 0.5}, nil, "3g.20gb", "4g.20gb", 0, false, []int{4}},
+		{"1g on an empty GPU, 4g typical", map[string]float64{"1g.5gb": 0.5, "4g.20gb": 0.5}, nil, "1g.5gb", "4g.20gb", 0, false, []int{4, 5, 6}},
+		{"1g beside a 2g at 4, 4g typical", map[string]float64{"1g.5gb": 0.5, "4g.20gb": 0.5},
+			[]inventory.MIGInstance{inst("2g.10gb", 4, "MIG-a", true)}, "1g.5gb", "4g.20gb", 0, false, []int{6}},
+		{"2g beside a 2g at 0, 3g typical (aligned)", map[string]float64{"2g.10gb": 0.5, "3g.20gb": 0.5},
+			[]inventory.MIGInstance{inst("2g.10gb", 0, "MIG-a", true)}, "2g.10gb", "3g.20gb", 2, true, []int{2}},
+		{"1g beside a 1g at 0, 2g typical (aligned)", map[string]float64{"1g.5gb": 0.5, "2g.10gb": 0.5},
+			[]inventory.MIGInstance{inst("1g.5gb", 0, "MIG-a", true)}, "1g.5gb", "2g.10gb", 1, true, []int{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := migDist(tc.typical)
+			p := migPod("p", tc.request, 1)
+			placeable := func(pol Policy) (int, bool) {
+				c := cluster(t, migInv("n", "A100-40GB", 1, true, tc.layout))
+				dec, err := pol.Place(c, &p)
+				if err != nil {
+					t.Fatalf("%s: %v", pol.Name(), err)
+				}
+				if err := c.Apply(&p, dec); err != nil {
+					t.Fatalf("%s: %v", pol.Name(), err)
+				}
+				return dec.MIG[0].Start, c.Nodes[0].GPUs[0].MIG.firstStart(tc.larger) >= 0
+			}
+			ff, err := New("tessera", Options{Typical: d, MIGFirstFit: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, ok := placeable(ff); st != tc.ffStart || ok != tc.ffKeeps {
+				t.Errorf("first fit: start %d, %s still placeable %v; want start %d, placeable %v", st, tc.larger, ok, tc.ffStart, tc.ffKeeps)
+			}
+			if st, ok := placeable(NewTessera(d, 1)); !ok || !slices.Contains(tc.planners, st) {
+				t.Errorf("planner: start %d, %s still placeable %v; want a start in %v and placeable", st, tc.larger, ok, tc.planners)
+			}
+		})
+	}
+}
+
+// TestMIGExpectedFill: the one-GPU model of what slot choice gains. With
+// 3g and 4g requests alike on an A100-40GB, first fit puts a first 3g at
+// start 0 and the GPU ends 3g + 3g (6 slices) half the time, 4g + 3g (7)
+// otherwise: 6.5; the planner puts it at 4, and the next request, either,
+// fills the GPU or ends 3g + 3g: 0.5 x 7 + 0.5 x (0.5 x 6 + 0.5 x 7) =
+// 6.75. Where every profile's starts are aligned blocks that the lowest
+// start keeps whole (1g, 2g and 7g), first fit loses nothing; nor does it
+// with 1g and 4g: a 1g at start 0 shuts the 4g out, but the 1g requests
+// that come fill the GPU all the same (the model counts what a GPU ends
+// up holding, not which requests had to go elsewhere).
+func TestMIGExpectedFill(t *testing.T) {
+	m, _ := catalog.Default().Lookup("A100-40GB")
+	for _, tc := range []struct {
+		mix               map[string]float64
+		firstFit, planner float64 // NaN: only planner >= first fit is checked
+		equal             bool
+	}{
+		{map[string]float64{"3g.20gb": 0.5, "4g.20gb": 0.5}, 6.5, 6.75, false},
+		{map[string]float64{"7g.40gb": 1}, 7, 7, true},
+		{map[string]float64{"1g.5gb": 0.3, "2g.10gb": 0.3, "7g.40gb": 0.4}, math.NaN(), math.NaN(), true},
+		{map[string]float64{"1g.5gb": 0.5, "4g.20gb": 0.5}, 7, 7, true},
+	} {
+		d := migDist(tc.mix)
+		ff := MIGExpectedFill(d, "A100-40GB", m.MIG, true)
+		pl := MIGExpectedFill(d, "A100-40GB", m.MIG, false)
+		t.Logf("%v: first fit %.4f, planner %.4f slices per GPU", tc.mix, ff, pl)
+		if !math.IsNaN(tc.firstFit) && (math.Abs(ff-tc.firstFit) > 1e-12 || math.Abs(pl-tc.planner) > 1e-12) {
+			t.Errorf("%v: first fit %v, planner %v; want %v, %v", tc.mix, ff, pl, tc.firstFit, tc.planner)
+		}
+		switch {
+		case tc.equal && math.Abs(ff-pl) > 1e-12:
+			t.Errorf("%v: first fit %v, planner %v; want equal (aligned starts)", tc.mix, ff, pl)
+		case !tc.equal && !(pl > ff):
+			t.Errorf("%v: planner %v not above first fit %v", tc.mix, pl, ff)
+		}
+	}
+	if got := MIGExpectedFill(migDist(map[string]float64{"3g.20gb": 1}), "A100-40GB", nil, false); got != 0 {
+		t.Errorf("no geometry: %v, want 0", got)
 	}
 }

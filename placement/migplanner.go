@@ -314,3 +314,57 @@ func (m *migModel) fill(used uint32, media bool) float64 {
 	m.fillMemo[key] = v
 	return v
 }
+
+// MIGExpectedFill is a model of what slot choice can gain on one GPU: the
+// compute slices that requests drawn from the MIG requests of d that may
+// use the model (each with its share among those that still fit) are
+// expected to place on an empty GPU of that geometry until none fits,
+// each new instance at the start the MIG planner chooses, or with
+// firstFit at the lowest free start. Without MIG requests for the model
+// in d every profile but the +me ones counts alike, as in the planner.
+func MIGExpectedFill(d Distribution, model string, spec *catalog.MIGSpec, firstFit bool) float64 {
+	if spec == nil {
+		return 0
+	}
+	m := newMIGPlan(d).model(model, spec)
+	memo := map[uint32]float64{}
+	var fill func(used uint32, media bool) float64
+	fill = func(used uint32, media bool) float64 {
+		key := used
+		if media {
+			key |= 1 << spec.MemorySlices
+		}
+		if v, ok := memo[key]; ok {
+			return v
+		}
+		var share, sum float64
+		for q, pi := range m.pi {
+			if pi == 0 {
+				continue
+			}
+			st := -1
+			if firstFit {
+				for _, s := range spec.Profiles[q].Starts {
+					if spec.Fits(used, media, q, s) {
+						st = s
+						break
+					}
+				}
+			} else if o, ok := m.option(q, used, media); ok {
+				st = o.choice.Start
+			}
+			if st < 0 {
+				continue
+			}
+			share += pi
+			sum += pi * (float64(spec.Profiles[q].ComputeSlices) + fill(used|spec.SlotMask(q, st), media || m.me[q]))
+		}
+		v := 0.0
+		if share > 0 {
+			v = sum / share
+		}
+		memo[key] = v
+		return v
+	}
+	return fill(0, false)
+}

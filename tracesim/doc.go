@@ -7,7 +7,8 @@
 // writes them as CSV, JSON, Markdown and a plot. Its MIG variant (mig.go)
 // replays the same workload on MIG-capable GPUs: it maps pods to MIG
 // profiles and builds each setup's cluster, and leaves every placement to
-// package placement.
+// package placement; the dynamic replay replays it too, with departures
+// (dynamic_mig.go).
 //
 // It owns trace parsing and the replay method. It must not implement
 // placement logic (that is package placement) nor know about Kubernetes;

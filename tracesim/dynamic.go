@@ -95,6 +95,10 @@ type DynamicConfig struct {
 	// CPU and memory split evenly among them), all or nothing, on any
 	// nodes; without it a multi-GPU pod needs all its GPUs on one node.
 	Gangs bool
+	// MIG, when set, replays the MIG variant of the trace
+	// (dynamic_mig.go): Policy then names one of MIGSetups. Queues,
+	// Preemption and Gangs are refused with it.
+	MIG *MIGVariant
 }
 
 // Sample is the cluster at one cycle.
@@ -151,7 +155,9 @@ type DynamicResult struct {
 	LostGPUHours float64 `json:"lost_gpu_hours,omitempty"`
 	// Queues are the same measures per queue, in the config's order, with
 	// a queue config only.
-	Queues  []QueueResult `json:"queues,omitempty"`
+	Queues []QueueResult `json:"queues,omitempty"`
+	// MIG is set for a replay of the MIG variant.
+	MIG     *DynamicMIG   `json:"mig,omitempty"`
 	Series  []Sample      `json:"-"`
 	Elapsed time.Duration `json:"-"`
 }
@@ -206,24 +212,44 @@ func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, erro
 	if cfg.Popularity <= 0 || cfg.Popularity > 1 {
 		cfg.Popularity = 0.95
 	}
+	if cfg.MIG != nil {
+		if err := checkMIGDynamic(cfg); err != nil {
+			return nil, fmt.Errorf("dynamic replay: MIG: %w", err)
+		}
+	}
 	if cfg.Queues != nil {
 		if err := cfg.Queues.CheckPods(cfg.Pods); err != nil {
 			return nil, fmt.Errorf("dynamic replay %s: %w", cfg.Trace, err)
 		}
 	}
 	start := time.Now()
-	c := cfg.Nodes.Clone()
+	var (
+		c    *placement.Cluster
+		pol  placement.Policy
+		mig  *dynMIG
+		name string
+	)
+	if cfg.MIG != nil {
+		var err error
+		if mig, c, err = newDynMIG(cfg); err != nil {
+			return nil, fmt.Errorf("dynamic replay: MIG: %w", err)
+		}
+		pol, name = mig.pl.pol, cfg.Policy
+	} else {
+		c = cfg.Nodes.Clone()
+		plain := make([]placement.Pod, len(cfg.Pods))
+		for i := range cfg.Pods {
+			plain[i] = cfg.Pods[i].Pod
+		}
+		var err error
+		if pol, err = placement.New(cfg.Policy, placement.Options{Seed: cfg.Seed, Typical: placement.TypicalShapes(plain, cfg.Popularity), Popularity: cfg.Popularity}); err != nil {
+			return nil, fmt.Errorf("dynamic replay: %w", err)
+		}
+		name = pol.Name()
+	}
 	capacity := c.TotalGPUMilli()
 	if capacity == 0 {
 		return nil, errors.New("dynamic replay: the cluster has no GPUs")
-	}
-	plain := make([]placement.Pod, len(cfg.Pods))
-	for i := range cfg.Pods {
-		plain[i] = cfg.Pods[i].Pod
-	}
-	pol, err := placement.New(cfg.Policy, placement.Options{Seed: cfg.Seed, Typical: placement.TypicalShapes(plain, cfg.Popularity), Popularity: cfg.Popularity})
-	if err != nil {
-		return nil, fmt.Errorf("dynamic replay: %w", err)
 	}
 
 	pods := TimedArrivals(cfg.Pods, capacity, cfg.Tune, cfg.Seed)
@@ -235,9 +261,9 @@ func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, erro
 			return nil, fmt.Errorf("dynamic replay %s: %w", cfg.Trace, err)
 		}
 	}
-	res := &DynamicResult{Trace: cfg.Trace, Policy: pol.Name(), Seed: cfg.Seed, Tune: cfg.Tune, Load: cfg.Load, Compression: k,
+	res := &DynamicResult{Trace: cfg.Trace, Policy: name, Seed: cfg.Seed, Tune: cfg.Tune, Load: cfg.Load, Compression: k,
 		Window: float64(pods[len(pods)-1].Arrive-first) / k, Pods: len(pods), Gangs: cfg.Gangs, Preemption: cfg.Preemption}
-	d, err := newDynReplay(cfg, c, pol, pods, k)
+	d, err := newDynReplay(cfg, c, pol, mig, pods, k)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic replay %s: %w", cfg.Trace, err)
 	}

@@ -4,14 +4,17 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
@@ -56,6 +59,16 @@ func WriteDynamicPlots(dir string, rs []*DynamicResult) ([]string, error) {
 	return paths, nil
 }
 
+// WriteDynamicPlot draws one plot file of WriteDynamicPlots for the runs
+// given (one line each) under a title: SVG, or PNG when path ends in
+// .png.
+func WriteDynamicPlot(path, title string, rs []*DynamicResult) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("plot %s: no runs", path)
+	}
+	return writeDynamicPlot(path, title, rs)
+}
+
 func writeDynamicPlot(path, title string, rs []*DynamicResult) error {
 	plots, err := dynamicPlots(title, rs)
 	if err != nil {
@@ -63,8 +76,16 @@ func writeDynamicPlot(path, title string, rs []*DynamicResult) error {
 	}
 	rows := len(plots)
 	w, h := 11*vg.Inch, vg.Length(rows)*3.2*vg.Inch
-	img := vgsvg.New(w, h)
-	drawTiles(draw.New(img), plots)
+	var img io.WriterTo
+	if strings.EqualFold(filepath.Ext(path), ".png") {
+		c := vgimg.New(w, h)
+		drawTiles(draw.New(c), plots)
+		img = vgimg.PngCanvas{Canvas: c}
+	} else {
+		c := vgsvg.New(w, h)
+		drawTiles(draw.New(c), plots)
+		img = c
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("save plot: %w", err)

@@ -38,6 +38,8 @@ type dynPod struct {
 	start     float64              // its current (or last) run's start
 	ends      float64              // and end
 	decisions []placement.Decision // its parts' placements while it runs
+
+	held, memHeld float64 // MIG: the compute and memory its booking holds
 }
 
 // dynQueue is one queue's name, rules and running totals.
@@ -71,10 +73,12 @@ type dynReplay struct {
 	dirty   map[int]bool
 	alloc   int64
 	now     float64
+
+	mig *dynMIG // set for the MIG variant (dynamic_mig.go)
 }
 
-func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy, arrivals []TimedPod, k float64) (*dynReplay, error) {
-	d := &dynReplay{cfg: cfg, c: c, pol: pol, capacity: c.TotalGPUMilli(), dirty: map[int]bool{}}
+func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy, mig *dynMIG, arrivals []TimedPod, k float64) (*dynReplay, error) {
+	d := &dynReplay{cfg: cfg, c: c, pol: pol, capacity: c.TotalGPUMilli(), dirty: map[int]bool{}, mig: mig}
 	d.observer, _ = pol.(placement.Observer)
 	if qc := cfg.Queues; qc != nil {
 		tree, err := qc.Tree(d.capacity)
@@ -102,13 +106,21 @@ func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy,
 			}
 			p.queue, p.prio = q, prio
 		}
-		if cfg.Gangs && tp.Pod.GPU.Count > 1 {
+		switch {
+		case mig != nil:
+			q, err := mig.v.Pod(mig.pl.setup, tp.Pod)
+			if err != nil {
+				return nil, err
+			}
+			p.parts = []placement.Pod{q}
+			p.ids = []string{strconv.Itoa(i)}
+		case cfg.Gangs && tp.Pod.GPU.Count > 1:
 			p.parts = gangMembers(tp.Pod)
 			p.gang = "gang-" + strconv.Itoa(i)
 			for m := range p.parts {
 				p.ids = append(p.ids, strconv.Itoa(i)+"/"+strconv.Itoa(m))
 			}
-		} else {
+		default:
 			p.parts = []placement.Pod{tp.Pod}
 			p.ids = []string{strconv.Itoa(i)}
 		}
@@ -167,16 +179,26 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 		for next < len(d.pods) && d.pods[next].arrive <= d.now {
 			if d.observer != nil {
 				p := d.pods[next].Pod
+				if d.mig != nil {
+					p = d.pods[next].parts[0] // as the setup places it
+				}
 				d.observer.Observe(&p)
 			}
 			d.pods[next].since = d.pods[next].arrive
 			d.waiting = append(d.waiting, next)
 			next++
 		}
-		if err := d.cycle(res); err != nil {
+		cyc := d.cycle
+		if d.mig != nil {
+			cyc = d.cycleMIG
+		}
+		if err := cyc(res); err != nil {
 			return err
 		}
 		s := Sample{Time: d.now, AllocatedPct: 100 * float64(d.alloc) / float64(d.capacity), Waiting: len(d.waiting)}
+		if d.mig != nil {
+			s.AllocatedPct = 100 * d.mig.held / float64(d.capacity)
+		}
 		if d.cfg.Queues != nil {
 			for q := range d.queues {
 				d.queues[q].waiting = 0
@@ -213,6 +235,9 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 			for q := range d.queues {
 				d.queues[q].integral += float64(d.queues[q].alloc) * span
 			}
+			if d.mig != nil {
+				d.mig.integrate(d, span)
+			}
 		}
 		if end {
 			break
@@ -220,6 +245,9 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 		d.now += step
 	}
 	d.report(res, integral)
+	if d.mig != nil {
+		d.mig.report(d, res)
+	}
 	return nil
 }
 
@@ -434,6 +462,11 @@ func (d *dynReplay) begin(i int) {
 	q.used = q.used.Add(p.need)
 	q.alloc += p.gpu
 	d.alloc += p.gpu
+	if m := d.mig; m != nil {
+		m.held += p.held
+		m.mem += p.memHeld
+		m.asked += float64(p.Pod.TotalGPUMilli())
+	}
 	j := sort.Search(len(d.running), func(j int) bool { return d.pods[d.running[j]].ends > p.ends })
 	d.running = append(d.running, 0)
 	copy(d.running[j+1:], d.running[j:])
@@ -448,6 +481,14 @@ func (d *dynReplay) release(i int) error {
 			return fmt.Errorf("release %s: %w", p.parts[m].Name, err)
 		}
 		d.dirty[p.decisions[m].Node] = true
+	}
+	if m := d.mig; m != nil {
+		m.held -= p.held
+		m.mem -= p.memHeld
+		m.asked -= float64(p.Pod.TotalGPUMilli())
+		for _, dec := range p.decisions {
+			m.touch(d.c, dec.Node)
+		}
 	}
 	p.running, p.decisions = false, nil
 	q := &d.queues[p.queue]

@@ -477,7 +477,18 @@ func (mp *migPlacer) place(c *placement.Cluster, p *placement.Pod) (booking, pla
 	if mp.obs != nil {
 		mp.obs.Observe(&q)
 	}
+	b, d, _, err := mp.book(c, q)
+	return b, d, err
+}
+
+// book places q, a pod as the setup places it (MIGVariant.Pod), and books
+// it on c. It returns what the booking holds, the decision and the pod as
+// booked: under template matching a MIG request may take an instance of a
+// larger profile, and the booked pod names that profile (releasing it
+// needs that pod).
+func (mp *migPlacer) book(c *placement.Cluster, q placement.Pod) (booking, placement.Decision, placement.Pod, error) {
 	var d placement.Decision
+	var err error
 	if mp.tmpl != nil && q.MIG() {
 		var prof string
 		if d, prof, err = mp.tmpl.Place(c, &q); err == nil {
@@ -487,13 +498,55 @@ func (mp *migPlacer) place(c *placement.Cluster, p *placement.Pod) (booking, pla
 		d, err = mp.pol.Place(c, &q)
 	}
 	if err != nil {
-		return booking{}, d, err
+		return booking{}, d, q, err
 	}
 	if err := c.Apply(&q, d); err != nil {
-		return booking{}, d, fmt.Errorf("policy made an infeasible decision: %w", err)
+		return booking{}, d, q, fmt.Errorf("policy made an infeasible decision: %w", err)
 	}
 	compute, memory := mp.v.held(&q)
-	return booking{compute: compute, memory: memory}, d, nil
+	return booking{compute: compute, memory: memory}, d, q, nil
+}
+
+// migSetup is one MIG setup built for a replay: its cluster, its placer,
+// the typical distribution (of the mapped pods) and the GPUs a static
+// setup made all-7g.
+type migSetup struct {
+	c         *placement.Cluster
+	typical   placement.Distribution
+	pl        *migPlacer
+	wholeGPUs int
+}
+
+// newMIGSetup builds a setup of v on the node list for the trace's pods
+// (mapped here: they size the static setups' all-7g nodes and give the
+// typical requests).
+func newMIGSetup(v *MIGVariant, setup string, nodes *placement.Cluster, tracePods []placement.Pod, seed uint64, popularity float64) (*migSetup, error) {
+	if !isMIGSetup(setup) {
+		return nil, fmt.Errorf("MIG setup %q: want one of %s", setup, strings.Join(MIGSetups(), ", "))
+	}
+	pods, err := v.Pods(setup, tracePods)
+	if err != nil {
+		return nil, fmt.Errorf("MIG variant: %w", err)
+	}
+	c, wholeGPUs, err := v.Cluster(nodes, setup, pods)
+	if err != nil {
+		return nil, err
+	}
+	typical := placement.TypicalShapes(pods, popularity)
+	var pol placement.Policy = placement.NewFirstFit()
+	if setup == SetupFractional || setup == SetupPlanner {
+		if pol, err = placement.New(placement.DefaultPolicy, placement.Options{Seed: seed, Typical: typical, Popularity: popularity}); err != nil {
+			return nil, err
+		}
+	}
+	mp := &migPlacer{v: v, setup: setup, pol: pol}
+	mp.obs, _ = pol.(placement.Observer)
+	if setup == SetupTemplate {
+		if mp.tmpl, err = placement.NewMIGTemplates(v.cat, v.Templates()); err != nil {
+			return nil, err
+		}
+	}
+	return &migSetup{c: c, typical: typical, pl: mp, wholeGPUs: wholeGPUs}, nil
 }
 
 // newMIGRun builds one MIG setup's replay: its cluster, its placer and the
@@ -506,28 +559,10 @@ func newMIGRun(cfg Config) (*replayRun, error) {
 	if cfg.Breakdown {
 		return nil, errors.New("replay: the breakdown is not defined for the MIG variant")
 	}
-	pods, err := v.Pods(setup, cfg.Pods)
-	if err != nil {
-		return nil, fmt.Errorf("replay: MIG variant: %w", err)
-	}
-	c, wholeGPUs, err := v.Cluster(cfg.Nodes, setup, pods)
+	s, err := newMIGSetup(v, setup, cfg.Nodes, cfg.Pods, cfg.Seed, cfg.Popularity)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	typical := placement.TypicalShapes(pods, cfg.Popularity)
-	var pol placement.Policy = placement.NewFirstFit()
-	if setup == SetupFractional || setup == SetupPlanner {
-		if pol, err = placement.New(placement.DefaultPolicy, placement.Options{Seed: cfg.Seed, Typical: typical, Popularity: cfg.Popularity}); err != nil {
-			return nil, fmt.Errorf("replay: %w", err)
-		}
-	}
-	mp := &migPlacer{v: v, setup: setup, pol: pol}
-	mp.obs, _ = pol.(placement.Observer)
-	if setup == SetupTemplate {
-		if mp.tmpl, err = placement.NewMIGTemplates(v.cat, v.Templates()); err != nil {
-			return nil, fmt.Errorf("replay: %w", err)
-		}
-	}
-	return &replayRun{c: c, typical: typical, name: setup, pl: mp,
-		mig: &MIGResult{Model: v.model, Memory: v.memory, WholeGPUs: wholeGPUs}}, nil
+	return &replayRun{c: s.c, typical: s.typical, name: setup, pl: s.pl,
+		mig: &MIGResult{Model: v.model, Memory: v.memory, WholeGPUs: s.wholeGPUs}}, nil
 }

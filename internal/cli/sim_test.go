@@ -109,6 +109,42 @@ func TestSimDynamicWritesOutputs(t *testing.T) {
 	}
 }
 
+// TestSimDynamicMIG: --mig replays every MIG setup by default with
+// departures and adds the MIG table; what it does not model is refused.
+func TestSimDynamicMIG(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	out, errOut, code := run(t, "sim", "dynamic", "--trace", tinyTimedPods, "--nodes", tinyNodes, "--mig", "a100-40gb", "--seeds", "1-2", "-o", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"MIG, means over seeds ± standard deviation", "| slot frag % |", "| timed_pods | A100-40GB | share | fractional | 2 |", "| timed_pods | A100-40GB | share | tessera | 2 |", "| timed_pods | static-all-1g | 1 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "dynamic.json")); err != nil || !strings.Contains(string(b), `"not_whole_pct"`) {
+		t.Errorf("dynamic.json lacks the MIG object: %v", err)
+	}
+	base := []string{"sim", "dynamic", "--trace", tinyTimedPods, "--nodes", tinyNodes, "--mig", "A100-40GB"}
+	for _, tc := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--gangs"}, "--gangs: not modelled with --mig"},
+		{[]string{"--queues", "../../tracesim/testdata/queues-ls-be.yaml"}, "--queues: not modelled with --mig"},
+		{[]string{"--policy", "bestfit"}, `--policy: with --mig, name MIG setups`},
+		{[]string{"--mig-memory", "half"}, "--mig-memory: must be share or none"},
+	} {
+		_, errOut, code := run(t, append(append([]string{}, base...), tc.extra...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error containing %q", tc.extra, code, errOut, tc.want)
+		}
+	}
+	if _, errOut, code := run(t, "sim", "dynamic", "--trace", tinyTimedPods, "--nodes", tinyNodes, "--mig", "T4"); code == 0 || !strings.Contains(errOut, "--mig: MIG variant: model T4 does not support MIG") {
+		t.Errorf("--mig T4: exit %d, %q", code, errOut)
+	}
+}
+
 func TestSimDynamicFlagValidation(t *testing.T) {
 	base := []string{"sim", "dynamic", "--trace", tinyTimedPods, "--nodes", tinyNodes}
 	for _, tc := range []struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/tracesim"
 )
@@ -31,6 +32,8 @@ type simDynamicOptions struct {
 	preemption  bool
 	minRuntime  float64
 	gangs       bool
+	mig         string
+	migMemory   string
 }
 
 func newSimDynamicCommand(a *app) *cobra.Command {
@@ -69,7 +72,19 @@ the last arrival until every pod has started), then means over seeds; with
 -o DIR writes dynamic.json (one object per run), dynamic.md (the tables),
 series.csv (allocation and waiting pods at every cycle), with --queues
 series_queues.csv (the same per queue), and dynamic_<trace>_seed<N>.svg
-(allocation and waiting pods over time, one line per policy).`,
+(allocation and waiting pods over time, one line per policy).
+
+With --mig MODEL the MIG variant is replayed, as "tessera sim --mig" does it
+without departures: every GPU made MODEL, every GPU pod mapped to a MIG
+profile, and --policy names setups (all six by default:
+` + strings.Join(tracesim.MIGSetups(), ", ") + `). A pod that ends gives back its
+instance (a managed GPU destroys it). The MIG table adds, time-weighted over
+the arrival window: the compute the running pods hold and ask, the waiting
+pods, the demand never started, the free compute no request can use (outside
+the largest instance each GPU can still give) or no whole-GPU request can use,
+and the tries that fit nowhere with, of them, those no node had GPU room for.
+--queues, --preemption and --gangs are not modelled with --mig
+(docs/simulator.md, "MIG with departures").`,
 		Example: `  tessera sim dynamic --trace ../shared/traces/openb/openb_pod_list_default.csv \
       --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
       --policy bestfit,fgd,tessera --seeds 42-51 -o out/dynamic
@@ -77,7 +92,12 @@ series_queues.csv (the same per queue), and dynamic_<trace>_seed<N>.svg
   # LS and BE as two queues, BE preemptible, multi-GPU pods as gangs
   tessera sim dynamic --trace ../shared/traces/openb/openb_pod_list_default.csv \
       --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
-      --queues tracesim/testdata/queues-ls-be.yaml --preemption --gangs -o out/lsbe`,
+      --queues tracesim/testdata/queues-ls-be.yaml --preemption --gangs -o out/lsbe
+
+  # the MIG variant on A100-40GB GPUs, every setup
+  tessera sim dynamic --trace ../shared/traces/openb/openb_pod_list_default.csv \
+      --nodes ../shared/traces/openb/openb_node_list_gpu_node.csv \
+      --mig A100-40GB --seeds 42-51 -o out/mig-dynamic`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runSimDynamic(cmd, &o) },
 	}
@@ -96,6 +116,8 @@ series_queues.csv (the same per queue), and dynamic_<trace>_seed<N>.svg
 	f.BoolVar(&o.preemption, "preemption", false, "let waiting pods stop running pods of preemptible queues (priority, reclaim); needs --queues")
 	f.Float64Var(&o.minRuntime, "min-runtime", 0, "with --preemption, protect pods that have run less than this many simulated seconds, >= 0")
 	f.BoolVar(&o.gangs, "gangs", false, "place each multi-GPU pod as a gang of one-GPU members, all or nothing")
+	f.StringVar(&o.mig, "mig", "", "replay the MIG variant: every GPU made this catalog model (A100-40GB, H100-SXM, ...), GPU pods mapped to MIG profiles; --policy then names setups: "+strings.Join(tracesim.MIGSetups(), ", ")+" (all by default)")
+	f.StringVar(&o.migMemory, "mig-memory", tracesim.MIGMemoryShare, "with --mig, the GPU memory a sharing pod needs: share (its compute share of the GPU's memory) or none (compute alone picks the profile)")
 	setRange(cmd, "tune", "in (0, 10]")
 	setRange(cmd, "load", "in (0, --tune)")
 	setRange(cmd, "period", "in (0, 3600]")
@@ -105,7 +127,8 @@ series_queues.csv (the same per queue), and dynamic_<trace>_seed<N>.svg
 }
 
 func (o *simDynamicOptions) validate() ([]string, []uint64, error) {
-	shared := simOptions{traces: o.traces, nodes: o.nodes, policies: o.policies, seeds: o.seeds, tune: o.tune, popularity: 0.95, parallel: o.parallel, plotFormat: "png"}
+	shared := simOptions{traces: o.traces, nodes: o.nodes, policies: o.policies, seeds: o.seeds, tune: o.tune, popularity: 0.95, parallel: o.parallel, plotFormat: "png",
+		mig: o.mig, migMemory: o.migMemory}
 	pols, seeds, err := shared.validate(false)
 	if err != nil {
 		return nil, nil, err
@@ -121,14 +144,29 @@ func (o *simDynamicOptions) validate() ([]string, []uint64, error) {
 		return nil, nil, errors.New("--preemption: needs --queues (in the one default queue every pod has the same priority, so none may stop another)")
 	case !(o.minRuntime >= 0) || math.IsInf(o.minRuntime, 1):
 		return nil, nil, fmt.Errorf("--min-runtime: must be >= 0 simulated seconds, got %g", o.minRuntime)
+	case o.mig != "" && o.queues != "":
+		return nil, nil, errors.New("--queues: not modelled with --mig (one default queue serves every pod); leave one out")
+	case o.mig != "" && o.preemption:
+		return nil, nil, errors.New("--preemption: not modelled with --mig; leave one out")
+	case o.mig != "" && o.gangs:
+		return nil, nil, errors.New("--gangs: not modelled with --mig (a multi-GPU pod takes one instance on each of its GPUs, on one node); leave one out")
 	}
 	return pols, seeds, nil
 }
 
 func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
+	if o.mig != "" && !cmd.Flags().Changed("policy") {
+		o.policies = strings.Join(tracesim.MIGSetups(), ",")
+	}
 	pols, seeds, err := o.validate()
 	if err != nil {
 		return asUsage(err)
+	}
+	var variant *tracesim.MIGVariant
+	if o.mig != "" {
+		if variant, err = tracesim.NewMIGVariant(catalog.Default(), o.mig, o.migMemory); err != nil {
+			return usageError("--mig: %v", err)
+		}
 	}
 	var queues *tracesim.QueueConfig
 	if o.queues != "" {
@@ -181,7 +219,7 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 			results[i], errs[i] = tracesim.ReplayDynamic(cmd.Context(), tracesim.DynamicConfig{
 				Trace: j.trace, Nodes: nodes, Pods: j.pods, Policy: j.pol, Seed: j.seed,
 				Tune: o.tune, Load: o.load, Compression: o.compression, Period: o.period,
-				Queues: queues, Preemption: o.preemption, MinRuntime: o.minRuntime, Gangs: o.gangs,
+				Queues: queues, Preemption: o.preemption, MinRuntime: o.minRuntime, Gangs: o.gangs, MIG: variant,
 			})
 		}()
 	}
@@ -192,6 +230,9 @@ func (a *app) runSimDynamic(cmd *cobra.Command, o *simDynamicOptions) error {
 		}
 	}
 	tables := tracesim.DynamicTable(results) + "\nMeans over seeds:\n\n" + tracesim.DynamicMeans(results)
+	if variant != nil {
+		tables += "\nMIG, means over seeds ± standard deviation:\n\n" + tracesim.DynamicMIGTable(results, pols)
+	}
 	if queues != nil {
 		tables += "\nPer queue:\n\n" + tracesim.DynamicQueueTable(results) + "\nPer queue, means over seeds:\n\n" + tracesim.DynamicQueueMeans(results)
 	}
