@@ -65,9 +65,9 @@ func testRBAC(t *testing.T, s *apiServer) {
 
 	// The agent: publish the node's GPUs and read its pods.
 	for _, sa := range []struct {
-		ns, name   string
-		installCRD bool
-	}{{ns, agentSA, false}, {"vs-pools", crdAgentSA, true}} {
+		ns, name        string
+		installCRD, dra bool
+	}{{ns, agentSA, false, false}, {"vs-pools", crdAgentSA, true, true}} {
 		cfg := serviceAccount(s.cfg, sa.ns, sa.name)
 		core, dyn := kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg)
 		src, err := discovery.Open("sim:2xH100-SXM", catalog.Default())
@@ -80,11 +80,25 @@ func testRBAC(t *testing.T, s *apiServer) {
 		}
 		node := nodes[0]
 		node.Name = "rbac-node"
-		pub := &agentkube.Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared, InstallCRD: sa.installCRD}
-		for range 2 { // the second publish updates the GPUNode
-			if err := pub.Publish(ctx, node); err != nil {
+		pubs := agentkube.Publishers{&agentkube.Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared, InstallCRD: sa.installCRD}}
+		slicePub := &agentkube.SlicePublisher{Client: core, Sharing: gpunode.SharingShared}
+		if sa.dra { // --dra-publish
+			pubs = append(pubs, slicePub)
+		}
+		for i := range 2 { // the second publish updates the GPUNode (and a slice: GPU 0 unhealthy)
+			if i == 1 {
+				node.GPUs[0].Health = "Unhealthy"
+			}
+			if err := pubs.Publish(ctx, node); err != nil {
 				t.Fatalf("agent %s: publish: %v", sa.name, err)
 			}
+		}
+		if sa.dra {
+			waitFor(ctx, t, "the agent's slice with GPU 0 tainted", func() bool {
+				l, err := s.core.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+				return err == nil && len(l.Items) == 1 && len(l.Items[0].Spec.Devices) == 2 && len(l.Items[0].Spec.Devices[0].Taints) == 1
+			})
+			slicePub.Stop()
 		}
 		// The next agent creates the GPUNode anew.
 		if err := s.dyn.Resource(gpunode.Resource()).Delete(ctx, "rbac-node", metav1.DeleteOptions{}); err != nil {
@@ -198,6 +212,7 @@ var notExercised = map[string]string{
 	"agent: create customresourcedefinitions": "kube/crd.Install creates the GPUNode CRD when it is missing (the chart's crds/ made it here)",
 	"scheduler: list podgroups":               "kube/scheduler/crdwatch.go starts the PodGroup informer at the first pod of a gang",
 	"scheduler: watch podgroups":              "kube/scheduler/crdwatch.go starts the PodGroup informer at the first pod of a gang",
+	"agent: delete resourceslices":            "the resourceslice helper (agent/kube/draslices.go) deletes a slice the node no longer needs",
 }
 
 // audited is one request of the audit log.

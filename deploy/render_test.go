@@ -12,8 +12,13 @@ import (
 	"strings"
 	"testing"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tessera-gpu/tessera/kube/dra"
+	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
 // objects is a rendered chart.
@@ -233,10 +238,13 @@ func checkDefaults(t *testing.T, o objects) {
 	if !strings.Contains(asYAML(spec["volumes"]), "hostPath:\n    path: /var/lib/tessera\n    type: DirectoryOrCreate\n  name: state\n") {
 		t.Errorf("state volume is not the host's /var/lib/tessera: %s", asYAML(spec["volumes"]))
 	}
-	if rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules")); strings.Contains(rules, "customresourcedefinitions") {
-		t.Errorf("agent ClusterRole grants CRD access without agent.installCRD:\n%s", rules)
+	if rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules")); strings.Contains(rules, "customresourcedefinitions") || strings.Contains(rules, "resourceslices") {
+		t.Errorf("agent ClusterRole grants CRD or ResourceSlice access without agent.installCRD or agent.draPublish:\n%s", rules)
 	}
-	for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "Issuer", "Certificate", "Namespace"} {
+	if slices.Contains(aa, "--dra-publish") {
+		t.Errorf("agent args %v publish DRA devices by default", aa)
+	}
+	for _, kind := range []string{"DeviceClass", "ServiceMonitor", "PodMonitor", "PrometheusRule", "Issuer", "Certificate", "Namespace"} {
 		if got := o.ofKind(kind); len(got) > 0 {
 			t.Errorf("defaults render %s", got.names())
 		}
@@ -468,7 +476,7 @@ func checkPools(t *testing.T, o objects) {
 		ds := o.get(t, "DaemonSet", "tessera-agent-"+c.pool)
 		spec := podSpec(t, ds)
 		aa := args(container(t, spec, "agent"))
-		for _, w := range append(c.want, "--install-crd=true", interceptArg) {
+		for _, w := range append(c.want, "--install-crd=true", interceptArg, "--dra-publish") {
 			if !slices.Contains(aa, w) {
 				t.Errorf("pool %s: args %v lack %s", c.pool, aa, w)
 			}
@@ -490,6 +498,32 @@ func checkPools(t *testing.T, o objects) {
 	rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules"))
 	if !strings.Contains(rules, "resourceNames:\n  - gpunodes.tessera.io\n  resources:\n  - customresourcedefinitions\n  verbs:\n  - get\n  - update\n") {
 		t.Errorf("agent ClusterRole with installCRD lacks get/update on the GPUNode CRD alone:\n%s", rules)
+	}
+	if !strings.Contains(rules, "- resource.k8s.io\n  resources:\n  - resourceslices\n") {
+		t.Errorf("agent ClusterRole with draPublish lacks resourceslices:\n%s", rules)
+	}
+	checkDeviceClasses(t, o)
+}
+
+// checkDeviceClasses: with agent.draPublish the chart installs exactly
+// the DeviceClasses of kube/dra (the extended resource tessera.io/gpu
+// mapped to the whole-GPU class), so the two cannot drift.
+func checkDeviceClasses(t *testing.T, o objects) {
+	t.Helper()
+	want := dra.DeviceClasses(workload.ResourceGPU)
+	got := o.ofKind("DeviceClass")
+	if len(got) != len(want) {
+		t.Fatalf("%d DeviceClasses (%s), want %d", len(got), got.names(), len(want))
+	}
+	for _, w := range want {
+		dc := o.get(t, "DeviceClass", w.Name)
+		var spec resourceapi.DeviceClassSpec
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(dc.Object["spec"].(map[string]any), &spec); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(spec, w.Spec) {
+			t.Errorf("DeviceClass %s spec %+v, want kube/dra's %+v", w.Name, spec, w.Spec)
+		}
 	}
 }
 
