@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/tessera-gpu/tessera/internal/atomicfile"
 )
 
 // journalVersion is the journal file's format.
@@ -72,24 +74,7 @@ func (m *Manager) writeLocked() error {
 	if err != nil {
 		return fmt.Errorf("MIG journal: %w", err)
 	}
-	dir := filepath.Dir(m.journal)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(m.journal)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("MIG journal: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("MIG journal: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("MIG journal: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("MIG journal: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), m.journal); err != nil {
+	if err := atomicfile.Write(m.journal, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("MIG journal: %w", err)
 	}
 	return nil

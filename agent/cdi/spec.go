@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/tessera-gpu/tessera/internal/atomicfile"
 )
 
 // Spec identity.
@@ -249,28 +251,8 @@ func Write(dir string, s Spec) (string, error) {
 		return "", fmt.Errorf("create CDI spec folder: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	tmp, err := os.CreateTemp(dir, "."+FileName+".*.tmp")
-	if err != nil {
-		return "", fmt.Errorf("write CDI spec: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("write CDI spec: %w", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("write CDI spec: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("write CDI spec: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("write CDI spec: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("install CDI spec: %w", err)
+	if err := atomicfile.Write(path, append(data, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("CDI spec: %w", err)
 	}
 	return path, nil
 }

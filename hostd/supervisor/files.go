@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/contain"
+	"github.com/tessera-gpu/tessera/internal/atomicfile"
 )
 
 // File names inside a job's folder.
@@ -47,32 +48,13 @@ type Exit struct {
 	Finished time.Time `json:"finished"`
 }
 
-// WriteJSON writes v to path atomically (temp file, fsync, rename).
+// WriteJSON writes v to path atomically and durably (atomicfile.Write).
 func WriteJSON(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o600)
 }
 
 func readJSON(path string, v any) error {

@@ -1,0 +1,9 @@
+// Package atomicfile replaces a file so that a crash at any moment leaves
+// either the old content or the new, never a torn or empty file, and a
+// replacement that returned survives a crash: the agent's checkpoint and
+// MIG journal, the host daemon's supervisor files and the CDI spec are
+// written through it.
+//
+// It must not create folders (callers choose their permissions) nor know
+// what the files hold.
+package atomicfile
