@@ -176,6 +176,14 @@ func TestDeviceModelOnRealControlPlane(t *testing.T) {
 	if c, m := got[CapacityCompute], got[CapacityMemory]; c.Cmp(resource.MustParse("500m")) != 0 || m.Cmp(resource.MustParse("20Gi")) != 0 {
 		t.Errorf("consumed capacity %v, want compute 500m, memory 20Gi", got)
 	}
+	// What the kubelet plugin will read of it, from the API.
+	stored, err := client.ResourceV1().ResourceClaims("default").Get(ctx, "half-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh, err := Shares(stored, n); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-shared" || sh[0].ComputeMilli != 500 || sh[0].MemoryMiB != 20480 {
+		t.Errorf("half-b's shares %+v, %v; want 0.5 of GPU-shared with 20Gi", sh, err)
+	}
 	if _, dev := allocate("half-c", ClassSharedGPU, half); dev != "" {
 		t.Errorf("third half on %q, want nowhere (gpu-0 full, gpu-1 exclusive, gpu-2 unhealthy)", dev)
 	}
