@@ -143,8 +143,11 @@ e2e-node:
 
 ## bench-kube: pods bound per second, Tessera vs the stock kube-scheduler, on
 ## a real API server with KWOK nodes (TESSERA_BENCH_NODES, TESSERA_BENCH_PODS).
+## TESSERA_BENCH_SCENARIO=mix: 5,000 nodes, fractional, whole, multi-GPU and
+## gang pods in two queues, latency percentiles, CPU and peak RSS of both
+## (TESSERA_BENCH_TABLE=file, TESSERA_BENCH_PROFILE=dir; docs/benchmarks.md).
 bench-kube:
-	$(GO) test -run '^$$' -bench BindThroughput -benchtime 1x -timeout 60m ./kube/scheduler
+	$(GO) test -run '^$$' -bench BindThroughput -benchtime 1x -timeout 120m ./kube/scheduler
 
 clean:
 	rm -rf bin .tools

@@ -24,6 +24,8 @@
 // top), read through the same /ui/api/snapshot.
 //
 // The host daemon serves it behind its API guard (hostd/server); the
-// Kubernetes scheduler's cluster view is meant to implement Source over its
-// scheduling cycle's state and serve the same page.
+// Kubernetes scheduler serves the cluster view (Scope "cluster", with
+// Snapshot.Nodes) next to its /metrics, from a Source over the state its
+// last scheduling cycle decided from (kube/clusterview). A Source without
+// state yet returns an error wrapping ErrNoState.
 package webui

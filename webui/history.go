@@ -18,20 +18,29 @@ type Sample struct {
 	Capacity
 	Running int `json:"running"`
 	Waiting int `json:"waiting"`
-	// GPUs is each GPU's guaranteed compute booked, in Snapshot.GPUs order.
+	// GPUs is each GPU's guaranteed compute booked, in Snapshot.GPUs
+	// order; nil for more than MaxSampledGPUs GPUs.
 	GPUs []int64 `json:"gpus"`
 }
+
+// MaxSampledGPUs bounds the GPUs whose booking each sample keeps: beyond
+// it (a cluster of hundreds of GPUs) the history keeps the totals only, so
+// that it stays a few MB (Prometheus keeps each GPU's series).
+const MaxSampledGPUs = 256
 
 // SampleOf is s as a chart point (s summarized).
 func SampleOf(s Snapshot) Sample {
 	t := s.Totals
-	out := Sample{Time: s.Time, Capacity: t.Capacity, Running: t.Running, Waiting: t.Waiting, GPUs: make([]int64, len(s.GPUs))}
+	out := Sample{Time: s.Time, Capacity: t.Capacity, Running: t.Running, Waiting: t.Waiting}
 	if t.MeasuredMilli != nil {
 		m := *t.MeasuredMilli
 		out.MeasuredMilli = &m
 	}
-	for i, g := range s.GPUs {
-		out.GPUs[i] = g.GuaranteedMilli
+	if len(s.GPUs) <= MaxSampledGPUs {
+		out.GPUs = make([]int64, len(s.GPUs))
+		for i, g := range s.GPUs {
+			out.GPUs[i] = g.GuaranteedMilli
+		}
 	}
 	return out
 }

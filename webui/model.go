@@ -31,8 +31,11 @@ type Snapshot struct {
 
 	Totals Totals         `json:"totals"`
 	Models []ModelSummary `json:"models"`
-	GPUs   []GPU          `json:"gpus"`
-	Queues []Queue        `json:"queues"`
+	// Nodes are the cluster's nodes (Scope "cluster"; none for a host);
+	// Summarize fills their Capacity from GPUs.
+	Nodes  []Node  `json:"nodes,omitempty"`
+	GPUs   []GPU   `json:"gpus"`
+	Queues []Queue `json:"queues"`
 	// Pending are the waiting workloads in the order they will start.
 	Pending []Pending `json:"pending"`
 	// Workloads are live ones first, then finished ones, newest first
@@ -93,6 +96,28 @@ type ModelSummary struct {
 	Capacity
 }
 
+// Node is one node of a cluster as the scheduler sees it.
+type Node struct {
+	Name string `json:"name"`
+	// Ready is its Ready condition; Cordoned its spec.unschedulable.
+	Ready    bool `json:"ready"`
+	Cordoned bool `json:"cordoned,omitempty"`
+	// Source is where its GPUs were read from ("node-labels", or the
+	// GPUNode's source as the agent reported it).
+	Source string `json:"source"`
+	// CPUMilli and MemoryMiB are allocatable; the Free ones what the
+	// scheduler's bookings leave.
+	CPUMilli      int64 `json:"cpuMilli"`
+	FreeCPUMilli  int64 `json:"freeCpuMilli"`
+	MemoryMiB     int64 `json:"memoryMiB"`
+	FreeMemoryMiB int64 `json:"freeMemoryMiB"`
+	// Pods counts the pods booked on it (GPU or not).
+	Pods int `json:"pods"`
+	// GPUs and GPU are its GPUs' count and Capacity (Summarize).
+	GPUs int      `json:"gpus"`
+	GPU  Capacity `json:"gpu"`
+}
+
 // GPU is one GPU and the shares on it.
 type GPU struct {
 	Node  string `json:"node"`
@@ -110,8 +135,25 @@ type GPU struct {
 	// MeasuredMilli sums the node arbiter's last grants to its shares
 	// when at least one of them follows measured GPU time (the NVML
 	// meter); nil when none does (simulated GPUs, MPS, no meter).
-	MeasuredMilli *int64  `json:"measuredMilli,omitempty"`
-	Shares        []Share `json:"shares"`
+	MeasuredMilli *int64 `json:"measuredMilli,omitempty"`
+	// Health is Healthy, Unhealthy or Unknown as the node reports it (""
+	// when not reported), HealthReason why; Unschedulable marks a GPU the
+	// scheduler does not place on (an unhealthy one).
+	Health        string `json:"health,omitempty"`
+	HealthReason  string `json:"healthReason,omitempty"`
+	Unschedulable bool   `json:"unschedulable,omitempty"`
+	// MIG lists its MIG instances when in MIG mode.
+	MIG    []MIGInstance `json:"mig,omitempty"`
+	Shares []Share       `json:"shares"`
+}
+
+// MIGInstance is one MIG instance of a GPU.
+type MIGInstance struct {
+	Profile   string `json:"profile"`
+	UUID      string `json:"uuid,omitempty"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	// InUse: a workload holds it.
+	InUse bool `json:"inUse"`
 }
 
 // Share is one workload's part of one GPU.
@@ -262,7 +304,16 @@ func (s *Snapshot) Summarize() {
 	t := Totals{}
 	byModel := map[string]*ModelSummary{}
 	var models []string
+	byNode := make(map[string]int, len(s.Nodes))
+	for i := range s.Nodes {
+		byNode[s.Nodes[i].Name] = i
+		s.Nodes[i].GPUs, s.Nodes[i].GPU = 0, Capacity{}
+	}
 	for _, g := range s.GPUs {
+		if i, ok := byNode[g.Node]; ok {
+			s.Nodes[i].GPUs++
+			s.Nodes[i].GPU.add(g)
+		}
 		m := byModel[g.Model]
 		if m == nil {
 			m = &ModelSummary{Model: g.Model}

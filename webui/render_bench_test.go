@@ -45,16 +45,51 @@ func bigSource(gpus, workloads int) *fakeSource {
 	return src
 }
 
+// bigCluster is a cluster of nodes nodes with 8 H200s each and workloads
+// pods, as the scheduler's cluster view (kube/clusterview) sends it: a
+// fifth run (a quarter GPU each, filling the GPUs in order), the rest wait.
+func bigCluster(nodes, workloads int) *fakeSource {
+	src := bigSource(nodes*8, workloads)
+	s := &src.snap
+	s.Scope, s.Source = "cluster", "bench cluster"
+	running := map[string]int{}
+	for _, w := range s.Workloads {
+		if w.State == StateRunning {
+			running[w.Node]++
+		}
+	}
+	for i := range nodes {
+		name := fmt.Sprintf("node-%03d", i)
+		s.Nodes = append(s.Nodes, Node{Name: name, Ready: true, Source: "nvml", CPUMilli: 128000, FreeCPUMilli: 128000 - 2000*int64(running[name]),
+			MemoryMiB: 1 << 20, FreeMemoryMiB: 1<<20 - 8192*int64(running[name]), Pods: running[name]})
+	}
+	return src
+}
+
 // BenchmarkBrowserRender is the time from opening the page in headless
 // Chromium to its first full render of a host with 64 GPUs and 10,000
 // workloads (2,000 running, 8,000 waiting); render-ms is the page's own
 // time to draw the snapshot, without loading and parsing it. Run it with
 //
-//	go test -run '^$' -bench BrowserRender -benchtime 5x ./webui
+//	go test -run '^$' -bench 'BrowserRender$' -benchtime 5x ./webui
 func BenchmarkBrowserRender(b *testing.B) {
+	benchRender(b, bigSource(64, 10000), "host")
+}
+
+// BenchmarkBrowserRenderCluster is BenchmarkBrowserRender for the cluster
+// view of 1,000 nodes (8,000 GPUs) and 10,000 pods (2,000 running, 8,000
+// waiting). Run it with
+//
+//	go test -run '^$' -bench 'BrowserRenderCluster$' -benchtime 3x ./webui
+func BenchmarkBrowserRenderCluster(b *testing.B) {
+	benchRender(b, bigCluster(1000, 10000), "cluster")
+}
+
+// benchRender opens the page of src in headless Chromium b.N times and
+// reports the page's own drawing time (render-ms) and the snapshot's size.
+func benchRender(b *testing.B, src *fakeSource, scope string) {
 	br := browsertest.New(b)
-	src := bigSource(64, 10000)
-	u := New(src, Options{Title: "bench", MaxFinished: -1, Log: quiet()})
+	u := New(src, Options{Title: "bench", Scope: scope, MaxFinished: -1, Log: quiet()})
 	mux := http.NewServeMux()
 	u.Register(mux)
 	srv := httptest.NewServer(mux)
@@ -67,6 +102,11 @@ func BenchmarkBrowserRender(b *testing.B) {
 		renderMS += v
 	}
 	b.ReportMetric(renderMS/float64(b.N), "render-ms")
+	snap, err := u.Snapshot(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(mustJSON(snap)))/(1<<20), "snapshot-MB")
 	br.CheckConsole()
 	// Leave the page: its event stream would hold srv.Close.
 	br.Do("leave", time.Minute, chromedp.Navigate("about:blank"))

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -16,6 +17,11 @@ import (
 	"strings"
 	"time"
 )
+
+// ErrNoState is what a Source's Snapshot error wraps when it has no state
+// to show yet (a scheduler before its first cycle, or a replica that is
+// not the leader): the UI says so and does not log it as a failure.
+var ErrNoState = errors.New("no state to show yet")
 
 // Source gives the UI the state to show.
 type Source interface {
@@ -149,7 +155,11 @@ func (u *UI) Run(ctx context.Context) {
 func (u *UI) sample(ctx context.Context) {
 	s, err := u.src.Snapshot(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrNoState):
+			u.o.Log.Debug("web UI: no chart sample this time", "err", err)
+		default:
 			u.o.Log.Warn("web UI: no chart sample this time", "err", err)
 		}
 		return
@@ -267,6 +277,10 @@ type errorBody struct {
 func (u *UI) snapshotJSON(w http.ResponseWriter, r *http.Request) {
 	s, err := u.Snapshot(r.Context())
 	if err != nil {
+		if errors.Is(err, ErrNoState) {
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{err.Error()})
+			return
+		}
 		u.o.Log.Error("web UI snapshot", "err", err)
 		writeJSON(w, http.StatusInternalServerError, errorBody{err.Error()})
 		return

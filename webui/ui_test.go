@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -295,5 +296,55 @@ func TestEmptyAndHead(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Errorf("HEAD events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// TestClusterSnapshot: a cluster's nodes get their GPUs' count and
+// capacity from the GPUs (what a stale count said is replaced), a source
+// without state yet answers 503 and says why (and no sample is taken), and
+// beyond MaxSampledGPUs a sample keeps the totals but not each GPU.
+func TestClusterSnapshot(t *testing.T) {
+	src := newFake()
+	src.snap.Scope = "cluster"
+	src.snap.Nodes = []Node{{Name: "n", Ready: true, GPUs: 7}, {Name: "empty"}}
+	u, srv := newServer(t, src, Options{Scope: "cluster"})
+	s, err := u.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Nodes[0]; n.GPUs != 2 || n.GPU.CapacityMilli != 2000 || n.GPU.GuaranteedMilli != 500 || n.GPU.LimitMilli != 800 || n.GPU.MemoryBookedMiB != 71885 {
+		t.Errorf("node n: %+v", n)
+	}
+	if n := s.Nodes[1]; n.GPUs != 0 || n.GPU.CapacityMilli != 0 {
+		t.Errorf("node without GPUs: %+v", n)
+	}
+	_, page := get(t, srv.URL+"/")
+	if !strings.Contains(page, `data-scope="cluster"`) || !strings.Contains(page, "scheduler") {
+		t.Errorf("the page does not name its scope:\n%s", page)
+	}
+
+	src.mu.Lock()
+	src.err = fmt.Errorf("no cycle yet: %w", ErrNoState)
+	src.mu.Unlock()
+	if resp, body := get(t, srv.URL+"/ui/api/snapshot"); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "no cycle yet") {
+		t.Errorf("no state: %d %s, want 503 saying why", resp.StatusCode, body)
+	}
+	u.sample(context.Background())
+	if n := u.History().Info().Len; n != 0 {
+		t.Errorf("%d samples without state, want none", n)
+	}
+
+	big := Snapshot{}
+	for i := range MaxSampledGPUs + 1 {
+		big.GPUs = append(big.GPUs, GPU{Node: "n", Index: i, GuaranteedMilli: 250})
+	}
+	big.Summarize()
+	if sm := SampleOf(big); sm.GPUs != nil || sm.GuaranteedMilli != 250*int64(MaxSampledGPUs+1) || sm.CapacityMilli != 1000*int64(MaxSampledGPUs+1) {
+		t.Errorf("sample of %d GPUs: %d per-GPU values, guaranteed %d", MaxSampledGPUs+1, len(sm.GPUs), sm.GuaranteedMilli)
+	}
+	big.GPUs = big.GPUs[:MaxSampledGPUs]
+	big.Summarize()
+	if sm := SampleOf(big); len(sm.GPUs) != MaxSampledGPUs {
+		t.Errorf("sample of %d GPUs: %d per-GPU values, want each", MaxSampledGPUs, len(sm.GPUs))
 	}
 }

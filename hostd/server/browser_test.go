@@ -88,7 +88,7 @@ func TestBrowserHostView(t *testing.T) {
 			t.Errorf("charts draw %v, want a %s line", paths, s)
 		}
 	}
-	b.Screenshot("overview")
+	b.DocScreenshot("overview", "dashboard-host-overview.png")
 
 	// GPUs -> shares: the running job on its GPU with its share.
 	b.Do("open the GPU view", wait, chromedp.Click(chromedp.ID("tab-gpus"), chromedp.NodeVisible))

@@ -18,8 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/tessera-gpu/tessera/kube/clusterview"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/webui"
 )
 
 func newSchedulerCommand(a *app) *cobra.Command {
@@ -39,6 +41,7 @@ func newSchedulerCommand(a *app) *cobra.Command {
 		reserveIn  time.Duration
 		backoff0   time.Duration
 		backoffMax time.Duration
+		dashboard  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -94,7 +97,12 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 				return err
 			}
 			if metricsAt != "" {
-				stop, err := serveMetrics(cmd.Context(), a, metricsAt, reg)
+				var ui *webui.UI
+				if dashboard {
+					ui = webui.New(clusterview.Source{Viewer: s}, webui.Options{Title: "Tessera cluster", Scope: "cluster", Log: a.log})
+					go ui.Run(cmd.Context())
+				}
+				stop, err := serveMetrics(cmd.Context(), a, metricsAt, reg, ui)
 				if err != nil {
 					return err
 				}
@@ -122,31 +130,42 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 	cmd.Flags().DurationVar(&reserveIn, "reservation-wait", 5*time.Minute, "a pod that fits nowhere for this long reserves a node that smaller pods may only backfill (0: never)")
 	cmd.Flags().DurationVar(&backoff0, "pod-initial-backoff", scheduler.DefaultPodInitialBackoff, "how long a pod that could not be bound (fits nowhere, or the API refused its binding) waits before it is tried again; the wait doubles with each failure in a row")
 	cmd.Flags().DurationVar(&backoffMax, "pod-max-backoff", scheduler.DefaultPodMaxBackoff, "the longest such wait")
-	cmd.Flags().StringVar(&metricsAt, "metrics-addr", ":9401", `address of the /metrics server; "" disables it`)
+	cmd.Flags().StringVar(&metricsAt, "metrics-addr", ":9401", `address of the /metrics server (and of the dashboard); "" disables it`)
+	cmd.Flags().BoolVar(&dashboard, "dashboard", true, "serve the read-only web dashboard's cluster view at / on --metrics-addr (docs/dashboard.md)")
 	cmd.Flags().BoolVar(&elect, "leader-elect", true, "run several replicas with one active, through a Lease")
 	cmd.Flags().StringVar(&leaseNS, "leader-elect-namespace", "kube-system", "namespace of the leader-election Lease (named <name>-scheduler)")
 	cmd.Flags().StringVar(&identity, "leader-elect-identity", "", "this replica's identity in the Lease (default: host name)")
-	return cmd
+	return withProfiling(cmd, a) // --profiling-addr (pprof.go)
 }
 
-// serveMetrics serves reg on addr at /metrics until ctx ends or stop is called.
-func serveMetrics(ctx context.Context, a *app, addr string, reg *prometheus.Registry) (stop func(), err error) {
+// serveMetrics serves reg on addr at /metrics, and ui's routes when ui is
+// not nil, until ctx ends or stop is called.
+func serveMetrics(ctx context.Context, a *app, addr string, reg *prometheus.Registry, ui *webui.UI) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: metricsMux(reg, ui), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("metrics server stopped", "err", err)
 		}
 	}()
-	a.log.Info("serving metrics", "addr", ln.Addr().String())
+	a.log.Info("serving metrics", "addr", ln.Addr().String(), "dashboard", ui != nil)
 	return func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}, nil
+}
+
+// metricsMux serves reg at /metrics and, when ui is not nil, the
+// dashboard's read-only routes (webui.UI.Register: GET and HEAD only).
+func metricsMux(reg *prometheus.Registry, ui *webui.UI) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if ui != nil {
+		ui.Register(mux)
+	}
+	return mux
 }

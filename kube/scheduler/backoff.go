@@ -17,8 +17,8 @@ type failure int
 
 const (
 	// failedToFit: the scheduler itself turned the pod down (it fits
-	// nowhere, its queue is full, its gang is incomplete, its request is
-	// invalid). A change of the cluster may help, so one ends the wait.
+	// nowhere, its queue is full, its request is invalid; an incomplete
+	// gang is not backed off, see apply). A change of the cluster may help, so one ends the wait.
 	failedToFit failure = iota
 	// failedWithError: the API refused the binding or the assignment could
 	// not be recorded. Only time helps: cluster changes do not end the wait.

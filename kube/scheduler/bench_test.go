@@ -42,7 +42,22 @@ import (
 // Scale with TESSERA_BENCH_NODES (default 1000) and TESSERA_BENCH_PODS
 // (default 10000); pick scenarios with TESSERA_BENCH_LIMITS (default
 // "stock,equal,unlimited"). Run it with `make bench-kube`.
+//
+// TESSERA_BENCH_SCENARIO=mix runs the mix scenario instead (benchMix,
+// bench_mix_test.go): 5,000 nodes by default, fractional, whole-GPU,
+// multi-GPU and gang pods in two queues, both schedulers as processes of
+// their own, with pre-created (burst) and steadily arriving pods, and a
+// table of pods/s, creation-to-bound latency percentiles and the
+// schedulers' CPU seconds and peak RSS.
 func BenchmarkBindThroughput(b *testing.B) {
+	switch sc := os.Getenv("TESSERA_BENCH_SCENARIO"); sc {
+	case "", "half":
+	case "mix":
+		benchMix(b)
+		return
+	default:
+		b.Fatalf("TESSERA_BENCH_SCENARIO: unknown scenario %q; allowed: half (the default), mix", sc)
+	}
 	nodes, pods := envInt(b, "TESSERA_BENCH_NODES", 1000), envInt(b, "TESSERA_BENCH_PODS", 10000)
 	type limits struct {
 		qps   float32
@@ -65,20 +80,7 @@ func BenchmarkBindThroughput(b *testing.B) {
 	ctx, cl, cfg := testcluster.ForTest(b, true)
 	cfg.QPS, cfg.Burst = 2000, 4000 // the harness's own client: fast set-up
 	setup := kubernetes.NewForConfigOrDie(cfg)
-	parallel(b, nodes, func(i int) error {
-		res := corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
-			corev1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("16"),
-			workload.ResourceGPU: resource.MustParse("128"),
-		}
-		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%04d", i), Labels: map[string]string{LabelModel: "H100", LabelCount: "8"},
-				Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
-			Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
-		}
-		_, err := setup.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		return err
-	})
+	createBenchNodes(ctx, b, setup, nodes, "16")
 	b.ResetTimer()
 	for _, scenario := range names {
 		lim := all[scenario]
@@ -126,16 +128,7 @@ func BenchmarkBindThroughput(b *testing.B) {
 			rates[sc] = bindRate(ctx, b, setup, ns, pods)
 			stop()
 			b.StopTimer()
-			// One call per pod: a collection delete of 10,000 pods outlasts
-			// the API server's request timeout.
-			zero := int64(0)
-			parallel(b, pods, func(i int) error {
-				err := setup.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("p-%05d", i), metav1.DeleteOptions{GracePeriodSeconds: &zero})
-				if err != nil {
-					return fmt.Errorf("delete the %s pods: %w", ns, err)
-				}
-				return nil
-			})
+			deletePods(ctx, b, setup, ns, pods)
 			b.StartTimer()
 		}
 		b.ReportMetric(rates["tessera"], scenario+"-tessera-pods/s")

@@ -11,8 +11,12 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 )
 
-// bindWorkers is how many bindings are in flight at once.
-const bindWorkers = 16
+// bindWorkers is how many bindings are in flight at once. With no client
+// rate limit the round trips to the API server bound the bind rate: at
+// 5,000 nodes 16 in flight gave 304 pods/s and 64 gave 424
+// (docs/benchmarks.md, the mix scenario); under a rate limit the extra
+// ones wait on the client's limiter.
+const bindWorkers = 64
 
 // bind records the assignment (enc; "" for a pod granted no GPU) and binds
 // the pod to node in one call: the API server copies a Binding's

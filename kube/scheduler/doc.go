@@ -17,6 +17,9 @@
 // and an event, and is retried after a per-pod exponential backoff, as in
 // kube-scheduler's queue; informer events that may help end the wait.
 //
+// After each cycle it publishes what the cycle decided from (View, in
+// view.go) for the dashboard's cluster view (kube/clusterview).
+//
 // It must not contain placement policy (that is package placement) or
 // translate request keys (that is package kube/workload).
 package scheduler

@@ -110,6 +110,8 @@ type Scheduler struct {
 	preemptors map[types.UID]time.Time   // pods waiting for their victims, until when
 	blocked    map[string]blockedSince   // pods and gangs that did not fit, since when
 	reserved   *reservation              // at most one reservation at a time
+
+	views viewBoard // what the last cycle decided from (view.go)
 }
 
 // New validates cfg and builds a scheduler; call Run to start it.
@@ -166,7 +168,7 @@ func New(cfg Config) (*Scheduler, error) {
 
 // Run starts the informers and schedules until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactory(s.cfg.Client, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(s.cfg.Client, 0, informers.WithTransform(trimObject)) // trim.go
 	nodeInf, podInf, jobInf := f.Core().V1().Nodes(), f.Core().V1().Pods(), f.Batch().V1().Jobs()
 	s.nodes, s.pods, s.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
 	// handlers are waited for as well as the caches: the first cycle
@@ -187,7 +189,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	poke := s.changeEvents()
 	defaultInventory := s.cfg.Inventory == nil
 	if defaultInventory {
-		s.cfg.Inventory = LabelInventory{Catalog: s.cfg.Catalog}
+		s.cfg.Inventory = newNodeCache(LabelInventory{Catalog: s.cfg.Catalog}) // inventory_cache.go
 	}
 	if s.cfg.Dynamic != nil {
 		watch := func(gvr schema.GroupVersionResource) *crdWatch {
@@ -345,6 +347,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	if err := s.serve(ctx, snap, tree, items, &st); err != nil {
 		return st, err
 	}
+	s.publishView(cycleStart, snap, tree, pending, waiting)
 	if len(pending) > 0 {
 		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "errors", st.Errors, "backingOff", st.BackingOff, "nodes", len(snap.nodes))
 	}

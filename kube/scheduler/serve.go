@@ -165,7 +165,10 @@ func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o 
 		s.reject(ctx, key, p, reasonInvalid, o.Message)
 		st.Invalid++
 	default: // GangWaiting; Behind does not occur (not Strict)
-		s.reject(ctx, key, p, reasonUnschedulable, o.Message)
+		// No backoff: only a new member helps, and its arrival pokes the
+		// loop. A backoff recorded after a member arrived during this cycle
+		// would hold the now complete gang back for up to the longest wait.
+		s.events.reject(ctx, p, reasonUnschedulable, o.Message)
 		st.Unschedulable++
 	}
 }

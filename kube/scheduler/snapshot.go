@@ -24,6 +24,11 @@ type snapshot struct {
 	byName  map[string]int   // node name -> index
 	uuidPos []map[string]int // per node: GPU UUID -> position in Node.GPUs
 	onNode  [][]booking      // per node: the pods booked there
+	// sharing and usable are per node how its agent shares its GPUs and
+	// why no pod may go there ("" when one may), read once per snapshot:
+	// every pending pod's filter asks for every node's.
+	sharing []placement.NodeSharing
+	usable  []string
 }
 
 // booking is a pod's share of a node as booked on the snapshot.
@@ -63,7 +68,9 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 	s.cluster = cl
 	s.onNode = make([][]booking, len(s.inv))
 	s.uuidPos = make([]map[string]int, len(s.inv))
+	s.sharing, s.usable = make([]placement.NodeSharing, len(s.inv)), make([]string, len(s.inv))
 	for i := range s.inv {
+		s.sharing[i], s.usable[i] = placement.SharingOf(&s.inv[i]), usable(s.nodes[i])
 		m := map[string]int{}
 		for pos, g := range cl.Nodes[i].GPUs {
 			if in, ok := findGPU(&s.inv[i], g.Index); ok {

@@ -47,11 +47,15 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workloa
 	}
 	parts[0].CPUMilli, parts[0].MemoryMiB = cpu, mem
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
+	gpus, needs := sharingNeeds(gpuReqs, pod.Spec.HostIPC)
 	exclude := func(i int) string {
-		if why := eligible(pod, aff, snap.nodes[i]); why != "" {
+		if why := snap.usable[i]; why != "" {
 			return why
 		}
-		return sharingRule(gpuReqs, pod.Spec.HostIPC, &snap.inv[i])
+		if why := admits(pod, aff, snap.nodes[i]); why != "" {
+			return why
+		}
+		return sharingRule(gpus, needs, snap.sharing[i])
 	}
 	return cycle.Workload{
 		ID: name, Queue: s.queueOf(pod), Priority: priority(pod), Gang: s.groupKey(pod),

@@ -1,6 +1,6 @@
 // Package browsertest drives the web UI (package webui) in a real headless
-// Chromium from Go tests, through chromedp: the host daemon's tests use it
-// (hostd/server), and the scheduler's cluster view is meant to.
+// Chromium from Go tests, through chromedp: the host view's tests
+// (hostd/server) and the cluster view's (kube/clusterview) use it.
 //
 // A test calls New. Without a browser it is skipped, saying how to get
 // one, unless TESSERA_REQUIRE_BROWSER is set (to anything but "" or "0"):
@@ -12,7 +12,8 @@
 // Every message the page writes to the console at level error, and every
 // uncaught exception, is kept: CheckConsole fails the test on any.
 // Screenshots go to the test's artifact folder (t.ArtifactDir; kept with
-// go test -artifacts -outputdir DIR).
+// go test -artifacts -outputdir DIR); DocScreenshot also writes the
+// documentation's images to TESSERA_SCREENSHOTS_DIR when it is set.
 package browsertest
 
 import (
@@ -35,6 +36,9 @@ const (
 	RequireEnv = "TESSERA_REQUIRE_BROWSER"
 	// PathEnv names the browser binary.
 	PathEnv = "TESSERA_CHROMIUM"
+	// ScreenshotsEnv names a folder that DocScreenshot also writes to
+	// (the documentation's images: docs/images).
+	ScreenshotsEnv = "TESSERA_SCREENSHOTS_DIR"
 )
 
 // candidates are the names the browser is looked up by on PATH.
@@ -178,13 +182,51 @@ func (b *Browser) Screenshot(name string) string {
 		b.t.Logf("screenshot %s: %v", name, err)
 		return ""
 	}
-	path := filepath.Join(b.t.ArtifactDir(), name+".png")
+	path := filepath.Join(b.t.ArtifactDir(), fileName(name)+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
 		return ""
 	}
 	b.t.Logf("screenshot: %s", path)
 	return path
+}
+
+// DocScreenshot saves what the window shows (not the whole page) as
+// NAME.png in the test's artifact folder and, when ScreenshotsEnv names a
+// folder, as FILE there too: the tests take the documentation's
+// screenshots (TESSERA_SCREENSHOTS_DIR=docs/images).
+func (b *Browser) DocScreenshot(name, file string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.Ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	paths := []string{filepath.Join(b.t.ArtifactDir(), fileName(name)+".png")}
+	if dir := os.Getenv(ScreenshotsEnv); dir != "" {
+		paths = append(paths, filepath.Join(dir, file))
+	}
+	for _, p := range paths {
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			b.t.Errorf("screenshot %s: %v", name, err)
+			continue
+		}
+		b.t.Logf("screenshot: %s (%d KB)", p, len(png)/1024)
+	}
+}
+
+// fileName makes a screenshot's name (a failed step's, which may hold a
+// CSS selector) a file name: characters other than letters, digits, '.',
+// '_' and '-' become '_'.
+func fileName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, name)
 }
 
 // Problems returns the console errors and uncaught exceptions so far.

@@ -15,12 +15,21 @@
     offset: 0,        // server clock minus this browser's, ms
     updates: 0,
     view: 'overview',
-    shown: 500        // workload rows drawn; "show more" adds PAGE
+    shown: 500,       // workload rows drawn; "show more" adds PAGE
+    gpuShown: 64      // GPU cards drawn; "show more" adds GPU_PAGE
   };
 
   // The page draws at most this many rows of a list at once: a table of
   // thousands of rows takes seconds to lay out, at every update.
   var PAGE = 500, PENDING_ROWS = 100;
+  // The GPU view draws GPU cards a page at a time, and at most NODE_ROWS
+  // nodes in its nodes table; MAX_SAMPLED_GPUS is webui.MaxSampledGPUs.
+  var GPU_PAGE = 64, NODE_ROWS = 200, MAX_SAMPLED_GPUS = 256;
+
+  function cluster() { return document.body.getAttribute('data-scope') === 'cluster'; }
+  // workloadWord names a workload: a pod in a cluster, a job on a host.
+  function workloadWord() { return cluster() ? 'Pod' : 'Job'; }
+  function serverWord() { return cluster() ? 'scheduler' : 'daemon'; }
 
   function $(id) { return document.getElementById(id); }
 
@@ -232,89 +241,156 @@
 
   // ---- GPUs -> shares ---------------------------------------------------
 
+  // renderNodes draws the cluster's nodes table (none for a host).
+  function renderNodes(s) {
+    var nodes = s.nodes || [];
+    $('nodes-box').hidden = !nodes.length;
+    if (!nodes.length) { return; }
+    var tb = $('nodes').tBodies[0];
+    clear(tb);
+    $('node-count').textContent = '(' + nodes.length + ')';
+    nodes.slice(0, NODE_ROWS).forEach(function (n) {
+      var st = n.ready ? (n.cordoned ? 'ready, cordoned' : 'ready') : (n.cordoned ? 'not ready, cordoned' : 'not ready');
+      var link = el('a', { href: '#gpus', 'data-node': n.name }, n.name);
+      link.addEventListener('click', function (e) {
+        e.preventDefault();
+        var sel = $('filter-node');
+        sel.value = n.name;
+        state.gpuShown = GPU_PAGE;
+        renderGPUs(state.snap);
+      });
+      tb.appendChild(el('tr', { 'data-node': n.name }, [
+        el('td', { className: 'id' }, link),
+        el('td', { className: 'nowrap' }, el('span', { className: 'badge ' + (n.ready && !n.cordoned ? 'st-running' : 'st-failed') }, st)),
+        el('td', { className: 'num gpus' }, String(n.gpus)),
+        el('td', { className: 'guaranteed' }, n.gpus ? barCell(n.gpu.guaranteedMilli, n.gpu.capacityMilli, share(n.gpu.guaranteedMilli) + ' of ' + share(n.gpu.capacityMilli)) : '–'),
+        el('td', { className: 'num limit' }, n.gpus ? share(n.gpu.limitMilli) : '–'),
+        el('td', { className: 'mem' }, n.gpus ? barCell(n.gpu.memoryBookedMiB, n.gpu.memoryMiB, mib(n.gpu.memoryBookedMiB) + ' of ' + mib(n.gpu.memoryMiB), 'mem') : '–'),
+        el('td', { className: 'num' }, share(n.freeCpuMilli) + ' / ' + share(n.cpuMilli)),
+        el('td', { className: 'num' }, mib(n.freeMemoryMiB) + ' / ' + mib(n.memoryMiB)),
+        el('td', { className: 'num pods' }, String(n.pods)),
+        el('td', { className: 'nowrap muted' }, n.source)
+      ]));
+    });
+    if (nodes.length > NODE_ROWS) {
+      emptyRow(tb, 10, (nodes.length - NODE_ROWS) + ' more nodes: pick one in the Node filter below to see its GPUs');
+    }
+  }
+
+  function gpuCard(g, gi, multi, pts) {
+    var name = (multi ? g.node + ' ' : '') + 'GPU ' + g.index;
+    var stack = el('div', { className: 'stack', title: 'guaranteed shares; the dashed line is the burst limit, the green strip the measured grant' });
+    var left = 0;
+    g.shares.forEach(function (sh) {
+      var seg = el('div', { className: 'seg', 'data-job': sh.workload, title: sh.workload + ': guaranteed ' + share(sh.guaranteedMilli) + ', limit ' + share(sh.limitMilli) }, sh.workload);
+      seg.style.left = (left / 10) + '%';
+      seg.style.width = (sh.guaranteedMilli / 10) + '%';
+      seg.style.background = hue(sh.workload);
+      left += sh.guaranteedMilli;
+      stack.appendChild(seg);
+    });
+    if (g.limitMilli > g.guaranteedMilli) {
+      var b = el('div', { className: 'burst' });
+      b.style.left = '0';
+      b.style.width = Math.min(100, g.limitMilli / 10) + '%';
+      stack.appendChild(b);
+    }
+    if (g.measuredMilli !== undefined) {
+      var m = el('div', { className: 'meas' });
+      m.style.width = Math.min(100, g.measuredMilli / 10) + '%';
+      stack.appendChild(m);
+    }
+    var memFill = el('span');
+    memFill.style.width = (g.memoryMiB > 0 ? Math.min(100, 100 * g.memoryBookedMiB / g.memoryMiB) : 0) + '%';
+    var health = null;
+    if (g.health && g.health !== 'Healthy') {
+      health = el('span', { className: 'badge health st-failed', title: g.healthReason || '' }, g.health + (g.unschedulable ? ', not scheduled on' : ''));
+    }
+    var card = el('article', { className: 'gpu', 'data-gpu': gpuKey(g.node, g.index), 'data-node': g.node, 'data-index': g.index }, [
+      el('header', null, [el('h3', null, name), el('span', { className: 'model' }, g.model), el('span', { className: 'muted' }, mib(g.memoryMiB)), health, el('span', { className: 'uuid' }, g.uuid)]),
+      el('div', { className: 'rowlabel' }, [
+        el('span', { className: 'compute-text' }, 'compute: guaranteed ' + share(g.guaranteedMilli) + ' of 1 · burst limit ' + share(g.limitMilli)),
+        el('span', null, 'measured ' + (g.measuredMilli === undefined ? 'not metered' : share(g.measuredMilli)))
+      ]),
+      stack,
+      el('div', { className: 'rowlabel' }, [el('span', { className: 'mem-text' }, 'memory booked ' + mib(g.memoryBookedMiB) + ' of ' + mib(g.memoryMiB)), el('span', null, pct(g.memoryBookedMiB, g.memoryMiB))]),
+      el('div', { className: 'bar mem' }, memFill)
+    ]);
+    if (g.mig && g.mig.length) {
+      card.appendChild(el('div', { className: 'rowlabel mig' }, [el('span', null, 'MIG instances: ' + g.mig.map(function (x) { return x.profile + (x.inUse ? ' (in use)' : ' (free)'); }).join(', '))]));
+    }
+    if (g.shares.length) {
+      var rows = g.shares.map(function (sh) {
+        var a = sh.arbiter;
+        var meas = !a ? (cluster() ? 'not metered' : 'not registered') : (a.metered ? share(a.grantedMilli) + ' (' + a.phase + ')' : 'not metered (' + a.phase + ')');
+        var usedMem = sh.memoryUsedMiB === undefined ? '–' : mib(sh.memoryUsedMiB);
+        return el('tr', { className: 'share-row', 'data-job': sh.workload }, [
+          el('td', { className: 'id' }, [el('span', { className: 'swatch' }), sh.workload]),
+          el('td', { className: 'nowrap' }, sh.queue),
+          el('td', { className: 'num guaranteed' }, sh.migProfile ? 'MIG ' + sh.migProfile : share(sh.guaranteedMilli)),
+          el('td', { className: 'num limit' }, sh.migProfile ? '–' : share(sh.limitMilli)),
+          el('td', { className: 'num measured' }, meas),
+          el('td', { className: 'num mem' }, mib(sh.memoryMiB) + ' / cap ' + mib(sh.memoryLimitMiB)),
+          el('td', { className: 'num used' }, usedMem)
+        ]);
+      });
+      rows.forEach(function (r, i) { r.querySelector('.swatch').style.background = hue(g.shares[i].workload); });
+      card.appendChild(el('table', { className: 'grid shares' }, [
+        el('thead', null, el('tr', null, [el('th', null, workloadWord()), el('th', null, 'Queue'), el('th', { className: 'num' }, 'Guaranteed'), el('th', { className: 'num' }, 'Limit'), el('th', { className: 'num' }, 'Measured'), el('th', { className: 'num' }, 'Memory / cap'), el('th', { className: 'num' }, 'Used')])),
+        el('tbody', null, rows)
+      ]));
+    } else {
+      card.appendChild(el('div', { className: 'idle' }, 'idle: no workload holds a share'));
+    }
+    var spark = svg('svg', { 'class': 'spark', viewBox: '0 0 200 36', preserveAspectRatio: 'none' });
+    var gp = pts.filter(function (p) { return p.gpus; }).map(function (p) { return { t: ms(p.t), v: p.gpus[gi] || 0 }; });
+    if (gp.length > 1) {
+      var t0 = gp[0].t, t1 = gp[gp.length - 1].t, span = Math.max(1, t1 - t0);
+      var d = gp.map(function (p, i) { return (i ? 'L' : 'M') + (200 * (p.t - t0) / span).toFixed(1) + ',' + (34 - 32 * p.v / 1000).toFixed(1); }).join('');
+      spark.appendChild(svg('path', { d: d }));
+    }
+    spark.setAttribute('data-points', String(gp.length));
+    var spanText = gp.length > 1 ? 'last ' + dur(gp[gp.length - 1].t - gp[0].t) : (pts.length > 1 && !gp.length ? 'not kept for over ' + MAX_SAMPLED_GPUS + ' GPUs (see Prometheus)' : 'collecting');
+    card.appendChild(el('div', { className: 'rowlabel' }, [el('span', null, 'guaranteed over time'), el('span', null, spanText)]));
+    card.appendChild(spark);
+    return card;
+  }
+
   function renderGPUs(s) {
+    renderNodes(s);
     var list = $('gpu-list');
     clear(list);
     var nodes = {};
     s.gpus.forEach(function (g) { nodes[g.node] = true; });
-    var multi = Object.keys(nodes).length > 1;
+    var names = Object.keys(nodes).sort();
+    var multi = names.length > 1;
+    var sel = $('filter-node');
+    $('gpu-filters').hidden = !multi;
+    fillSelect(sel, names);
+    var f = multi ? sel.value : '';
+    var pts = chartPoints();
+    var drawn = 0, matching = 0;
     s.gpus.forEach(function (g, gi) {
-      var name = (multi ? g.node + ' ' : '') + 'GPU ' + g.index;
-      var stack = el('div', { className: 'stack', title: 'guaranteed shares; the dashed line is the burst limit, the green strip the measured grant' });
-      var left = 0;
-      g.shares.forEach(function (sh) {
-        var seg = el('div', { className: 'seg', 'data-job': sh.workload, title: sh.workload + ': guaranteed ' + share(sh.guaranteedMilli) + ', limit ' + share(sh.limitMilli) }, sh.workload);
-        seg.style.left = (left / 10) + '%';
-        seg.style.width = (sh.guaranteedMilli / 10) + '%';
-        seg.style.background = hue(sh.workload);
-        left += sh.guaranteedMilli;
-        stack.appendChild(seg);
-      });
-      if (g.limitMilli > g.guaranteedMilli) {
-        var b = el('div', { className: 'burst' });
-        b.style.left = '0';
-        b.style.width = Math.min(100, g.limitMilli / 10) + '%';
-        stack.appendChild(b);
-      }
-      if (g.measuredMilli !== undefined) {
-        var m = el('div', { className: 'meas' });
-        m.style.width = Math.min(100, g.measuredMilli / 10) + '%';
-        stack.appendChild(m);
-      }
-      var memFill = el('span');
-      memFill.style.width = (g.memoryMiB > 0 ? Math.min(100, 100 * g.memoryBookedMiB / g.memoryMiB) : 0) + '%';
-      var card = el('article', { className: 'gpu', 'data-gpu': gpuKey(g.node, g.index), 'data-index': g.index }, [
-        el('header', null, [el('h3', null, name), el('span', { className: 'model' }, g.model), el('span', { className: 'muted' }, mib(g.memoryMiB)), el('span', { className: 'uuid' }, g.uuid)]),
-        el('div', { className: 'rowlabel' }, [
-          el('span', { className: 'compute-text' }, 'compute: guaranteed ' + share(g.guaranteedMilli) + ' of 1 · burst limit ' + share(g.limitMilli)),
-          el('span', null, 'measured ' + (g.measuredMilli === undefined ? 'not metered' : share(g.measuredMilli)))
-        ]),
-        stack,
-        el('div', { className: 'rowlabel' }, [el('span', null, 'memory booked ' + mib(g.memoryBookedMiB) + ' of ' + mib(g.memoryMiB)), el('span', null, pct(g.memoryBookedMiB, g.memoryMiB))]),
-        el('div', { className: 'bar mem' }, memFill)
-      ]);
-      if (g.shares.length) {
-        var rows = g.shares.map(function (sh) {
-          var a = sh.arbiter;
-          var meas = !a ? 'not registered' : (a.metered ? share(a.grantedMilli) + ' (' + a.phase + ')' : 'not metered (' + a.phase + ')');
-          var used = sh.memoryUsedMiB === undefined ? '–' : mib(sh.memoryUsedMiB);
-          return el('tr', { className: 'share-row', 'data-job': sh.workload }, [
-            el('td', { className: 'id' }, [el('span', { className: 'swatch' }), sh.workload]),
-            el('td', { className: 'nowrap' }, sh.queue),
-            el('td', { className: 'num guaranteed' }, sh.migProfile ? 'MIG ' + sh.migProfile : share(sh.guaranteedMilli)),
-            el('td', { className: 'num limit' }, sh.migProfile ? '–' : share(sh.limitMilli)),
-            el('td', { className: 'num measured' }, meas),
-            el('td', { className: 'num mem' }, mib(sh.memoryMiB) + ' / cap ' + mib(sh.memoryLimitMiB)),
-            el('td', { className: 'num used' }, used)
-          ]);
-        });
-        rows.forEach(function (r, i) { r.querySelector('.swatch').style.background = hue(g.shares[i].workload); });
-        card.appendChild(el('table', { className: 'grid shares' }, [
-          el('thead', null, el('tr', null, [el('th', null, 'Job'), el('th', null, 'Queue'), el('th', { className: 'num' }, 'Guaranteed'), el('th', { className: 'num' }, 'Limit'), el('th', { className: 'num' }, 'Measured'), el('th', { className: 'num' }, 'Memory / cap'), el('th', { className: 'num' }, 'Used')])),
-          el('tbody', null, rows)
-        ]));
-      } else {
-        card.appendChild(el('div', { className: 'idle' }, 'idle: no workload holds a share'));
-      }
-      var spark = svg('svg', { 'class': 'spark', viewBox: '0 0 200 36', preserveAspectRatio: 'none' });
-      var pts = chartPoints().map(function (p) { return { t: ms(p.t), v: (p.gpus && p.gpus[gi]) || 0 }; });
-      if (pts.length > 1) {
-        var t0 = pts[0].t, t1 = pts[pts.length - 1].t, span = Math.max(1, t1 - t0);
-        var d = pts.map(function (p, i) { return (i ? 'L' : 'M') + (200 * (p.t - t0) / span).toFixed(1) + ',' + (34 - 32 * p.v / 1000).toFixed(1); }).join('');
-        spark.appendChild(svg('path', { d: d }));
-      }
-      spark.setAttribute('data-points', String(pts.length));
-      var spanText = pts.length > 1 ? 'last ' + dur(pts[pts.length - 1].t - pts[0].t) : 'collecting';
-      card.appendChild(el('div', { className: 'rowlabel' }, [el('span', null, 'guaranteed over time'), el('span', null, spanText)]));
-      card.appendChild(spark);
-      list.appendChild(card);
+      if (f && g.node !== f) { return; }
+      matching++;
+      if (drawn >= state.gpuShown) { return; }
+      drawn++;
+      list.appendChild(gpuCard(g, gi, multi, pts));
     });
+    $('gpu-count').textContent = (drawn < matching ? 'first ' + drawn + ' of ' : '') + matching + ' GPUs' + (f ? ' on ' + f : '') + ', of ' + s.gpus.length;
+    var more = $('gpu-more');
+    more.hidden = drawn >= matching;
+    more.textContent = 'Show ' + Math.min(GPU_PAGE, matching - drawn) + ' more GPUs';
     if (!s.gpus.length) { list.appendChild(el('p', { className: 'muted' }, 'no GPUs')); }
   }
 
   // ---- workloads --------------------------------------------------------
 
   function fillSelect(sel, values, label) {
+    // Rebuilt only when the values change: a cluster's lists are long.
+    var sig = values.join('\n');
+    if (sel.tesseraSig === sig) { return; }
+    sel.tesseraSig = sig;
     var keep = sel.value;
     var fixed = sel.getAttribute('data-fixed');
     if (fixed === null) { sel.setAttribute('data-fixed', String(sel.options.length)); fixed = sel.options.length; }
@@ -341,9 +417,18 @@
     var queues = {}, gpuSet = {};
     s.workloads.forEach(function (w) { queues[w.queue] = true; });
     s.queues.forEach(function (q) { queues[q.name] = true; });
-    s.gpus.forEach(function (g) { gpuSet[gpuKey(g.node, g.index)] = 'GPU ' + g.index + ' (' + g.model + ')' + (g.node ? ' on ' + g.node : ''); });
+    // The GPU filter lists the GPUs some listed workload holds or held
+    // (a cluster has thousands), in the snapshot's order.
+    var held = {}, gpuKeys = [];
+    s.workloads.forEach(function (w) { (w.gpus || []).forEach(function (x) { held[gpuKey(w.node || '', x.index)] = true; }); });
+    s.gpus.forEach(function (g) {
+      var k = gpuKey(g.node, g.index);
+      if (!held[k]) { return; }
+      gpuKeys.push(k);
+      gpuSet[k] = 'GPU ' + g.index + ' (' + g.model + ')' + (g.node ? ' on ' + g.node : '');
+    });
     fillSelect($('filter-queue'), Object.keys(queues).sort());
-    fillSelect($('filter-gpu'), Object.keys(gpuSet), function (k) { return gpuSet[k]; });
+    fillSelect($('filter-gpu'), gpuKeys, function (k) { return gpuSet[k]; });
     var f = { state: $('filter-state').value, queue: $('filter-queue').value, gpu: $('filter-gpu').value, text: $('filter-text').value.trim().toLowerCase() };
     var tb = $('workloads').tBodies[0];
     clear(tb);
@@ -351,7 +436,7 @@
     shown.slice(0, state.shown).forEach(function (w) {
       var g = (w.gpus || []).map(function (x) {
         var what = x.migProfile ? 'MIG ' + x.migProfile : share(x.guaranteedMilli) + (x.limitMilli > x.guaranteedMilli ? ' (limit ' + share(x.limitMilli) + ')' : '');
-        return 'GPU ' + x.index + ': ' + what;
+        return (cluster() && w.node ? w.node + ' ' : '') + 'GPU ' + x.index + ': ' + what;
       }).join(', ');
       var outcome = w.reason || '';
       if (FINAL[w.state] && w.exitCode !== undefined && outcome.indexOf('exit') < 0) { outcome = 'exit ' + w.exitCode + (outcome ? '; ' + outcome : ''); }
@@ -370,7 +455,7 @@
       ]));
     });
     if (!shown.length) { emptyRow(tb, 11, s.workloads.length ? 'no workload matches the filters' : 'no workloads yet'); }
-    var omitted = s.workloadsOmitted ? ' (and ' + s.workloadsOmitted + ' older finished ones the daemon did not send)' : '';
+    var omitted = s.workloadsOmitted ? ' (and ' + s.workloadsOmitted + ' older finished ones the ' + serverWord() + ' did not send)' : '';
     var drawn = Math.min(shown.length, state.shown);
     $('workload-count').textContent = (drawn < shown.length ? 'first ' + drawn + ' of ' : '') + shown.length + ' matching, of ' + s.workloads.length + omitted;
     var more = $('show-more');
@@ -555,7 +640,7 @@
 
   function poll() {
     fetch('/ui/api/snapshot', { cache: 'no-store' }).then(function (r) { return r.json(); })
-      .then(apply, function () { down('cannot reach the daemon; retrying'); })
+      .then(apply, function () { down('cannot reach the ' + serverWord() + '; retrying'); })
       .then(function () { setTimeout(poll, 5000); });
   }
 
@@ -566,7 +651,7 @@
       try { apply(JSON.parse(ev.data)); } catch (e) { console.warn('tessera: bad snapshot: ' + e.message); }
     });
     es.addEventListener('failure', function (ev) {
-      var msg = 'the daemon could not read its state';
+      var msg = 'the ' + serverWord() + ' could not read its state';
       try { msg = JSON.parse(ev.data).error; } catch (e) { /* keep the default */ }
       down(msg);
     });
@@ -600,6 +685,17 @@
       $(id).addEventListener('change', function () { if (state.snap) { renderWorkloads(state.snap); } });
     });
     $('filter-text').addEventListener('input', function () { if (state.snap) { renderWorkloads(state.snap); } });
+    $('filter-node').addEventListener('change', function () { state.gpuShown = GPU_PAGE; if (state.snap) { renderGPUs(state.snap); } });
+    $('gpu-filters').addEventListener('submit', function (e) { e.preventDefault(); });
+    $('gpu-more').addEventListener('click', function () {
+      state.gpuShown += GPU_PAGE;
+      if (state.snap) { renderGPUs(state.snap); }
+    });
+    if (cluster()) {
+      Array.prototype.forEach.call(document.querySelectorAll('th.wl'), function (th) { th.textContent = workloadWord(); });
+      $('workloads').querySelector('th.cmd-h').textContent = 'Details';
+      $('filter-text').setAttribute('placeholder', 'pod, details or reason');
+    }
     $('show-more').addEventListener('click', function () {
       state.shown += PAGE;
       if (state.snap) { renderWorkloads(state.snap); }

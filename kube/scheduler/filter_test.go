@@ -1,0 +1,67 @@
+package scheduler
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/workload"
+)
+
+// TestExcludeReasons: a pod's filter rules nodes out for the node's own
+// state (unschedulable, not Ready: read once per snapshot), for the pod's
+// constraints (taints, nodeSelector) and for the node's sharing (a
+// fraction on exclusive GPUs), each with its reason, and keeps the node
+// that passes all.
+func TestExcludeReasons(t *testing.T) {
+	s, err := New(Config{Client: fake.NewClientset(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	node := func(name string, mod func(*corev1.Node)) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: "H100", LabelCount: "2", "zone": "a"}},
+			Status: corev1.NodeStatus{Conditions: ready}}
+		mod(n)
+		return n
+	}
+	nodes := []*corev1.Node{
+		node("a-ok", func(*corev1.Node) {}),
+		node("b-cordoned", func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+		node("c-not-ready", func(n *corev1.Node) { n.Status.Conditions = nil }),
+		node("d-tainted", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}}
+		}),
+		node("e-other-zone", func(n *corev1.Node) { n.Labels["zone"] = "b" }),
+	}
+	snap := buildSnapshot(s.cfg.Log, LabelInventory{Catalog: catalog.Default()}, nodes, nil)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Annotations: map[string]string{workload.AnnotationCompute: "0.5"}},
+		Spec: corev1.PodSpec{SchedulerName: DefaultName, NodeSelector: map[string]string{"zone": "a"}, Containers: []corev1.Container{{Name: "main",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}}}}}
+	w, _, err := s.workloadOf(snap, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"a-ok": "", "b-cordoned": "node is unschedulable", "c-not-ready": "node is not Ready",
+		"d-tainted": "untolerated taint dedicated", "e-other-zone": "node selector or affinity does not match",
+	}
+	for i, n := range snap.nodes {
+		if got := w.Exclude(i); got != want[n.Name] {
+			t.Errorf("node %s: excluded for %q, want %q", n.Name, got, want[n.Name])
+		}
+	}
+
+	// Exclusive GPUs take whole GPUs only: the same pod is ruled out of a
+	// node whose inventory says so.
+	snap.sharing[0].Fractions = false
+	if got, want := w.Exclude(0), "GPUs are exclusive (sharing: exclusive): whole GPUs only"; got != want {
+		t.Errorf("exclusive node: excluded for %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,305 @@
+package scheduler
+
+import (
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/boundpods"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/queueing"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+// This file publishes what the last scheduling cycle decided from, for
+// readers outside the cycle (the cluster view of the web UI, package
+// kube/clusterview). At the end of each cycle the cycle's own snapshot,
+// queue tree and pending queue are published as they are, behind an atomic
+// pointer: the cycle never changes them again (the next cycle builds new
+// ones), so publishing copies nothing and a reader never waits for a cycle.
+// View translates them into plain values when asked. Nothing here decides.
+
+// View is what one scheduling cycle decided from, after its decisions:
+// the nodes and their GPUs as the scheduler read them, what it has booked
+// on each (bound and assumed pods, those it just placed included), the
+// queues with their fair-share position and the pods still waiting, in
+// queue order, with the reason the scheduler gave them.
+type View struct {
+	// Time is when the cycle started.
+	Time time.Time
+	// Scheduler is the schedulerName served, Policy the placement policy.
+	Scheduler, Policy string
+	// Nodes in name order; nodes whose inventory could not be read are
+	// left out, as the cycle leaves them out.
+	Nodes []NodeView
+	// Queues in the tree's order.
+	Queues []QueueView
+	// Pending are the pods waiting for this scheduler, in queue order.
+	Pending []PodView
+}
+
+// NodeView is one node as the cycle saw it.
+type NodeView struct {
+	Name string
+	// Source is where its GPUs were read from: "node-labels", or the
+	// GPUNode's status.source (the agent's discovery).
+	Source string
+	// Ready is the node's Ready condition; Unschedulable its
+	// spec.unschedulable (cordoned).
+	Ready, Unschedulable bool
+	// CPUMilli and MemoryMiB are allocatable; the Free ones what the
+	// bookings leave.
+	CPUMilli, FreeCPUMilli, MemoryMiB, FreeMemoryMiB int64
+	GPUs                                             []GPUView
+	// Pods are the pods booked on it (bound, or assumed by this scheduler).
+	Pods []PodView
+}
+
+// GPUView is one GPU: as its node reports it, and as placement books it.
+type GPUView struct {
+	inventory.GPU
+	// Schedulable is false for a GPU placement does not offer (unhealthy).
+	Schedulable bool
+	// FreeMilli and FreeMemoryMiB are placement's books after the cycle:
+	// what a new pod could still get (0 when not schedulable).
+	FreeMilli, FreeMemoryMiB int64
+}
+
+// PodView is one pod the scheduler counts.
+type PodView struct {
+	Namespace, Name string
+	UID             types.UID
+	Queue           string
+	Priority        int32
+	// Gang is the pod's gang ("" for none).
+	Gang string
+	// Node is where it is bound or assumed ("" while pending).
+	Node    string
+	Phase   corev1.PodPhase
+	Created time.Time
+	// Started is status.startTime (zero while not started).
+	Started time.Time
+	// Deleting is set once the pod is being deleted (it still counts).
+	Deleting bool
+	// Requests are its GPU requests, one per container asking for GPUs;
+	// RequestError says why they could not be read.
+	Requests     []request.GPU
+	RequestError string
+	// Assignment is its GPU assignment (nil: none; CPU-only pods and
+	// pending ones).
+	Assignment *binding.Assignment
+	// CPUMilli and MemoryMiB are its host requests.
+	CPUMilli, MemoryMiB int64
+	// Reason and Message are its PodScheduled=False condition, as the
+	// scheduler wrote it ("" when it has none yet).
+	Reason, Message string
+	// BackingOff: left out of the cycle, waiting out a retry backoff.
+	BackingOff bool
+}
+
+// QueueView is one queue after the cycle.
+type QueueView struct {
+	queueing.Queue
+	// Configured is false for the default queue as the tree adds it when
+	// no Queue object defines it.
+	Configured bool
+	// Used is what its pods (with its children's) have booked; Share its
+	// fair-share position (queueing.Ledger.Share).
+	Used  queueing.Resources
+	Share float64
+	// Running counts its booked pods, Waiting its pending pods (a gang's
+	// in its first member's queue).
+	Running, Waiting int
+}
+
+// cycleView is one cycle's state as published: never changed afterwards.
+type cycleView struct {
+	at      time.Time
+	snap    *snapshot
+	tree    *queueing.Tree
+	pending []*corev1.Pod // in queue order, as the cycle started
+	waiting map[string]int
+}
+
+// viewBoard holds the last cycle's view; its zero value is ready.
+type viewBoard struct {
+	cur atomic.Pointer[cycleView]
+	// watched is set once someone asked for changes: only then does a
+	// publication compute the fingerprint that tells a change.
+	watched atomic.Bool
+
+	mu      sync.Mutex
+	changed chan struct{}
+	print   uint64
+}
+
+// publishView publishes what this cycle decided from.
+func (s *Scheduler) publishView(at time.Time, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, waiting map[string]int) {
+	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting}
+	b := &s.views
+	old := b.cur.Swap(v)
+	if !b.watched.Load() {
+		return
+	}
+	p := v.fingerprint()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old != nil && p == b.print {
+		return
+	}
+	b.print = p
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
+}
+
+// fingerprint hashes the objects a view is made of (nodes, booked and
+// pending pods, by UID and resourceVersion): it changes when they do, and
+// not with the order a cycle happens to list them in (the sum of each
+// object's hash). Changes to GPUNode and Queue objects alone show at the
+// reader's next periodic read.
+func (v *cycleView) fingerprint() uint64 {
+	var sum uint64
+	h := fnv.New64a()
+	put := func(parts ...string) {
+		h.Reset()
+		for _, p := range parts {
+			_, _ = h.Write([]byte(p))
+			_, _ = h.Write([]byte{0})
+		}
+		sum += h.Sum64()
+	}
+	for _, n := range v.snap.nodes {
+		put("n", n.Name, n.ResourceVersion)
+	}
+	for i, bs := range v.snap.onNode {
+		for _, b := range bs {
+			put("b", v.snap.nodes[i].Name, string(b.pod.UID), b.pod.ResourceVersion)
+		}
+	}
+	for _, p := range v.pending {
+		put("p", string(p.UID), p.ResourceVersion)
+	}
+	return sum
+}
+
+// ViewChanged returns a channel closed when a cycle publishes a view that
+// differs from the last (its nodes or pods changed).
+func (s *Scheduler) ViewChanged() <-chan struct{} {
+	b := &s.views
+	b.watched.Store(true)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.changed == nil {
+		b.changed = make(chan struct{})
+	}
+	return b.changed
+}
+
+// View returns what the last cycle decided from; ok is false before the
+// first cycle (and on a replica that is not the leader).
+func (s *Scheduler) View() (View, bool) {
+	v := s.views.cur.Load()
+	if v == nil {
+		return View{}, false
+	}
+	return s.viewOf(v), true
+}
+
+func (s *Scheduler) viewOf(v *cycleView) View {
+	out := View{Time: v.at, Scheduler: s.cfg.Name, Policy: s.cfg.Policy}
+	snap := v.snap
+	running := map[string]int{}
+	booked := map[types.UID]bool{}
+	for i, n := range snap.nodes {
+		cn := &snap.cluster.Nodes[i]
+		nv := NodeView{
+			Name: n.Name, Source: snap.inv[i].Source, Ready: nodeReady(n), Unschedulable: n.Spec.Unschedulable,
+			CPUMilli: cn.CPUMilli, FreeCPUMilli: cn.FreeCPUMilli, MemoryMiB: cn.MemoryMiB, FreeMemoryMiB: cn.FreeMemoryMiB,
+		}
+		for _, g := range snap.inv[i].GPUs {
+			gv := GPUView{GPU: g}
+			for _, pg := range cn.GPUs {
+				if pg.Index == g.Index {
+					gv.Schedulable, gv.FreeMilli, gv.FreeMemoryMiB = true, pg.FreeMilli, pg.FreeMemoryMiB
+					break
+				}
+			}
+			nv.GPUs = append(nv.GPUs, gv)
+		}
+		for _, b := range snap.onNode[i] {
+			pv := s.podView(b.pod, false)
+			pv.Node = n.Name
+			booked[b.pod.UID] = true
+			running[pv.Queue]++
+			nv.Pods = append(nv.Pods, pv)
+		}
+		out.Nodes = append(out.Nodes, nv)
+	}
+	now := time.Now()
+	for _, p := range v.pending {
+		if booked[p.UID] {
+			continue // placed by this cycle: it is on its node now
+		}
+		pv := s.podView(p, true)
+		pv.BackingOff = s.backoff.waiting(s.backoffKey(p), now)
+		out.Pending = append(out.Pending, pv)
+	}
+	// The ledger the cycle ordered queues by (and the metrics report).
+	ledger := s.ledger(v.tree, snap)
+	for _, name := range v.tree.Names() {
+		q, _ := v.tree.Queue(name)
+		out.Queues = append(out.Queues, QueueView{
+			Queue: q, Configured: q != queueing.Queue{Name: queueing.DefaultQueue, Weight: 1}, Used: ledger.Used(name), Share: ledger.Share(name),
+			Running: running[name], Waiting: v.waiting[name],
+		})
+	}
+	return out
+}
+
+// podView reads one pod; pending pods carry their PodScheduled reason.
+func (s *Scheduler) podView(p *corev1.Pod, pending bool) PodView {
+	pv := PodView{
+		Namespace: p.Namespace, Name: p.Name, UID: p.UID, Queue: s.queueOf(p), Priority: priority(p), Gang: s.groupKey(p),
+		Phase: p.Status.Phase, Created: p.CreationTimestamp.Time, Deleting: p.DeletionTimestamp != nil,
+	}
+	if p.Status.StartTime != nil {
+		pv.Started = p.Status.StartTime.Time
+	}
+	pv.CPUMilli, pv.MemoryMiB = podHostRequests(p)
+	reqs, err := workload.FromPod(p, s.cfg.Catalog)
+	if err != nil {
+		pv.RequestError = err.Error()
+	}
+	for _, r := range reqs {
+		pv.Requests = append(pv.Requests, r.GPU)
+	}
+	if a, err := boundpods.Assignment(p); err == nil && a != nil {
+		pv.Assignment = a
+	}
+	if pending {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				pv.Reason, pv.Message = c.Reason, c.Message
+			}
+		}
+	}
+	return pv
+}
+
+// nodeReady reports the node's Ready condition.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
