@@ -2,8 +2,13 @@ package webui
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/tessera-gpu/tessera/quantity"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // Workload states as the page shows and filters them: the host daemon's
@@ -349,4 +354,31 @@ func addPtr(p *int64, v int64) *int64 {
 		n += *p
 	}
 	return &n
+}
+
+// RequestText is a GPU request in words, as tessera queue's REQUEST column
+// and the page's request column show it ("2x 0.5 GPU (limit 0.8) 20Gi (cap
+// 40Gi) of H200|H100"): the burst limit and memory cap when they differ
+// from the guarantee, the models when limited.
+func RequestText(g request.GPU) string {
+	if g.MIGProfile != "" {
+		return fmt.Sprintf("%dx MIG %s", g.Count, g.MIGProfile)
+	}
+	s := fmt.Sprintf("%d GPU", g.Count)
+	if g.ComputeMilli > 0 && g.ComputeMilli < request.Whole {
+		s = fmt.Sprintf("%dx %s GPU", g.Count, quantity.FormatShare(g.ComputeMilli))
+	}
+	if g.ComputeLimitMilli > g.ComputeMilli {
+		s += " (limit " + quantity.FormatShare(g.ComputeLimitMilli) + ")"
+	}
+	if g.MemoryMiB > 0 {
+		s += " " + quantity.FormatMiB(g.MemoryMiB)
+	}
+	if g.MemoryLimitMiB > g.MemoryMiB {
+		s += " (cap " + quantity.FormatMiB(g.MemoryLimitMiB) + ")"
+	}
+	if len(g.Models) > 0 {
+		s += " of " + strings.Join(g.Models, "|")
+	}
+	return s
 }

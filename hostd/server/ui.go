@@ -9,7 +9,6 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
-	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/request"
 	"github.com/tessera-gpu/tessera/webui"
 )
@@ -118,7 +117,7 @@ func hostSnapshot(in hostState) webui.Snapshot {
 	for _, j := range in.Jobs {
 		submitted[j.ID] = j.Submitted
 		w := webui.Workload{
-			ID: j.ID, State: string(j.State), Queue: queueName(j.Queue), Priority: j.Priority, Request: requestText(j.GPU),
+			ID: j.ID, State: string(j.State), Queue: queueName(j.Queue), Priority: j.Priority, Request: webui.RequestText(j.GPU),
 			Submitted: j.Submitted, Started: j.Started, Finished: j.Finished, ExitCode: j.ExitCode,
 			Reason: j.Reason, Command: strings.Join(j.Command, " "), Seq: j.Seq,
 		}
@@ -216,26 +215,4 @@ func queueName(q string) string {
 		return hostd.DefaultQueue
 	}
 	return q
-}
-
-// requestText is a GPU request in words, as tessera queue's REQUEST
-// column, with the burst limit and memory cap when they differ.
-func requestText(g request.GPU) string {
-	if g.MIGProfile != "" {
-		return fmt.Sprintf("%dx MIG %s", g.Count, g.MIGProfile)
-	}
-	s := fmt.Sprintf("%d GPU", g.Count)
-	if g.ComputeMilli > 0 && g.ComputeMilli < request.Whole {
-		s = fmt.Sprintf("%dx %s GPU", g.Count, quantity.FormatShare(g.ComputeMilli))
-	}
-	if g.ComputeLimitMilli > g.ComputeMilli {
-		s += " (limit " + quantity.FormatShare(g.ComputeLimitMilli) + ")"
-	}
-	if g.MemoryMiB > 0 {
-		s += " " + quantity.FormatMiB(g.MemoryMiB)
-	}
-	if g.MemoryLimitMiB > g.MemoryMiB {
-		s += " (cap " + quantity.FormatMiB(g.MemoryLimitMiB) + ")"
-	}
-	return s
 }

@@ -169,32 +169,9 @@ func requestText(p scheduler.PodView) string {
 	}
 	parts := make([]string, len(p.Requests))
 	for i, g := range p.Requests {
-		parts[i] = gpuText(g)
+		parts[i] = webui.RequestText(g)
 	}
 	return strings.Join(parts, " + ")
-}
-
-func gpuText(g request.GPU) string {
-	if g.MIGProfile != "" {
-		return fmt.Sprintf("%dx MIG %s", g.Count, g.MIGProfile)
-	}
-	s := fmt.Sprintf("%d GPU", g.Count)
-	if g.ComputeMilli > 0 && g.ComputeMilli < request.Whole {
-		s = fmt.Sprintf("%dx %s GPU", g.Count, quantity.FormatShare(g.ComputeMilli))
-	}
-	if g.ComputeLimitMilli > g.ComputeMilli {
-		s += " (limit " + quantity.FormatShare(g.ComputeLimitMilli) + ")"
-	}
-	if g.MemoryMiB > 0 {
-		s += " " + quantity.FormatMiB(g.MemoryMiB)
-	}
-	if g.MemoryLimitMiB > g.MemoryMiB {
-		s += " (cap " + quantity.FormatMiB(g.MemoryLimitMiB) + ")"
-	}
-	if len(g.Models) > 0 {
-		s += " of " + strings.Join(g.Models, "|")
-	}
-	return s
 }
 
 // gpuOf is one GPU with placement's books: guaranteed compute and memory
