@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -264,4 +265,25 @@ func (d *Daemon) queueLimitLocked(j api.Job, jobs []api.Job) string {
 		}
 	}
 	return "waiting for its queue's limit: " + outs[0].Message
+}
+
+// Fragmentation is the host's expected fragmentation, the simulator's
+// measure (placement.ClusterFragmentation): the free GPU compute, in
+// thousandths of a GPU, that the typical jobs the placement policy has
+// seen could not use, with the free GPU compute it is part of and the
+// number of typical job shapes; shapes is 0 (and milli 0) while the
+// policy has seen none.
+func (d *Daemon) Fragmentation() (milli float64, free int64, shapes int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.cluster.Nodes {
+		for _, g := range d.cluster.Nodes[i].GPUs {
+			free += g.FreeMilli
+		}
+	}
+	dist := placement.TypicalOf(d.policy)
+	if len(dist) == 0 {
+		return 0, free, 0
+	}
+	return placement.ClusterFragmentation(d.cluster, dist), free, len(dist)
 }

@@ -15,12 +15,15 @@ import "math"
 type FGD struct {
 	ch   chooser
 	frag *fragMeter
+	dist Distribution // what frag measures against (TypicalOf)
 }
 
 // NewFGD returns FGD against the typical distribution d, seeded with seed.
 func NewFGD(d Distribution, seed uint64) *FGD {
-	return &FGD{ch: withClasses(newChooser(seed), false), frag: newFragMeter(d)}
+	return &FGD{ch: withClasses(newChooser(seed), false), frag: newFragMeter(d), dist: d}
 }
+
+func (g *FGD) typical() Distribution { return g.dist }
 
 // Name implements Policy.
 func (*FGD) Name() string { return "fgd" }

@@ -15,6 +15,8 @@ type online struct {
 	refresh    int
 	seen       int
 	rebuild    func(Distribution)
+	// dist is the distribution last learned (TypicalOf).
+	dist Distribution
 }
 
 // Observe implements Observer.
@@ -22,7 +24,8 @@ func (o *online) Observe(p *Pod) {
 	o.counter.Add(p)
 	o.seen++
 	if o.seen <= 64 || o.seen%o.refresh == 0 {
-		o.rebuild(o.counter.Typical(o.popularity))
+		o.dist = o.counter.Typical(o.popularity)
+		o.rebuild(o.dist)
 	}
 }
 
@@ -31,3 +34,5 @@ func (o *online) Observe(p *Pod) {
 func (o *online) Name() string { return o.name }
 
 func (o *online) chooserRef() *chooser { return chooserOf(o.Policy) }
+
+func (o *online) typical() Distribution { return o.dist }

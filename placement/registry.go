@@ -70,7 +70,7 @@ func registry() []builder {
 
 func onlineFGD(name string, o Options) Policy {
 	p := NewFGD(nil, o.Seed)
-	return &online{Policy: p, name: name, popularity: o.Popularity, refresh: 256, rebuild: func(d Distribution) { p.frag = newFragMeter(d) }}
+	return &online{Policy: p, name: name, popularity: o.Popularity, refresh: 256, rebuild: func(d Distribution) { p.frag, p.dist = newFragMeter(d), d }}
 }
 
 func onlineTessera(name string, o Options) Policy {
@@ -144,6 +144,21 @@ type chooserRef interface{ chooserRef() *chooser }
 func chooserOf(p Policy) *chooser {
 	if c, ok := p.(chooserRef); ok {
 		return c.chooserRef()
+	}
+	return nil
+}
+
+// typicalRef is implemented by the policies that place against a
+// typical-pod distribution.
+type typicalRef interface{ typical() Distribution }
+
+// TypicalOf returns a copy of the typical-pod distribution p places
+// against (for a policy that learns online, what it has learned so far),
+// or nil for a policy that uses none. Fragmentation as the simulator
+// measures it (ClusterFragmentation) is against this distribution.
+func TypicalOf(p Policy) Distribution {
+	if t, ok := p.(typicalRef); ok {
+		return slices.Clone(t.typical())
 	}
 	return nil
 }

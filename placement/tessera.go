@@ -57,6 +57,8 @@ type Tessera struct {
 	// the inputs of a decision's scores: tesseraEpoch).
 	gen       uint64
 	lastTable *holeWaste
+	// dist is the distribution set last (TypicalOf).
+	dist Distribution
 }
 
 // tesseraEpoch names everything a Tessera score reads besides the node
@@ -91,7 +93,7 @@ func NewTessera(d Distribution, seed uint64) *Tessera {
 // arrivals).
 func (t *Tessera) setDistribution(d Distribution) {
 	t.gen++
-	t.lastTable = nil
+	t.lastTable, t.dist = nil, d
 	d, migDist := d.split()
 	t.migPlan = newMIGPlan(migDist)
 	if !t.migFirstFit {
@@ -248,3 +250,5 @@ func (d *distinctFree) first(free int64) bool {
 }
 
 func (x *Tessera) chooserRef() *chooser { return &x.ch }
+
+func (x *Tessera) typical() Distribution { return x.dist }

@@ -34,8 +34,13 @@ type Snapshot struct {
 	// a reading that failed).
 	Notes []string `json:"notes,omitempty"`
 
-	Totals Totals         `json:"totals"`
-	Models []ModelSummary `json:"models"`
+	Totals Totals `json:"totals"`
+	// Fragmentation is the free GPU compute the typical pods could not
+	// use, the simulator's measure (placement.ClusterFragmentation) against
+	// the placement policy's typical pods; nil when the source has none
+	// (the policy has learned no distribution yet).
+	Fragmentation *Fragmentation `json:"fragmentation,omitempty"`
+	Models        []ModelSummary `json:"models"`
 	// Nodes are the cluster's nodes (Scope "cluster"; none for a host);
 	// Summarize fills their Capacity from GPUs.
 	Nodes  []Node  `json:"nodes,omitempty"`
@@ -83,6 +88,16 @@ func (c *Capacity) add(g GPU) {
 	if g.MeasuredMilli != nil {
 		c.MeasuredMilli = addPtr(c.MeasuredMilli, *g.MeasuredMilli)
 	}
+}
+
+// Fragmentation is the expected fragmentation of the free GPU compute.
+type Fragmentation struct {
+	// Milli is the fragmented GPU compute, in thousandths of a GPU.
+	Milli int64 `json:"milli"`
+	// FreeMilli is the free GPU compute it is part of.
+	FreeMilli int64 `json:"freeMilli"`
+	// TypicalShapes counts the pod shapes it is measured against.
+	TypicalShapes int `json:"typicalShapes"`
 }
 
 // Totals sum the GPUs and workloads.

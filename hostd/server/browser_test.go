@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/webui/browsertest"
 )
 
@@ -73,6 +75,13 @@ func TestBrowserHostView(t *testing.T) {
 	}
 	if got := text("#card-guaranteed .value"); got != "0.5 / 8" {
 		t.Errorf("guaranteed card shows %q, want 0.5 / 8", got)
+	}
+	// Fragmentation: the simulator's measure against the jobs the policy
+	// has seen, as the daemon reports it.
+	if milli, free, shapes := h.d.Fragmentation(); shapes == 0 {
+		t.Error("the daemon's policy has seen no typical jobs after three submissions")
+	} else if got, want := text("#card-fragmented .value"), quantity.FormatShare(int64(math.Round(milli)))+" / "+quantity.FormatShare(free); got != want {
+		t.Errorf("fragmented card shows %q, want %q (Daemon.Fragmentation)", got, want)
 	}
 	if got := text(fmt.Sprintf(`#pending tr[data-job=%q] td.reason`, waiting.ID)); got != queue[0].Reason {
 		t.Errorf("the page says %s waits because %q; tessera queue says %q", waiting.ID, got, queue[0].Reason)

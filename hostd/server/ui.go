@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -45,6 +46,7 @@ func (h hostSource) Snapshot(ctx context.Context) (webui.Snapshot, error) {
 	}
 	in := hostState{Status: st, Jobs: jobs, Waiting: waiting, Queues: queues, Now: h.now()}
 	in.Seats, in.Arbiter, in.UsageErr = h.d.Usage(ctx)
+	in.FragMilli, in.FreeMilli, in.TypicalShapes = h.d.Fragmentation()
 	return hostSnapshot(in), nil
 }
 
@@ -57,7 +59,11 @@ type hostState struct {
 	Seats    []hostd.SeatUsage
 	Arbiter  bool
 	UsageErr error
-	Now      time.Time
+	// FragMilli, FreeMilli and TypicalShapes are Daemon.Fragmentation's.
+	FragMilli     float64
+	FreeMilli     int64
+	TypicalShapes int
+	Now           time.Time
 }
 
 // hostSnapshot turns the daemon's answers into the page's Snapshot: GPUs
@@ -70,6 +76,9 @@ func hostSnapshot(in hostState) webui.Snapshot {
 		src += " (simulated)"
 	}
 	s := webui.Snapshot{Scope: "host", Title: "Tessera host", Source: src, Time: in.Now.UTC()}
+	if in.TypicalShapes > 0 {
+		s.Fragmentation = &webui.Fragmentation{Milli: int64(math.Round(in.FragMilli)), FreeMilli: in.FreeMilli, TypicalShapes: in.TypicalShapes}
+	}
 
 	seats := map[[2]string]hostd.SeatUsage{}
 	metered := false

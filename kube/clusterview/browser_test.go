@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -221,6 +222,23 @@ func TestBrowserClusterView(t *testing.T) {
 	}
 	if got, want := text("#card-guaranteed .value"), quantity.FormatShare(guaranteed)+" / "+strconv.Itoa(gpus); got != want {
 		t.Errorf("guaranteed card %q, want %q (the pods' assignments over %d GPUs)", got, want, gpus)
+	}
+	// Fragmentation: the simulator's measure against the typical pods the
+	// default policy learned from the pods it placed, as the scheduler's
+	// view has it.
+	if view.Typical == 0 {
+		t.Error("the default policy learned no typical pods from the pods it placed")
+	} else {
+		var free int64
+		for _, n := range view.Nodes {
+			for _, g := range n.GPUs {
+				free += g.FreeMilli
+			}
+		}
+		want := quantity.FormatShare(int64(math.Round(view.FragmentationMilli))) + " / " + quantity.FormatShare(free)
+		if got := text("#card-fragmented .value"); got != want {
+			t.Errorf("fragmented card %q, want %q (placement.ClusterFragmentation in the scheduler's view)", got, want)
+		}
 	}
 	if got := text("#card-gpus .value"); got != strconv.Itoa(gpus) {
 		t.Errorf("GPUs card %q, want %d", got, gpus)

@@ -3,6 +3,7 @@ package clusterview
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -57,6 +58,15 @@ const labelSource = "node-labels"
 func Translate(v scheduler.View, now time.Time) webui.Snapshot {
 	s := webui.Snapshot{Scope: "cluster", Title: "Tessera cluster", Time: now.UTC(),
 		Source: fmt.Sprintf("scheduler %s · policy %s · %d nodes · last cycle %s", v.Scheduler, v.Policy, len(v.Nodes), v.Time.UTC().Format(time.RFC3339))}
+	if v.Typical > 0 {
+		var free int64
+		for _, n := range v.Nodes {
+			for _, g := range n.GPUs {
+				free += g.FreeMilli
+			}
+		}
+		s.Fragmentation = &webui.Fragmentation{Milli: int64(math.Round(v.FragmentationMilli)), FreeMilli: free, TypicalShapes: v.Typical}
+	}
 	s.Notes = append(s.Notes, "GPU utilisation and memory in use are not measured in the cluster view (GPUNode objects carry each node's GPUs, health and MIG layout, not their use): the measured columns say \"not metered\". The agents' metrics have the node arbiters' grants.")
 	var labelled, unhealthy []string
 	for _, n := range v.Nodes {

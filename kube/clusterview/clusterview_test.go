@@ -108,6 +108,14 @@ func TestTranslate(t *testing.T) {
 	if l := s.GPUs[3]; l.GuaranteedMilli != 0 || l.MemoryBookedMiB != 0 {
 		t.Errorf("labelled GPU: %+v", l)
 	}
+	if s.Fragmentation != nil {
+		t.Errorf("fragmentation %+v without typical pods", s.Fragmentation)
+	}
+	fv := view()
+	fv.Typical, fv.FragmentationMilli = 3, 249.6
+	if f := Translate(fv, now).Fragmentation; f == nil || f.Milli != 250 || f.FreeMilli != 250+500+1000 || f.TypicalShapes != 3 {
+		t.Errorf("fragmentation %+v, want 250 of the schedulable GPUs' 1750 free, 3 shapes", f)
+	}
 	notes := strings.Join(s.Notes, "\n")
 	for _, want := range []string{"not measured", "1 node(s) have no GPUNode object", "(n2)", "n1 GPU 2"} {
 		if !strings.Contains(notes, want) {

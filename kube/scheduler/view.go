@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -42,6 +43,13 @@ type View struct {
 	Queues []QueueView
 	// Pending are the pods waiting for this scheduler, in queue order.
 	Pending []PodView
+	// FragmentationMilli is the cluster's expected fragmentation, the
+	// simulator's measure (placement.ClusterFragmentation, in GPU milli):
+	// the free GPU compute the typical pods could not use, against the
+	// Typical pod shapes the policy places for (0 shapes: the policy keeps
+	// none yet, or uses none, and FragmentationMilli is 0).
+	FragmentationMilli float64
+	Typical            int
 }
 
 // NodeView is one node as the cycle saw it.
@@ -125,6 +133,9 @@ type cycleView struct {
 	tree    *queueing.Tree
 	pending []*corev1.Pod // in queue order, as the cycle started
 	waiting map[string]int
+	// typical is the policy's typical-pod distribution as the cycle ended
+	// (placement.TypicalOf), for the fragmentation the view reports.
+	typical placement.Distribution
 }
 
 // viewBoard holds the last cycle's view; its zero value is ready.
@@ -141,7 +152,7 @@ type viewBoard struct {
 
 // publishView publishes what this cycle decided from.
 func (s *Scheduler) publishView(at time.Time, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, waiting map[string]int) {
-	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting}
+	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting, typical: placement.TypicalOf(s.policy)}
 	b := &s.views
 	old := b.cur.Swap(v)
 	if !b.watched.Load() {
@@ -214,8 +225,11 @@ func (s *Scheduler) View() (View, bool) {
 }
 
 func (s *Scheduler) viewOf(v *cycleView) View {
-	out := View{Time: v.at, Scheduler: s.cfg.Name, Policy: s.cfg.Policy}
+	out := View{Time: v.at, Scheduler: s.cfg.Name, Policy: s.cfg.Policy, Typical: len(v.typical)}
 	snap := v.snap
+	if len(v.typical) > 0 {
+		out.FragmentationMilli = placement.ClusterFragmentation(snap.cluster, v.typical)
+	}
 	running := map[string]int{}
 	booked := map[types.UID]bool{}
 	for i, n := range snap.nodes {

@@ -15,7 +15,9 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // TestView: the published view is the cycle's snapshot read back — each
@@ -156,5 +158,45 @@ func TestView(t *testing.T) {
 	case <-changed:
 	default:
 		t.Error("a changed pod did not signal a change")
+	}
+}
+
+// TestViewFragmentation: the view reports the simulator's fragmentation
+// of the cycle's cluster against the typical pods the policy has learned
+// when the cycle ended, and none while it has learned none.
+func TestViewFragmentation(t *testing.T) {
+	s, err := New(Config{Client: fake.NewClientset(), Name: "tessera", Policy: "tessera"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi")}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Labels: map[string]string{LabelCount: "2", LabelModel: "H100-SXM"}},
+		Status: corev1.NodeStatus{Allocatable: res, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	snap := buildSnapshot(log, LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{node}, nil)
+	tree, err := queueing.NewTree(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.publishView(at, snap, tree, nil, nil)
+	if v, _ := s.View(); v.Typical != 0 || v.FragmentationMilli != 0 {
+		t.Errorf("nothing learned: typical %d, fragmentation %v; want none", v.Typical, v.FragmentationMilli)
+	}
+	// A 0.3 GPU pod on one of the two GPUs leaves 0.7 that more 0.8 GPU
+	// pods (what the policy has seen) cannot use.
+	obs := s.policy.(placement.Observer)
+	for range 3 {
+		obs.Observe(&placement.Pod{CPUMilli: 1000, GPU: request.GPU{Count: 1, ComputeMilli: 800, ComputeLimitMilli: 800}})
+	}
+	p := placement.Pod{Name: "small", CPUMilli: 1000, GPU: request.GPU{Count: 1, ComputeMilli: 300, ComputeLimitMilli: 300}}
+	if err := snap.cluster.Apply(&p, placement.Decision{Node: 0, GPUs: []int{0}}); err != nil {
+		t.Fatal(err)
+	}
+	s.publishView(at.Add(time.Second), snap, tree, nil, nil)
+	v, _ := s.View()
+	want := placement.ClusterFragmentation(snap.cluster, placement.TypicalOf(s.policy))
+	if v.Typical == 0 || v.FragmentationMilli != want || want < 700 {
+		t.Errorf("typical %d, fragmentation %v; want %v (at least the 0.7 GPU the 0.8 pods cannot use)", v.Typical, v.FragmentationMilli, want)
 	}
 }

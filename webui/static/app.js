@@ -157,6 +157,11 @@
       card('Running', String(t.running), t.finished + ' finished', 'card-running'),
       card('Waiting', String(t.waiting), t.waiting ? 'see Waiting below' : 'nothing waits', 'card-waiting')
     ]);
+    var f = s.fragmentation;
+    if (f) {
+      append(c, [card('Fragmented', share(f.milli) + ' / ' + share(f.freeMilli),
+        pct(f.milli, f.freeMilli) + ' of the free compute the typical pods (' + f.typicalShapes + ' shapes) could not use', 'card-fragmented')]);
+    }
   }
 
   function barCell(value, total, text, cls) {
