@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/quantity"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -396,4 +397,17 @@ func RequestText(g request.GPU) string {
 		s += " of " + strings.Join(g.Models, "|")
 	}
 	return s
+}
+
+// QueueOf is a queue as the page shows it: its configuration q, whether an
+// object or file configured it, what its workloads use, its fair-share
+// position and its running and waiting workloads.
+func QueueOf(q queueing.Queue, configured bool, used queueing.Resources, share float64, running, waiting int) Queue {
+	return Queue{
+		Name: q.Name, Parent: q.Parent, Configured: configured, Priority: q.Priority, Weight: q.Weight,
+		GuaranteedMilli: q.Guaranteed.GPUMilli, GuaranteedMemoryMiB: q.Guaranteed.GPUMemoryMiB,
+		LimitMilli: q.Limit.GPUMilli, LimitMemoryMiB: q.Limit.GPUMemoryMiB,
+		UsedMilli: used.GPUMilli, UsedMemoryMiB: used.GPUMemoryMiB,
+		Share: share, Running: running, Waiting: waiting,
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 	"github.com/tessera-gpu/tessera/webui"
 )
@@ -193,13 +194,8 @@ func hostSnapshot(in hostState) webui.Snapshot {
 		}
 	}
 	for _, q := range in.Queues {
-		s.Queues = append(s.Queues, webui.Queue{
-			Name: q.Name, Parent: q.Parent, Configured: q.Configured, Priority: q.Priority, Weight: q.Weight,
-			GuaranteedMilli: q.Guaranteed.GPUMilli, GuaranteedMemoryMiB: q.Guaranteed.GPUMemoryMiB,
-			LimitMilli: q.Limit.GPUMilli, LimitMemoryMiB: q.Limit.GPUMemoryMiB,
-			UsedMilli: q.Used.GPUMilli, UsedMemoryMiB: q.Used.GPUMemoryMiB,
-			Share: q.Share, Running: q.Running, Waiting: q.Waiting,
-		})
+		cfg := queueing.Queue{Name: q.Name, Parent: q.Parent, Priority: q.Priority, Weight: q.Weight, Guaranteed: q.Guaranteed, Limit: q.Limit}
+		s.Queues = append(s.Queues, webui.QueueOf(cfg, q.Configured, q.Used, q.Share, q.Running, q.Waiting))
 	}
 	return s
 }

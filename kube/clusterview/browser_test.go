@@ -75,7 +75,7 @@ func TestBrowserClusterView(t *testing.T) {
 
 	s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn, Resync: 200 * time.Millisecond,
 		PodInitialBackoff: 100 * time.Millisecond, PodMaxBackoff: 400 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		Log: slog.New(slog.NewTextHandler(testcluster.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestBrowserClusterView(t *testing.T) {
 		}
 	}()
 	ui := webui.New(clusterview.Source{Viewer: s}, webui.Options{Title: "Tessera cluster", Scope: "cluster", SampleInterval: 250 * time.Millisecond, Refresh: time.Second,
-		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		Log: slog.New(slog.NewTextHandler(testcluster.LogWriter{T: t}, nil))})
 	go ui.Run(sctx)
 	ui.Register(mux)
 	srv.Start()
@@ -115,10 +115,10 @@ func TestBrowserClusterView(t *testing.T) {
 		createPod(ctx, t, client, fmt.Sprintf("infer-%d", i), "prod", "1", model("A100-80GB", frac("0.25", "0.5", "10Gi")))
 	}
 	createPod(ctx, t, client, "notebook", "", "1", model("L4", frac("0.5", "", "")))
-	waitFor(t, "9 pods bound", func() error { return countBound(ctx, client, 9) })
+	testcluster.Eventually(t, "9 pods bound", 90*time.Second, func() error { return countBound(ctx, client, 9) })
 	createPod(ctx, t, client, "too-big", "research", "8", nil)
 	var reason string
-	waitFor(t, "too-big's condition", func() error {
+	testcluster.Eventually(t, "too-big's condition", 90*time.Second, func() error {
 		p, err := client.CoreV1().Pods("default").Get(ctx, "too-big", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -133,7 +133,7 @@ func TestBrowserClusterView(t *testing.T) {
 	})
 	// The scheduler's view has caught up with the API (the pending pod's
 	// condition is read from its informer).
-	waitFor(t, "the view shows too-big's reason", func() error {
+	testcluster.Eventually(t, "the view shows too-big's reason", 90*time.Second, func() error {
 		v, ok := s.View()
 		if !ok || len(v.Pending) != 1 || v.Pending[0].Message != reason {
 			return fmt.Errorf("view pending %+v", v.Pending)
@@ -415,28 +415,4 @@ func countBound(ctx context.Context, c kubernetes.Interface, want int) error {
 		return fmt.Errorf("%d pods bound, want %d", n, want)
 	}
 	return nil
-}
-
-// waitFor polls check; the bound is a liveness guard, not a performance target.
-func waitFor(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// testWriter sends log lines to the test log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -113,13 +113,7 @@ func Translate(v scheduler.View, now time.Time) webui.Snapshot {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d GPU(s) are not healthy and the scheduler places nothing on them: %s.", len(unhealthy), listSome(unhealthy)))
 	}
 	for _, q := range v.Queues {
-		s.Queues = append(s.Queues, webui.Queue{
-			Name: q.Name, Parent: q.Parent, Configured: q.Configured, Priority: q.Priority, Weight: q.Weight,
-			GuaranteedMilli: q.Guaranteed.GPUMilli, GuaranteedMemoryMiB: q.Guaranteed.GPUMemoryMiB,
-			LimitMilli: q.Limit.GPUMilli, LimitMemoryMiB: q.Limit.GPUMemoryMiB,
-			UsedMilli: q.Used.GPUMilli, UsedMemoryMiB: q.Used.GPUMemoryMiB,
-			Share: q.Share, Running: q.Running, Waiting: q.Waiting,
-		})
+		s.Queues = append(s.Queues, webui.QueueOf(q.Queue, q.Configured, q.Used, q.Share, q.Running, q.Waiting))
 	}
 	for i, p := range v.Pending {
 		w := workloadOf(p)

@@ -31,7 +31,7 @@ func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interfa
 	t.Helper()
 	// Short resync and backoffs keep the tests quick; tests of the backoff
 	// itself set their own.
-	cfg := Config{Client: client, Dynamic: dyn, Metrics: reg, Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond,
+	cfg := Config{Client: client, Dynamic: dyn, Metrics: reg, Log: slog.New(slog.NewTextHandler(testWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelDebug})), Resync: 200 * time.Millisecond,
 		PodInitialBackoff: 100 * time.Millisecond, PodMaxBackoff: 400 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
@@ -187,29 +187,14 @@ func createCustom(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr 
 	}
 }
 
-// waitFor polls check; the bound is a liveness guard, not a performance target.
+// waitFor polls check for up to a minute (testcluster.Eventually).
 func waitFor(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testcluster.Eventually(t, what, 60*time.Second, check)
 }
 
-// testWriter sends log lines to the test log, shown only on failure or -v.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+// testWriter sends log lines to the test log (testcluster.LogWriter).
+type testWriter = testcluster.LogWriter
 
 // controlPlane starts etcd, kube-apiserver and KWOK for one test and
 // returns a client; everything stops when the test ends.

@@ -19,7 +19,7 @@ func TestLeaderFailover(t *testing.T) {
 	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "4"})
 	le := LeaderElection{Namespace: "default", Name: "tessera-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
 	start := func(id string) (context.CancelFunc, chan error) {
-		s, err := New(Config{Client: client, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)), Resync: 200 * time.Millisecond})
+		s, err := New(Config{Client: client, Log: slog.New(slog.NewTextHandler(testWriter{T: t}, nil)), Resync: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

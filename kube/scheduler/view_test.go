@@ -35,7 +35,7 @@ func TestView(t *testing.T) {
 	if _, ok := s.View(); ok {
 		t.Fatal("a view before the first cycle")
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	log := slog.New(slog.NewTextHandler(testWriter{T: t}, nil))
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi")}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Labels: map[string]string{LabelCount: "2", LabelModel: "H100-SXM"}},
 		Status: corev1.NodeStatus{Allocatable: res, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
@@ -169,7 +169,7 @@ func TestViewFragmentation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	log := slog.New(slog.NewTextHandler(testWriter{T: t}, nil))
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi")}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Labels: map[string]string{LabelCount: "2", LabelModel: "H100-SXM"}},
 		Status: corev1.NodeStatus{Allocatable: res, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
