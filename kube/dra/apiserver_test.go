@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -209,6 +211,51 @@ func TestDeviceModelOnRealControlPlane(t *testing.T) {
 	slices.Sort(allocated)
 	if !slices.Equal(allocated, []string{"half-a", "half-b", "whole"}) {
 		t.Errorf("allocated claims in the API %v, want half-a half-b whole", allocated)
+	}
+
+	// Tessera's pinned allocation, with what the API holds as its state:
+	// half-a gone, half-b's 0.5 still counted; a compute-only quarter on
+	// the GPU the policy chose books a quarter of its memory, and the API
+	// server accepts that allocation and its reservation for a pod.
+	if err := client.ResourceV1().ResourceClaims("default").Delete(ctx, "half-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err = client.ResourceV1().ResourceClaims("default").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var inAPI []*resourceapi.ResourceClaim
+	for i := range list.Items {
+		inAPI = append(inAPI, &list.Items[i])
+	}
+	held := NewAllocatedState(inAPI)
+	pin := func(name, c string) (*resourceapi.ResourceClaim, error) {
+		claim, err := client.ResourceV1().ResourceClaims("default").Create(ctx, &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
+				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: ClassSharedGPU, Capacity: &resourceapi.CapacityRequirements{
+					Requests: map[resourceapi.QualifiedName]resource.Quantity{CapacityCompute: resource.MustParse(c)}}}}}}},
+		}, strict)
+		if err != nil {
+			t.Fatalf("create claim %s: %v", name, err)
+		}
+		res, err := Allocate(ctx, Pinned{Node: node, Inventory: n, Claims: []*resourceapi.ResourceClaim{claim},
+			Chosen: map[types.UID][]string{claim.UID: {"gpu-0"}}, Slices: published, Classes: installed, State: &held, Features: SchedulerFeatures()})
+		if err != nil {
+			return nil, err
+		}
+		claim.Status.Allocation = &res[0]
+		claim.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "user", UID: "pod-uid-1"}}
+		return client.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldValidation: "Strict"})
+	}
+	if _, err := pin("too-much", "0.6"); !errors.Is(err, ErrNoFit) {
+		t.Errorf("0.6 next to half-b on gpu-0: %v, want ErrNoFit", err)
+	}
+	quarter, err := pin("quarter", "0.25")
+	if err != nil {
+		t.Fatalf("the API server refuses Tessera's allocation: %v", err)
+	}
+	if sh, err := Shares(quarter, n); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-shared" || sh[0].ComputeMilli != 250 || sh[0].MemoryMiB != 35942 {
+		t.Errorf("the stored quarter reads as %+v, %v; want 250m of GPU-shared with 35942 MiB", sh, err)
 	}
 }
 

@@ -11,7 +11,12 @@
 // helper of k8s.io/dynamic-resource-allocation, which writes the
 // ResourceSlices); ShareConfig decodes and checks a claim's configuration.
 //
-// It must not publish, watch, allocate or prepare anything: the node agent
-// publishes and prepares (its kubelet plugin), the scheduler allocates.
+// Allocate computes a claim's allocation on the devices the scheduler's
+// policy chose, with Kubernetes' structured allocator (no API calls), and
+// NewAllocatedState reads what allocated claims hold.
+//
+// It must not publish, watch, write or prepare anything: the node agent
+// publishes and prepares (its kubelet plugin), the scheduler decides where
+// and writes the allocation.
 // docs/dra.md says what Kubernetes v1.37 offers and how Tessera maps onto it.
 package dra
