@@ -3,9 +3,11 @@
 // engine pods) are served queue by queue in fair-share order (package
 // queueing's DRF), checked against their queue's hard limits, and placed by
 // the placement engine; a gang is placed all or nothing. A workload that
-// fits nowhere may name running workloads to stop for it (preempt within a
-// queue by priority, reclaim a queue's guarantee from a queue above its
-// own: package preemption's rules), planned on what-if releases. Every
+// fits nowhere, or a gang whose members do not fit together, may name
+// running workloads to stop for it (preempt within a queue by priority,
+// reclaim a queue's guarantee from a queue above its own: package
+// preemption's rules), planned on what-if releases; a gang's plan spans
+// as many nodes as its members need. Every
 // booking and what-if release of a cycle goes through a Statement, so a
 // gang that does not fit whole, or a preemption plan, leaves the snapshot
 // exactly as it found it. The result is one Outcome per

@@ -2,6 +2,8 @@ package cycle
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"time"
 
 	"github.com/tessera-gpu/tessera/placement"
@@ -41,26 +43,57 @@ type Preemption struct {
 	NoReclaim bool
 }
 
+// rules are the preemption rules of the run, with fairness read from
+// ledger unless reclaim is off.
+func (r *run) rules(ledger *queueing.Ledger) preemption.Rules {
+	rules := preemption.Rules{MinRuntime: r.snap.Preemption.MinRuntime}
+	if !r.snap.Preemption.NoReclaim {
+		rules.Fair = &preemption.Fairness{Tree: r.tree, Ledger: ledger}
+	}
+	return rules
+}
+
 // preempt plans the victims that let w fit, on the node where the fewest
 // (then the least important) suffice, and charges the plan to the ledger:
 // w's queue as if w ran, the victims' queues without them. It changes no
 // booking: the victims must stop before w can be placed.
 func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []Victim, err error) {
-	pe := r.snap.Preemption
-	rules := preemption.Rules{MinRuntime: pe.MinRuntime}
-	if !pe.NoReclaim {
-		rules.Fair = &preemption.Fairness{Tree: r.tree, Ledger: ledger}
-	}
+	rules := r.rules(ledger)
 	need := Resources(w.Parts)
 	waiting := preemption.Waiting{Queue: w.Queue, Priority: w.Priority, Need: need}
-	perNode, surplus := r.candidates()
-	var best *preemption.Plan
+	_, surplus := r.candidates()
 	st := NewStatement(r.snap.Cluster)
+	best, err := r.nodeVictims(st, w, waiting, rules, surplus, nil)
+	if derr := st.Discard(); err == nil {
+		err = derr
+	}
+	if err != nil || best == nil {
+		return -1, nil, err
+	}
+	for _, v := range best.Victims { // the rule each one falls under, before the plan is charged
+		victims = append(victims, Victim{ID: v.ID, Kind: rules.Why(waiting, v, r.snap.Preemption.Now), Node: best.Node})
+	}
+	r.charge(w.Queue, need, best.Victims, ledger)
+	return best.Node, victims, nil
+}
+
+// nodeVictims finds, on the cluster as st holds it, the node where the
+// fewest (then the least important) eligible running workloads let w fit
+// once stopped. surplus is how many members of each running gang may
+// still be taken; skip names workloads already planned to stop. It leaves
+// st as it found it; nil when no node has such victims.
+func (r *run) nodeVictims(st *Statement, w Workload, waiting preemption.Waiting, rules preemption.Rules, surplus map[string]int, skip map[string]bool) (*preemption.Plan, error) {
+	perNode, _ := r.candidates()
+	var best *preemption.Plan
 	for ni := range r.snap.Cluster.Nodes {
-		eligible := rules.Eligible(waiting, r.notEvicting(perNode[ni]), pe.Now)
-		if len(eligible) == 0 || (w.Exclude != nil && w.Exclude(ni) != "") {
+		if w.Exclude != nil && w.Exclude(ni) != "" {
 			continue
 		}
+		eligible := rules.Eligible(waiting, r.notEvicting(perNode[ni], skip, w.Gang), r.snap.Preemption.Now)
+		if len(eligible) == 0 {
+			continue
+		}
+		mark := st.Len()
 		var failed error
 		release := func(c preemption.Candidate) error {
 			run := r.running[c.ID]
@@ -80,36 +113,132 @@ func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []
 			return ok
 		}
 		vs, ok := preemption.Victims(eligible, surplus, release, fits)
-		if err := st.Discard(); err != nil {
-			return -1, nil, err
+		if err := st.rollback(mark); err != nil {
+			return nil, err
 		}
 		if failed != nil {
-			return -1, nil, failed
+			return nil, failed
 		}
 		if ok && (best == nil || preemption.Better(preemption.Plan{Node: ni, Victims: vs}, *best)) {
 			best = &preemption.Plan{Node: ni, Victims: vs}
 		}
 	}
-	if best == nil {
-		return -1, nil, nil
-	}
-	for _, v := range best.Victims { // the rule each one falls under, before the plan is charged
-		victims = append(victims, Victim{ID: v.ID, Kind: rules.Why(waiting, v, pe.Now)})
-	}
-	ledger.Charge(w.Queue, need)
-	for _, v := range best.Victims {
+	return best, nil
+}
+
+// charge books a preemption plan: the waiting queue is charged need as if
+// its workload ran, the victims' queues are released of them, the victims
+// are never named again this run, and a gang member taken lowers its
+// gang's surplus (so two plans of one run never take a gang below its
+// minimum together).
+func (r *run) charge(queue string, need queueing.Resources, victims []preemption.Candidate, ledger *queueing.Ledger) {
+	ledger.Charge(queue, need)
+	for _, v := range victims {
 		r.evicting[v.ID] = true
 		run := r.running[v.ID]
 		ledger.Release(run.Queue, Resources(run.Parts))
+		if v.Group != "" {
+			r.surplus[v.Group]--
+		}
 	}
-	return best.Node, victims, nil
+}
+
+// gangPreempt plans, for a gang whose members still needed do not all
+// fit, running workloads to stop so that they do: member by member, each
+// is placed where it fits as the cluster stands with the members before
+// it booked and the victims before it stopped, or, where it fits nowhere,
+// on the node where the fewest victims free room for it. A member that
+// fits nowhere even then is left out; the plan holds only when need
+// members fit. It charges the plan like preempt and returns the victims
+// (each with the node it frees) and the first node freed, or none. It
+// changes no booking, and plans nothing for a gang one of whose members
+// already waits for victims, or that needs none.
+func (r *run) gangPreempt(members []Workload, need int, ledger *queueing.Ledger) (victims []Victim, node int, err error) {
+	for _, w := range members {
+		if w.AwaitingVictims {
+			return nil, -1, nil
+		}
+	}
+	rules := r.rules(ledger)
+	var needRes queueing.Resources
+	for _, w := range members[:need] {
+		needRes = needRes.Add(Resources(w.Parts))
+	}
+	lead := members[0]
+	waiting := preemption.Waiting{Queue: lead.Queue, Priority: lead.Priority, Need: needRes}
+	_, surplus := r.candidates()
+	left := maps.Clone(surplus)
+	skip := map[string]bool{}
+	var chosen []preemption.Candidate
+	node = -1
+	st := NewStatement(r.snap.Cluster)
+	placed := 0
+	plan := func() error {
+		for _, w := range members {
+			if placed == need {
+				return nil
+			}
+			o, err := r.place(st, w)
+			if err != nil {
+				return err
+			}
+			if o.Status == Placed {
+				placed++
+				continue
+			}
+			best, err := r.nodeVictims(st, w, waiting, rules, left, skip)
+			if err != nil {
+				return err
+			}
+			if best == nil {
+				continue
+			}
+			for _, v := range best.Victims {
+				run := r.running[v.ID]
+				for i := range run.Parts {
+					if err := st.Unbook(run.Parts[i], run.Decisions[i]); err != nil {
+						return err
+					}
+				}
+				skip[v.ID] = true
+				if v.Group != "" {
+					left[v.Group]--
+				}
+				chosen = append(chosen, v)
+				victims = append(victims, Victim{ID: v.ID, Kind: rules.Why(waiting, v, r.snap.Preemption.Now), Node: best.Node})
+			}
+			pol := w.Policy
+			if pol == nil {
+				pol = r.snap.Policy
+			}
+			if _, fits, err := bookOn(st, pol, w.Parts, best.Node); err != nil {
+				return err
+			} else if !fits {
+				return fmt.Errorf("gang member %s does not fit on node %d once its victims stop, though the plan said it would", w.ID, best.Node)
+			}
+			if node < 0 {
+				node = best.Node
+			}
+			placed++
+		}
+		return nil
+	}
+	err = plan()
+	if derr := st.Discard(); err == nil {
+		err = derr
+	}
+	if err != nil || placed < need || len(chosen) == 0 {
+		return nil, -1, err
+	}
+	r.charge(lead.Queue, needRes, chosen, ledger)
+	return victims, node, nil
 }
 
 // candidates are the running workloads that may be stopped, by node (not
 // Stopping, placed), and each gang's running members above its minimum;
 // worked out once per run (the running set does not change within a run:
-// victims named are left out by notEvicting, and a gang's surplus counts
-// its members as they were, as preemption.Victims keeps it).
+// victims named are left out by notEvicting, and a gang's surplus goes
+// down as plans take its members: charge).
 func (r *run) candidates() (map[int][]preemption.Candidate, map[string]int) {
 	if r.perNode != nil {
 		return r.perNode, r.surplus
@@ -136,14 +265,15 @@ func (r *run) candidates() (map[int][]preemption.Candidate, map[string]int) {
 }
 
 // notEvicting is cands less the workloads already named victims in this
-// run (a workload is never named twice).
-func (r *run) notEvicting(cands []preemption.Candidate) []preemption.Candidate {
-	if len(r.evicting) == 0 {
+// run (a workload is never named twice), those in skip, and the members of
+// gang (a gang never stops its own members to place others).
+func (r *run) notEvicting(cands []preemption.Candidate, skip map[string]bool, gang string) []preemption.Candidate {
+	if len(r.evicting) == 0 && len(skip) == 0 && gang == "" {
 		return cands
 	}
 	out := make([]preemption.Candidate, 0, len(cands))
 	for _, c := range cands {
-		if !r.evicting[c.ID] {
+		if !r.evicting[c.ID] && !skip[c.ID] && (gang == "" || c.Group != gang) {
 			out = append(out, c)
 		}
 	}

@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -134,4 +135,171 @@ func TestPreemptSparesAGangAtItsMinimum(t *testing.T) {
 			t.Errorf("gang minimum %d: victims %v, want %v", tc.min, got, tc.want)
 		}
 	}
+}
+
+// TestTwoPreemptorsKeepAGangAtItsMinimum: gang g (minimum 2) runs three
+// members on two nodes, so one is surplus. Two waiting workloads of one
+// cycle each need one GPU; only one of them may take a member of g, or
+// the gang would fall below its minimum.
+func TestTwoPreemptorsKeepAGangAtItsMinimum(t *testing.T) {
+	c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 2), gpus("b", 1)}}
+	var run []Running
+	for i, at := range [][2]int{{0, 0}, {0, 1}, {1, 0}} {
+		r := runningOn(t, c, []string{"g0", "g1", "g2"}[i], "", 0, at[0], at[1], t0.Add(-time.Duration(5-i)*time.Hour))
+		r.Gang = "g"
+		run = append(run, r)
+	}
+	p, q := whole("p", 1), whole("q", 1)
+	p.Priority, q.Priority = 1, 1
+	outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: []Workload{p, q}, Running: run,
+		Gangs: map[string]Gang{"g": {MinMember: 2, Running: 3}}, Preemption: &Preemption{Now: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, o := range outs {
+		n += len(o.Victims)
+	}
+	if n != 1 {
+		t.Fatalf("%d members of g named victims in one cycle, want 1 (its one surplus member): %v", n, victims(outs))
+	}
+}
+
+// gangOf returns n one-GPU members of gang key with priority prio.
+func gangOf(key string, n int, prio int32) []Workload {
+	var ws []Workload
+	for i := range n {
+		w := whole(key+strconv.Itoa(i), 1)
+		w.Gang, w.Priority = key, prio
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// TestGangPreempts: a gang that does not fit names the victims that let
+// the members it still needs fit together, across nodes, on the first
+// member's outcome; nothing is booked, and the cluster is left as found.
+func TestGangPreempts(t *testing.T) {
+	// Nodes a and b, two GPUs each: a holds low-priority l0 and l1, b holds
+	// a high-priority h and a low l2. A gang of three one-GPU members at
+	// priority 5 needs l0, l1 and l2 stopped (not h).
+	setup := func(t *testing.T) (*placement.Cluster, []Running) {
+		c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 2), gpus("b", 2)}}
+		return c, []Running{
+			runningOn(t, c, "l0", "", 0, 0, 0, t0.Add(-3*time.Hour)),
+			runningOn(t, c, "l1", "", 0, 0, 1, t0.Add(-2*time.Hour)),
+			runningOn(t, c, "h", "", 10, 1, 0, t0.Add(-3*time.Hour)),
+			runningOn(t, c, "l2", "", 0, 1, 1, t0.Add(-1*time.Hour)),
+		}
+	}
+	t.Run("across nodes", func(t *testing.T) {
+		c, run := setup(t)
+		before := free(c)
+		members := gangOf("g", 3, 5)
+		outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: members, Running: run,
+			Gangs: map[string]Gang{"g": {MinMember: 3}}, Preemption: &Preemption{Now: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(outs) != 3 {
+			t.Fatalf("%d outcomes, want 3", len(outs))
+		}
+		for _, o := range outs {
+			if o.Status != GangMisfit {
+				t.Errorf("%s: %v, want gang-misfit (the gang waits for its victims)", o.Workload, o.Status)
+			}
+		}
+		got := map[string]int{}
+		for _, v := range outs[0].Victims {
+			got[v.ID] = v.Node
+		}
+		if want := map[string]int{"l0": 0, "l1": 0, "l2": 1}; !reflect.DeepEqual(got, want) {
+			t.Errorf("victims (by node) %v, want %v", got, want)
+		}
+		if len(outs[1].Victims)+len(outs[2].Victims) != 0 {
+			t.Error("victims named on more than the first member's outcome")
+		}
+		if !reflect.DeepEqual(free(c), before) {
+			t.Errorf("planning the gang's preemption changed the cluster: %v, want %v", free(c), before)
+		}
+	})
+	t.Run("nothing when the gang cannot fit even so", func(t *testing.T) {
+		c, run := setup(t)
+		outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: gangOf("g", 4, 5), Running: run,
+			Gangs: map[string]Gang{"g": {MinMember: 4}}, Preemption: &Preemption{Now: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := victims(outs); len(got) != 0 {
+			t.Errorf("victims %v for a gang that needs h's GPU too, want none", got)
+		}
+	})
+	t.Run("a member awaiting victims plans no more", func(t *testing.T) {
+		c, run := setup(t)
+		members := gangOf("g", 3, 5)
+		members[1].AwaitingVictims = true
+		outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: members, Running: run,
+			Gangs: map[string]Gang{"g": {MinMember: 3}}, Preemption: &Preemption{Now: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := victims(outs); len(got) != 0 {
+			t.Errorf("victims %v while a member awaits earlier ones, want none", got)
+		}
+	})
+	t.Run("only the members still needed", func(t *testing.T) {
+		// Two members of g already run (on a): the gang needs one more,
+		// and stops one workload for it, never its own members.
+		c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 2), gpus("b", 2)}}
+		g0 := runningOn(t, c, "g-run0", "", 5, 0, 0, t0.Add(-time.Hour))
+		g1 := runningOn(t, c, "g-run1", "", 5, 0, 1, t0.Add(-time.Hour))
+		g0.Gang, g1.Gang = "g", "g"
+		run := []Running{g0, g1, runningOn(t, c, "l0", "", 0, 1, 0, t0.Add(-time.Hour)), runningOn(t, c, "l1", "", 0, 1, 1, t0.Add(-2*time.Hour))}
+		members := gangOf("g", 2, 5)
+		outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: members, Running: run,
+			Gangs: map[string]Gang{"g": {MinMember: 3, Running: 2}}, Preemption: &Preemption{Now: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := victims(outs), map[string][]string{"g0": {"l0/priority"}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("victims %v, want %v (one more member needed; the most recent low workload)", got, want)
+		}
+	})
+	t.Run("another gang is not taken below its minimum", func(t *testing.T) {
+		// Gang o (minimum 1) runs a member on each of two one-GPU nodes:
+		// one is surplus, so a gang of two cannot have both GPUs.
+		c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 1), gpus("b", 1)}}
+		o0, o1 := runningOn(t, c, "o0", "", 0, 0, 0, t0.Add(-time.Hour)), runningOn(t, c, "o1", "", 0, 1, 0, t0.Add(-time.Hour))
+		o0.Gang, o1.Gang = "o", "o"
+		outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: gangOf("g", 2, 5), Running: []Running{o0, o1},
+			Gangs: map[string]Gang{"g": {MinMember: 2}, "o": {MinMember: 1, Running: 2}}, Preemption: &Preemption{Now: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := victims(outs); len(got) != 0 {
+			t.Errorf("victims %v: gang o would fall below its minimum, want none", got)
+		}
+	})
+	t.Run("reclaim for a gang below its queue's guarantee", func(t *testing.T) {
+		c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 2), gpus("b", 2)}}
+		var run []Running
+		for i, id := range []string{"l0", "l1", "l2", "l3"} {
+			run = append(run, runningOn(t, c, id, "lent", 0, i/2, i%2, t0.Add(-time.Duration(10-i)*time.Hour)))
+		}
+		two := queueing.Resources{GPUMilli: 2000}
+		qs := tree(t, queueing.Queue{Name: "lent", Guaranteed: two}, queueing.Queue{Name: "owed", Guaranteed: two})
+		members := gangOf("g", 2, 0)
+		for i := range members {
+			members[i] = inQueue(members[i], "owed")
+		}
+		outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Queues: qs, Pending: members, Running: run,
+			Gangs: map[string]Gang{"g": {MinMember: 2}}, Preemption: &Preemption{Now: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := victims(outs)["g0"]
+		if len(got) != 2 || got[0][len(got[0])-len("reclaim"):] != "reclaim" {
+			t.Errorf("victims %v, want two of lent's workloads reclaimed for owed's gang", got)
+		}
+	})
 }

@@ -136,9 +136,13 @@ type Outcome struct {
 	Rejections map[string]int
 	// Victims are, for a workload that fits nowhere now, the running
 	// workloads whose stopping lets it fit on node Node (preemption; its
-	// queue is charged as if it ran). Empty otherwise.
+	// queue is charged as if it ran). For a gang that does not fit, the
+	// first member's outcome (GangMisfit) carries the victims that let
+	// the members still needed fit together, on one node or several
+	// (each Victim names its node). Empty otherwise.
 	Victims []Victim
-	// Node is the node the victims free (meaningful only with Victims).
+	// Node is the node the victims free, for a gang the first one
+	// (meaningful only with Victims).
 	Node int
 }
 
@@ -149,6 +153,8 @@ type Victim struct {
 	// Kind says which rule allows it: preemption by priority within a
 	// queue, or reclaim of a queue's guarantee.
 	Kind preemption.Kind
+	// Node is the node its stopping frees for the waiting workload.
+	Node int
 }
 
 // Run runs one cycle: it serves the pending workloads queue by queue in
@@ -222,7 +228,7 @@ func Run(s Snapshot) ([]Outcome, error) {
 		if it.gang == "" {
 			charge, err = r.single(it.members[0], ledger)
 		} else {
-			charge, err = r.gang(it.gang, it.members)
+			charge, err = r.gang(it.gang, it.members, ledger)
 		}
 		if err != nil {
 			failed = err
@@ -331,7 +337,7 @@ func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, e
 // gang places a gang's pending members all or nothing: together with the
 // members already running they must reach the gang's minimum, or none is
 // placed and the cluster is left as it was.
-func (r *run) gang(key string, members []Workload) (queueing.Resources, error) {
+func (r *run) gang(key string, members []Workload, ledger *queueing.Ledger) (queueing.Resources, error) {
 	g, ok := r.snap.Gangs[key]
 	if !ok || g.MinMember < 1 {
 		r.waitAll(members, Invalid, fmt.Sprintf("gang %s: no minimum member count is known for it", key))
@@ -363,9 +369,21 @@ func (r *run) gang(key string, members []Workload) (queueing.Resources, error) {
 			return queueing.Resources{}, err
 		}
 		msg := fmt.Sprintf("gang %s: only %d of the %d members still needed fit, so none is placed (all or nothing); first misfit: %s", key, placed, need, firstWhy)
+		var victims []Victim
+		node := -1
+		if r.snap.Preemption != nil {
+			var err error
+			if victims, node, err = r.gangPreempt(members, need, ledger); err != nil {
+				return queueing.Resources{}, err
+			}
+			if len(victims) > 0 {
+				msg += fmt.Sprintf("; stopping %d running workload(s) frees room for the gang", len(victims))
+			}
+		}
 		for i := range outs {
 			outs[i] = Outcome{Workload: members[i].ID, Status: GangMisfit, Message: msg, Rejections: outs[i].Rejections}
 		}
+		outs[0].Victims, outs[0].Node = victims, node
 		r.out = append(r.out, outs...)
 		return queueing.Resources{}, nil
 	}

@@ -120,3 +120,31 @@ func TestReplayDynamicPerQueueAllocation(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayDynamicGangReclaims: two one-GPU nodes, each running a BE pod
+// from 0 for 100 s; a two-GPU LS pod, a gang of two one-GPU members,
+// arrives at 10 for 50 s. The gang reclaims both GPUs at once (the BE
+// pods stop at 10, having run 10 s each), runs 10-60 across the two
+// nodes, and the BE pods restart at 60 (delay 50 each).
+func TestReplayDynamicGangReclaims(t *testing.T) {
+	nodes := &placement.Cluster{Nodes: []placement.Node{
+		placement.NewNode("a", 8000, 65536, 1, "A100-80GB", 81920),
+		placement.NewNode("b", 8000, 65536, 1, "A100-80GB", 81920),
+	}}
+	pods := []TimedPod{timedQoS("be-a", "BE", 1, 1000, 0, 100), timedQoS("be-b", "BE", 1, 1000, 0, 100), timedQoS("ls", "LS", 2, 1000, 10, 50)}
+	r, err := ReplayDynamic(context.Background(), DynamicConfig{Trace: "t", Nodes: nodes, Pods: pods, Policy: "bestfit", Seed: 1, Tune: 2, Compression: 1, Period: 10,
+		Queues: lsBE(true), Preemption: true, Gangs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Started != 3 || r.NeverStarted != 0 {
+		t.Fatalf("started %d, never started %d; want 3, 0", r.Started, r.NeverStarted)
+	}
+	if len(r.Queues) != 2 || r.Queues[0].Queue != "ls" || r.Queues[1].Queue != "be" {
+		t.Fatalf("queues %+v, want ls then be", r.Queues)
+	}
+	ls, be := r.Queues[0], r.Queues[1]
+	if ls.DelayMean != 0 || be.DelayMean != 50 || be.Reclaims != 2 || math.Abs(be.LostGPUHours-20.0/3600) > 1e-12 {
+		t.Errorf("ls %+v, be %+v; want ls delay 0, be delay 50 with 2 reclaims and 20 GPU-s lost", ls, be)
+	}
+}

@@ -3,6 +3,7 @@ package tracesim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -327,15 +328,24 @@ func (d *dynReplay) cycle(res *DynamicResult) error {
 // room first).
 func (d *dynReplay) preempt(pre *candidates, res *DynamicResult) error {
 	var pending []cycle.Workload
+	gangs := maps.Clone(pre.gangs) // the running gangs', and the waiting ones' below
 	for _, i := range d.waiting {
-		if p := &d.pods[i]; !p.running && p.status == cycle.NoFit && pre.may(d, p) {
-			pending = d.appendWorkloads(pending, i)
+		p := &d.pods[i]
+		if p.running || (p.status != cycle.NoFit && p.status != cycle.GangMisfit) || !pre.may(d, p) {
+			continue
+		}
+		pending = d.appendWorkloads(pending, i)
+		if p.gang != "" {
+			if gangs == nil {
+				gangs = map[string]cycle.Gang{}
+			}
+			gangs[p.gang] = cycle.Gang{MinMember: len(p.parts)}
 		}
 	}
 	if len(pending) == 0 {
 		return nil
 	}
-	snap := cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: d.order(pending), Gangs: pre.gangs, Running: pre.running,
+	snap := cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: d.order(pending), Gangs: gangs, Running: pre.running,
 		Preemption: &cycle.Preemption{MinRuntime: time.Duration(d.cfg.MinRuntime * float64(time.Second)), Now: simTime(d.now)}}
 	outs, err := cycle.Run(snap)
 	if err != nil {
@@ -372,6 +382,9 @@ func (d *dynReplay) preempt(pre *candidates, res *DynamicResult) error {
 	for _, pr := range preemptors {
 		first := len(pending)
 		pending = d.appendWorkloads(pending, pr.pod)
+		if d.pods[pr.pod].gang != "" {
+			continue // a gang's victims may free several nodes: its members go where they fit
+		}
 		node := pr.node
 		for k := first; k < len(pending); k++ {
 			pending[k].Exclude = func(n int) string {
@@ -382,7 +395,7 @@ func (d *dynReplay) preempt(pre *candidates, res *DynamicResult) error {
 			}
 		}
 	}
-	outs, err = cycle.Run(cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: pending})
+	outs, err = cycle.Run(cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: pending, Gangs: gangs})
 	if err != nil {
 		return err
 	}
@@ -641,10 +654,10 @@ func (d *dynReplay) nextEligible() float64 {
 // necessary condition of the cycle's rules, so that the pods skipped would
 // name none. Priority: its queue has a candidate of lower priority.
 // Reclaim: another queue has candidates, and p's queue, even with all its
-// own candidates stopped, stays within its guarantee with p. A gang names
-// no victims (the cycle preempts for workloads placed alone).
+// own candidates stopped, stays within its guarantee with p (for a gang,
+// with all its members).
 func (pc *candidates) may(d *dynReplay, p *dynPod) bool {
-	if !pc.on || p.gang != "" {
+	if !pc.on {
 		return false
 	}
 	q := p.queue

@@ -119,3 +119,58 @@ func TestReclaimBetweenQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGangPreemption: a high-priority gang of two one-GPU pods that fits
+// nowhere stops the low-priority pods on two nodes (each victim told which
+// node it frees), and is then bound whole.
+func TestGangPreemption(t *testing.T) {
+	ctx, client := controlPlane(t)
+	for _, n := range []string{"gpu-0", "gpu-1"} {
+		createGPUNode(ctx, t, client, n, map[string]string{LabelModel: "H100", LabelCount: "1"})
+	}
+	for name, value := range map[string]int32{"low": 10, "high": 1000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name, class string, labels, ann map[string]string) {
+		t.Helper()
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels, Annotations: ann},
+			Spec: corev1.PodSpec{SchedulerName: DefaultName, PriorityClassName: class, Containers: []corev1.Container{{
+				Name: "main", Image: "example.invalid/none",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}},
+			}}},
+		}
+		if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("low-a", "low", nil, nil)
+	create("low-b", "low", nil, nil)
+	stop := startScheduler(ctx, t, client, nil, nil)
+	defer stop()
+	waitFor(t, "low pods bound", func() error { return countBound(ctx, client, "low-", 2) })
+	for i := range 2 {
+		create(fmt.Sprintf("gang-%d", i), "high", map[string]string{LabelPodGroup: "g"}, map[string]string{AnnotationMinMember: "2"})
+	}
+	waitFor(t, "the gang bound after both low pods are stopped", func() error { return countBound(ctx, client, "gang-", 2) })
+	for _, victim := range []string{"low-a", "low-b"} {
+		if _, err := client.CoreV1().Pods("default").Get(ctx, victim, metav1.GetOptions{}); err == nil {
+			t.Errorf("%s still exists", victim)
+		}
+		waitFor(t, victim+" told why", func() error {
+			evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + victim})
+			if err != nil {
+				return err
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "Preempted" && strings.Contains(e.Message, "Preempted by default/gang-0 (priority 1000) to free GPU shares on node gpu-") {
+					return nil
+				}
+			}
+			return fmt.Errorf("%d events, none Preempted by the gang", len(evs.Items))
+		})
+	}
+}

@@ -158,6 +158,9 @@ func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o 
 				msg = fmt.Sprintf("gang %s timed out: it has not fitted for %s, over its scheduleTimeoutSeconds (%s); ", g.key, waited.Round(time.Second), g.timeout) + msg
 			}
 		}
+		if len(o.Victims) > 0 { // on the first member's outcome: stopped for the whole gang
+			msg += "; " + s.evict(ctx, snap, p, o, pods)
+		}
 		s.reject(ctx, key, p, reasonUnschedulable, msg)
 		st.Unschedulable++
 	case cycle.Invalid:
@@ -267,9 +270,10 @@ func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, 
 		if !ok {
 			continue
 		}
-		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, node, priority(vp))
+		at := snap.nodes[v.Node].Name
+		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, at, priority(vp))
 		if v.Kind == preemption.ByReclaim {
-			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, s.queueOf(pod), node, s.queueOf(vp))
+			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, s.queueOf(pod), at, s.queueOf(vp))
 		}
 		s.events.recorder.Event(vp, corev1.EventTypeWarning, "Preempted", msg)
 		err := s.cfg.Client.CoreV1().Pods(vp.Namespace).Delete(ctx, vp.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vp.UID}})
