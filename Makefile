@@ -133,8 +133,9 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## e2e-node: the end-to-end tests on a real node (kubelet, containerd and
-## runc on this machine, as root): Tessera's image (make image) and the
+## e2e-node: the end-to-end tests on a real node (kubelet and containerd
+## built from tools/cluster and tools/containerd, runc and the CNI plugins
+## from the machine's packages, as root): Tessera's image (make image) and the
 ## chart's manifests, pods getting GPU shares from the agent's device plugin
 ## through kubelet restarts and agent restarts. `make unit` runs them too;
 ## they skip, saying why, where the machine cannot run containers.

@@ -16,19 +16,28 @@ import (
 	"syscall"
 )
 
-// toolsModule is the module, relative to the repository root, that pins
-// every program the tests run beside Tessera's own code. They are built
-// together: one module means one version of each shared library, and one
-// `go build` of all of them compiles each shared package once.
+// toolsModule pins every program the tests run beside Tessera's own code
+// but containerd. They are built together: one module means one version of
+// each shared library, and one `go build` of all of them compiles each
+// shared package once.
 const toolsModule = "tools/cluster"
 
-// versionFlag is the -X ldflag that stamps Kubernetes' version into its
-// programs (as the project's release builds do); without it kubelet and
-// kube-apiserver report v0.0.0-master.
-const versionFlag = "k8s.io/component-base/version.gitVersion"
+// containerdModule pins containerd for the real node: a module of its own,
+// since containerd's requirements would raise libraries kubelet is built
+// with (and so rebuild every program of toolsModule).
+const containerdModule = "tools/containerd"
 
-// tool describes one program of the tools module.
+// Version stamps (-X ldflags), as the projects' release builds set them:
+// without them kubelet and kube-apiserver report v0.0.0-master and
+// containerd 2.x.y+unknown.
+const (
+	versionFlag           = "k8s.io/component-base/version.gitVersion"
+	containerdVersionFlag = "github.com/containerd/containerd/v2/version.Version"
+)
+
+// tool describes one program of a tools module.
 type tool struct {
+	module string // tools module, relative to the repository root
 	pkg    string // package to build, in the tools module
 	pinned string // module whose required version names the binary
 }
@@ -36,32 +45,51 @@ type tool struct {
 // Tools known to the harness, by binary name (the last element of pkg).
 func knownTools() map[string]tool {
 	const kube = "k8s.io/kubernetes"
+	const ctrd = "github.com/containerd/containerd/v2"
 	return map[string]tool{
-		"etcd":                    {pkg: "./etcd", pinned: "go.etcd.io/etcd/server/v3"},
-		"kube-apiserver":          {pkg: kube + "/cmd/kube-apiserver", pinned: kube},
-		"kube-scheduler":          {pkg: kube + "/cmd/kube-scheduler", pinned: kube},
-		"kube-controller-manager": {pkg: kube + "/cmd/kube-controller-manager", pinned: kube},
-		"kubelet":                 {pkg: kube + "/cmd/kubelet", pinned: kube},
-		"kwok":                    {pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
-		"helm":                    {pkg: "./helm", pinned: "helm.sh/helm/v4"},
+		"etcd":                    {module: toolsModule, pkg: "./etcd", pinned: "go.etcd.io/etcd/server/v3"},
+		"kube-apiserver":          {module: toolsModule, pkg: kube + "/cmd/kube-apiserver", pinned: kube},
+		"kube-scheduler":          {module: toolsModule, pkg: kube + "/cmd/kube-scheduler", pinned: kube},
+		"kube-controller-manager": {module: toolsModule, pkg: kube + "/cmd/kube-controller-manager", pinned: kube},
+		"kubelet":                 {module: toolsModule, pkg: kube + "/cmd/kubelet", pinned: kube},
+		"kwok":                    {module: toolsModule, pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
+		"helm":                    {module: toolsModule, pkg: "./helm", pinned: "helm.sh/helm/v4"},
+		"containerd":              {module: containerdModule, pkg: ctrd + "/cmd/containerd", pinned: ctrd},
+		"containerd-shim-runc-v2": {module: containerdModule, pkg: ctrd + "/cmd/containerd-shim-runc-v2", pinned: ctrd},
+		"ctr":                     {module: containerdModule, pkg: ctrd + "/cmd/ctr", pinned: ctrd},
 	}
 }
 
-// Binary returns the path of a cached binary of one of the tools module's
+// buildFlags are the `go build` flags of a tools module's programs, given
+// the versions of its pinned modules.
+func buildFlags(module string, versions map[string]string) []string {
+	if module == containerdModule {
+		// no_btrfs: the btrfs snapshotter needs cgo (CGO_ENABLED=0 would
+		// leave it out anyway; the tag says so). urfave_cli_no_docs drops
+		// ctr's man-page generator, as containerd's release builds do.
+		return []string{"-tags", "no_btrfs urfave_cli_no_docs", "-ldflags", "-X " + containerdVersionFlag + "=" + versions["containerd"]}
+	}
+	return []string{"-ldflags", "-X " + versionFlag + "=" + versions["kubelet"]}
+}
+
+// Binary returns the path of a cached binary of one of the tools modules'
 // programs ("etcd", "kube-apiserver", "kube-scheduler",
-// "kube-controller-manager", "kubelet", "kwok", "helm"). When the cache
-// has no build of the module's pinned versions, it first builds every
-// program the cache lacks, in one `go build`. Concurrent callers, also in
-// other processes, build once.
+// "kube-controller-manager", "kubelet", "kwok", "helm" from tools/cluster;
+// "containerd", "containerd-shim-runc-v2", "ctr" from tools/containerd).
+// When the cache has no build of the module's pinned versions, it first
+// builds every program of that module the cache lacks, in one `go build`
+// (static: CGO_ENABLED=0). Concurrent callers, also in other processes,
+// build once.
 func Binary(ctx context.Context, name string) (string, error) {
-	if _, ok := knownTools()[name]; !ok {
-		return "", fmt.Errorf("unknown control-plane binary %q", name)
+	want, ok := knownTools()[name]
+	if !ok {
+		return "", fmt.Errorf("unknown tools binary %q", name)
 	}
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	modDir := filepath.Join(root, toolsModule)
+	modDir := filepath.Join(root, want.module)
 	gomod, key, err := cacheKey(modDir)
 	if err != nil {
 		return "", err
@@ -73,6 +101,9 @@ func Binary(ctx context.Context, name string) (string, error) {
 	paths := map[string]string{}
 	versions := map[string]string{}
 	for n, t := range knownTools() {
+		if t.module != want.module {
+			continue
+		}
 		v := requiredVersion(gomod, t.pinned)
 		if v == "" {
 			return "", fmt.Errorf("tools module %s does not require %s", modDir, t.pinned)
@@ -92,7 +123,7 @@ func Binary(ctx context.Context, name string) (string, error) {
 	}
 	defer unlock()
 	var missing []string
-	for n := range knownTools() {
+	for n := range paths {
 		if _, err := os.Stat(paths[n]); err != nil {
 			missing = append(missing, n)
 		}
@@ -101,7 +132,7 @@ func Binary(ctx context.Context, name string) (string, error) {
 		return paths[name], nil
 	}
 	sort.Strings(missing)
-	if err := buildTools(ctx, modDir, cacheDir, versions["kubelet"], missing, paths); err != nil {
+	if err := buildTools(ctx, want.module, modDir, cacheDir, buildFlags(want.module, versions), missing, paths); err != nil {
 		return "", err
 	}
 	return paths[name], nil
@@ -109,13 +140,14 @@ func Binary(ctx context.Context, name string) (string, error) {
 
 // buildTools builds the named programs of the tools module in modDir with
 // one `go build` and moves each into the cache at paths[name].
-func buildTools(ctx context.Context, modDir, cacheDir, kubeVersion string, names []string, paths map[string]string) error {
+func buildTools(ctx context.Context, module, modDir, cacheDir string, flags, names []string, paths map[string]string) error {
 	tmp, err := os.MkdirTemp(cacheDir, "build-")
 	if err != nil {
 		return fmt.Errorf("create build folder: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"build", "-trimpath", "-ldflags", "-X " + versionFlag + "=" + kubeVersion, "-o", tmp + string(filepath.Separator)}
+	args := append([]string{"build", "-trimpath"}, flags...)
+	args = append(args, "-o", tmp+string(filepath.Separator))
 	for _, n := range names {
 		args = append(args, knownTools()[n].pkg)
 	}
@@ -123,7 +155,7 @@ func buildTools(ctx context.Context, modDir, cacheDir, kubeVersion string, names
 	cmd.Dir = modDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s in %s: %w\n%s", strings.Join(names, ", "), toolsModule, err, msg)
+		return fmt.Errorf("build %s in %s: %w\n%s", strings.Join(names, ", "), module, err, msg)
 	}
 	for _, n := range names {
 		if err := os.Rename(filepath.Join(tmp, n), paths[n]); err != nil {

@@ -13,11 +13,14 @@
 // processes started next to the control plane that a test can freeze or kill.
 //
 // A real node is here too (StartRealNode): kubelet built from tools/cluster
-// with containerd and runc from the machine's packages on a throwaway root,
+// and containerd 2 built from tools/containerd (CDI on), with runc and the
+// CNI plugins from the machine's packages, on a throwaway root,
 // registered with the cluster, one per machine at a time (kubelet's
 // device-plugin socket and port are fixed), and torn down to leave the
 // machine as it was (containers, mounts, cgroups, sysctls, kubelet's fixed
-// folders). It needs root; RealNodeUnavailable says why it cannot run.
+// folders). Its containerd reads CDI specs from /etc/cdi, /var/run/cdi and
+// the node's own RealNode.CDIDir. It needs root; RealNodeUnavailable says
+// why it cannot run.
 //
 // It is test infrastructure only: nothing outside tests may import it.
 package testcluster

@@ -17,9 +17,10 @@ import (
 	"time"
 )
 
-// The real node: a kubelet built from tools/cluster, with containerd and
-// runc from the machine's packages, on a throwaway root folder. The
-// configuration is the one that ran here (see ../shared/real-node): the
+// The real node: a kubelet built from tools/cluster and containerd built
+// from tools/containerd, with runc from the machine's packages, on a
+// throwaway root folder. The configuration is the one that ran here (see
+// ../shared/real-node), moved to containerd 2's configuration: the
 // constraints it answers are noted where they apply.
 
 // realNodeLock serializes real nodes across test processes: a kubelet's
@@ -28,14 +29,18 @@ import (
 // so one runs per machine at a time.
 const realNodeLock = "/tmp/tessera-real-node.lock"
 
-// Paths of what the machine's packages install (Debian bookworm:
-// containerd runc containernetworking-plugins).
+// Paths of what the machine's packages install (Debian bookworm: runc
+// containernetworking-plugins). containerd, its shim and ctr are built from
+// tools/containerd.
 const (
-	containerdBin = "/usr/bin/containerd"
-	ctrBin        = "/usr/bin/ctr"
-	runcBin       = "/usr/sbin/runc"
-	cniBinDir     = "/usr/lib/cni"
+	runcBin   = "/usr/sbin/runc"
+	cniBinDir = "/usr/lib/cni"
 )
+
+// cdiSpecDirs are the machine's CDI spec folders containerd reads (the
+// standard ones, where a DRA driver or device plugin writes); each node
+// adds its own RealNode.CDIDir.
+func cdiSpecDirs() []string { return []string{"/etc/cdi", "/var/run/cdi"} }
 
 // kubeletSysctls are the sysctls kubelet changes at start, restored by Stop.
 func kubeletSysctls() []string {
@@ -43,21 +48,22 @@ func kubeletSysctls() []string {
 }
 
 // RealNodeUnavailable says why this machine cannot run a real node ("" when
-// it can): the harness needs root, containerd, runc and the CNI plugins
-// (apt-get install containerd runc containernetworking-plugins) and an
-// IPv4 address on a non-loopback interface (kubelet refuses loopback).
+// it can): the harness needs root, runc and the CNI plugins (apt-get
+// install runc containernetworking-plugins) and an IPv4 address on a
+// non-loopback interface (kubelet refuses loopback). containerd is not
+// asked of the machine: StartRealNode builds it.
 func RealNodeUnavailable() string {
 	if os.Geteuid() != 0 {
 		return "a real node needs root (kubelet and containerd manage cgroups and mounts)"
 	}
 	var missing []string
-	for _, p := range []string{containerdBin, ctrBin, runcBin, filepath.Join(cniBinDir, "loopback")} {
+	for _, p := range []string{runcBin, filepath.Join(cniBinDir, "loopback")} {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, p)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Sprintf("a real node needs containerd, runc and the CNI plugins (apt-get install containerd runc containernetworking-plugins); missing: %s", strings.Join(missing, ", "))
+		return fmt.Sprintf("a real node needs runc and the CNI plugins (apt-get install runc containernetworking-plugins); missing: %s", strings.Join(missing, ", "))
 	}
 	if _, err := nodeIP(); err != nil {
 		return err.Error()
@@ -85,8 +91,13 @@ type RealNode struct {
 	Name, IP string
 	// Root is the throwaway folder of containerd's and kubelet's state.
 	Root string
+	// CDIDir is a CDI spec folder of this node only (under Root), read by
+	// containerd beside /etc/cdi and /var/run/cdi: a test writes its specs
+	// here to leave the machine's folders alone.
+	CDIDir string
 
 	sock                string // containerd's socket
+	ctr                 string // ctr built with containerd
 	containerd, kubelet *process
 	sysctls             map[string]string
 	created             []string // fixed paths kubelet makes that did not exist before
@@ -114,9 +125,11 @@ func (c *Cluster) StartRealNode(ctx context.Context, opt NodeOptions) (n *RealNo
 	if opt.PauseImage == "" {
 		opt.PauseImage = "registry.k8s.io/pause:3.10"
 	}
-	kubeletBin, err := Binary(ctx, "kubelet")
-	if err != nil {
-		return nil, err
+	bins := map[string]string{}
+	for _, name := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"} {
+		if bins[name], err = Binary(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	unlock, err := lockFile(realNodeLock)
 	if err != nil {
@@ -133,7 +146,8 @@ func (c *Cluster) StartRealNode(ctx context.Context, opt NodeOptions) (n *RealNo
 		unlock()
 		return nil, fmt.Errorf("real node root: %w", err)
 	}
-	n = &RealNode{Name: opt.Name, IP: ip, Root: root, sock: filepath.Join(root, "containerd", "containerd.sock"), sysctls: map[string]string{}, unlock: unlock}
+	n = &RealNode{Name: opt.Name, IP: ip, Root: root, CDIDir: filepath.Join(root, "cdi"), sock: filepath.Join(root, "containerd", "containerd.sock"),
+		ctr: bins["ctr"], sysctls: map[string]string{}, unlock: unlock}
 	defer func() {
 		if err != nil {
 			n.Stop()
@@ -152,7 +166,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, opt NodeOptions) (n *RealNo
 		n.sysctls[k] = strings.TrimSpace(string(v))
 	}
 	files := map[string]string{
-		"containerd.toml":                containerdConfig(root, opt.PauseImage),
+		"containerd.toml":                containerdConfig(root, opt.PauseImage, bins["containerd-shim-runc-v2"]),
 		"cni/net.d/10-loopback.conflist": loopbackConflist,
 		"kubelet-config.yaml":            kubeletConfig(root, ip),
 	}
@@ -165,9 +179,12 @@ func (c *Cluster) StartRealNode(ctx context.Context, opt NodeOptions) (n *RealNo
 			return nil, fmt.Errorf("real node: %w", err)
 		}
 	}
+	if err := os.MkdirAll(n.CDIDir, 0o755); err != nil {
+		return nil, fmt.Errorf("real node: %w", err)
+	}
 	wctx, cancel := context.WithTimeout(ctx, c.readyTimeout)
 	defer cancel()
-	if n.containerd, err = startProcess("containerd", containerdBin, root, "--config", filepath.Join(root, "containerd.toml")); err != nil {
+	if n.containerd, err = startProcess("containerd", bins["containerd"], root, "--config", filepath.Join(root, "containerd.toml")); err != nil {
 		return nil, err
 	}
 	if err := n.containerd.waitFor(wctx, func(ctx context.Context) error {
@@ -181,7 +198,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, opt NodeOptions) (n *RealNo
 			return nil, fmt.Errorf("import image %s into containerd: %w\n%s", img, err, out)
 		}
 	}
-	n.kubelet, err = startProcess("kubelet", kubeletBin, root,
+	n.kubelet, err = startProcess("kubelet", bins["kubelet"], root,
 		"--config", filepath.Join(root, "kubelet-config.yaml"), "--kubeconfig", c.Kubeconfig,
 		"--root-dir", filepath.Join(root, "kubelet"), "--cert-dir", filepath.Join(root, "pki"),
 		"--hostname-override", opt.Name, "--node-ip", ip, "--v=1")
@@ -230,10 +247,10 @@ func (c *Cluster) nodeReady(name string) func(context.Context) error {
 	}
 }
 
-// Ctr runs containerd's ctr on the node's containerd, in the k8s.io
-// namespace (the one kubelet uses).
+// Ctr runs containerd's ctr (built with it) on the node's containerd, in
+// the k8s.io namespace (the one kubelet uses).
 func (n *RealNode) Ctr(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, ctrBin, append([]string{"--address", n.sock, "--namespace", "k8s.io"}, args...)...)
+	cmd := exec.CommandContext(ctx, n.ctr, append([]string{"--address", n.sock, "--namespace", "k8s.io"}, args...)...)
 	return cmd.CombinedOutput()
 }
 
@@ -372,13 +389,23 @@ func nodeIP() (string, error) {
 	return "", errors.New("a real node needs an IPv4 address on a non-loopback interface (kubelet refuses loopback)")
 }
 
-// containerdConfig is containerd 1.6's configuration for the node:
-// restrict_oom_score_adj (this sandbox refuses a negative oom_score_adj;
-// without it every sandbox fails with "can't get final child's PID from
-// pipe: EOF"), cgroupfs (SystemdCgroup = false), no AppArmor, runc (crun
-// fails on hybrid cgroups), and the loopback-only CNI folder.
-func containerdConfig(root, pause string) string {
-	return fmt.Sprintf(`version = 2
+// containerdConfig is containerd 2's configuration (version 3, the one
+// its CRI documentation gives; containerd migrates it to its latest
+// version in memory at start) for the node: restrict_oom_score_adj (this
+// sandbox refuses a negative oom_score_adj; without it every sandbox
+// fails with "can't get final child's PID from pipe: EOF"), cgroupfs
+// (SystemdCgroup = false), no AppArmor, runc from the machine's packages
+// (crun fails on hybrid cgroups) run by the shim built with containerd
+// (runtime_path: containerd would otherwise take the first
+// containerd-shim-runc-v2 on PATH, maybe an older package's), the
+// loopback-only CNI folder, and CDI (always on in containerd 2) reading
+// /etc/cdi, /var/run/cdi and the node's own folder. What containerd would
+// put in fixed folders of the machine stays under root: the opt plugin's
+// folder and network namespaces; NRI, unused, is off (its socket is
+// fixed).
+func containerdConfig(root, pause, shim string) string {
+	ctrd := filepath.Join(root, "containerd")
+	return fmt.Sprintf(`version = 3
 root = %[1]q
 state = %[2]q
 
@@ -392,26 +419,51 @@ state = %[2]q
   address = %[5]q
   level = "info"
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[6]q
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[6]q
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %[7]q
+
+[plugins."io.containerd.cri.v1.runtime"]
   enable_selinux = false
   disable_apparmor = true
   restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  netns_mounts_under_state_dir = true
+  cdi_spec_dirs = [%[8]s]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      runtime_path = %[9]q
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        BinaryName = %[7]q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[8]q
-    conf_dir = %[9]q
-`, filepath.Join(root, "containerd", "root"), filepath.Join(root, "containerd", "state"),
-		filepath.Join(root, "containerd", "containerd.sock"), filepath.Join(root, "containerd", "containerd.sock.ttrpc"),
-		filepath.Join(root, "containerd", "debug.sock"), pause, runcBin, cniBinDir, filepath.Join(root, "cni", "net.d"))
+        BinaryName = %[10]q
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%[11]q]
+    conf_dir = %[12]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+`, filepath.Join(ctrd, "root"), filepath.Join(ctrd, "state"),
+		filepath.Join(ctrd, "containerd.sock"), filepath.Join(ctrd, "containerd.sock.ttrpc"),
+		filepath.Join(ctrd, "debug.sock"), filepath.Join(ctrd, "opt"), pause,
+		tomlStrings(append(cdiSpecDirs(), filepath.Join(root, "cdi"))), shim, runcBin, cniBinDir, filepath.Join(root, "cni", "net.d"))
+}
+
+// tomlStrings writes ss as the items of a TOML array of strings (Go's
+// quoting is TOML's for these plain paths).
+func tomlStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // loopbackConflist is enough for the node to be Ready and for hostNetwork

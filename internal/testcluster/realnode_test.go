@@ -14,9 +14,10 @@ import (
 )
 
 // TestRealNodeRegistersReady starts a real kubelet (built from
-// tools/cluster) with containerd and runc on this machine against the real
-// control plane, checks that it registers Ready with its version, runtime
-// and InternalIP, and that Stop leaves the machine as it was.
+// tools/cluster) with containerd (built from tools/containerd) and runc on
+// this machine against the real control plane, checks that it registers
+// Ready with its version, runtime and InternalIP, and that Stop leaves the
+// machine as it was.
 func TestRealNodeRegistersReady(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds kubelet and starts containerd")
@@ -57,8 +58,18 @@ func TestRealNodeRegistersReady(t *testing.T) {
 	if v := node.Status.NodeInfo.KubeletVersion; v != "v1.37.2" {
 		t.Errorf("kubelet version %q, want v1.37.2 (the pinned one, stamped at build)", v)
 	}
-	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(rt, "containerd://") {
-		t.Errorf("container runtime %q, want containerd", rt)
+	repo, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(repo, containerdModule, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CRI reports the stamped version without its "v".
+	pinned := strings.TrimPrefix(requiredVersion(string(gomod), "github.com/containerd/containerd/v2"), "v")
+	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; rt != "containerd://"+pinned {
+		t.Errorf("container runtime %q, want containerd://%s (the one pinned in %s, stamped at build)", rt, pinned, containerdModule)
 	}
 	var internal string
 	for _, a := range node.Status.Addresses {
