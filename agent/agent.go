@@ -91,6 +91,9 @@ type Agent struct {
 	alloc   *Allocator
 	plugin  *deviceplugin.Server
 	publish chan struct{} // asks the publisher loop to publish again
+	// smCount is each MIG instance's SM count as discovery read it, by
+	// UUID (the driver's re-read of the layout does not carry it).
+	smCount map[string]int
 }
 
 // New checks cfg, loads the checkpoint and prepares the agent.
@@ -111,6 +114,14 @@ func New(cfg Config) (*Agent, error) {
 	store, err := checkpoint.Open(filepath.Join(cfg.StateDir, CheckpointFile), cfg.NodeName)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
+	}
+	smCount := map[string]int{}
+	for _, g := range cfg.Node.GPUs {
+		for _, in := range g.MIGInstances {
+			if in.UUID != "" && in.SMCount > 0 {
+				smCount[in.UUID] = in.SMCount
+			}
+		}
 	}
 	var created []migctl.Instance
 	if cfg.MIG != nil {
@@ -150,9 +161,11 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Paths.CDI, cfg.Paths.CDIKind = true, cdi.Kind
 		cfg.Log.Info("wrote CDI spec", "path", spec.Path(), "kind", cdi.Kind)
 	}
+	publish := make(chan struct{}, 1)
 	acfg := AllocatorConfig{
 		Node: cfg.NodeName, Paths: cfg.Paths, Pods: cfg.Pods, Kubelet: cfg.Kubelet,
 		Store: store, Devices: devices, Enforcer: cfg.Enforcer, MPS: cfg.MPS, MIG: cfg.MIG, Log: cfg.Log,
+		MIGChanged: func() { poke(publish) },
 	}
 	if spec != nil {
 		acfg.CDI = spec
@@ -169,7 +182,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	plugin.SetDevices(deviceplugin.Devices(devices.Slots()))
-	return &Agent{cfg: cfg, devices: devices, store: store, alloc: alloc, plugin: plugin, publish: make(chan struct{}, 1)}, nil
+	return &Agent{cfg: cfg, devices: devices, store: store, alloc: alloc, plugin: plugin, publish: publish, smCount: smCount}, nil
 }
 
 // Registered receives after each registration with kubelet.
@@ -183,7 +196,8 @@ func (a *Agent) Reconcile(ctx context.Context) error { return a.alloc.Reconcile(
 // Allocations returns the recorded container allocations.
 func (a *Agent) Allocations() []checkpoint.Entry { return a.store.Entries() }
 
-// Inventory returns the node's inventory with current health.
+// Inventory returns the node's inventory with current health and the MIG
+// instances as last published (refreshMIG).
 func (a *Agent) Inventory() inventory.Node { return a.devices.Node() }
 
 // SetHealth records a GPU's health; kubelet and the cluster hear of changes.
@@ -193,8 +207,14 @@ func (a *Agent) SetHealth(gpuUUID string, h inventory.Health, reason string) {
 	}
 	a.cfg.Log.Warn("GPU health changed", "gpu", gpuUUID, "health", h, "reason", reason)
 	a.plugin.SetDevices(deviceplugin.Devices(a.devices.Slots()))
+	poke(a.publish)
+}
+
+// poke asks the publisher loop to publish again without waiting: requests
+// made while one is pending are one publish.
+func poke(publish chan<- struct{}) {
 	select {
-	case a.publish <- struct{}{}:
+	case publish <- struct{}{}:
 	default:
 	}
 }
@@ -223,7 +243,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun("device plugin", a.plugin.Run)
 	goRun("reconcile", a.reconcileLoop)
 	if a.cfg.Publisher != nil {
-		a.publish <- struct{}{}
+		poke(a.publish)
 		goRun("publish", a.publishLoop)
 	}
 	if a.cfg.Health != nil {
@@ -253,8 +273,10 @@ func (a *Agent) reconcileLoop(ctx context.Context) error {
 	}
 }
 
-// publishLoop publishes on start and on every health change, retrying
-// failures with backoff up to a minute.
+// publishLoop publishes on start, on every health change and after every
+// change of the MIG layout (refreshMIG), retrying failures with backoff up
+// to a minute. Changes that arrive while a publish is pending or under way
+// are published together by the next one.
 func (a *Agent) publishLoop(ctx context.Context) error {
 	backoff := time.Second
 	var retry <-chan time.Time
@@ -265,8 +287,19 @@ func (a *Agent) publishLoop(ctx context.Context) error {
 		case <-a.publish:
 		case <-retry:
 		}
+		// A layout that cannot be read keeps the last one read: health
+		// still gets out, and the read is retried.
+		stale := a.refreshMIG()
+		if stale != nil {
+			a.cfg.Log.Warn("cannot read the MIG layout; publishing the last one read and retrying", "error", stale, "in", backoff)
+		}
 		if err := a.cfg.Publisher.Publish(ctx, a.devices.Node()); err != nil {
 			a.cfg.Log.Warn("cannot publish inventory; retrying", "error", err, "in", backoff)
+			retry = time.After(backoff)
+			backoff = min(2*backoff, time.Minute)
+			continue
+		}
+		if stale != nil {
 			retry = time.After(backoff)
 			backoff = min(2*backoff, time.Minute)
 			continue
@@ -345,4 +378,38 @@ func withoutCreated(node inventory.Node, created []migctl.Instance) inventory.No
 		})
 	}
 	return node
+}
+
+// refreshMIG brings the inventory's MIG instances up to date before a
+// publish: each managed GPU's instances re-read from the driver
+// (migctl.Manager.Layout, the one source of what exists), and on every GPU
+// in MIG mode an instance marked in use when a container holds it (the
+// manager booked it to a container, or a recorded allocation names it).
+// The GPUNode then shows the instances created for containers and which
+// are taken (docs/mig.md, "The published layout").
+func (a *Agent) refreshMIG() error {
+	held := map[string]bool{}
+	for _, e := range a.store.Entries() {
+		for _, g := range e.GPUs {
+			if g.MIG != nil || g.MIGProfile != "" {
+				held[g.UUID] = true
+			}
+		}
+	}
+	inUse := func(uuid string) bool { return held[uuid] }
+	layout := map[string][]inventory.MIGInstance{}
+	if a.cfg.MIG != nil {
+		placed, err := a.cfg.MIG.Layout()
+		if err != nil {
+			return err
+		}
+		sm := func(uuid string) int { return a.smCount[uuid] }
+		for gpu, ps := range placed {
+			layout[gpu] = migctl.InventoryOf(ps, inUse, sm)
+		}
+	}
+	if a.devices.SetMIG(layout, inUse) {
+		a.cfg.Log.Debug("MIG instances changed", "node", a.cfg.NodeName)
+	}
+	return nil
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
 	"github.com/tessera-gpu/tessera/agent/deviceplugin"
 	"github.com/tessera-gpu/tessera/agent/handoff"
+	"github.com/tessera-gpu/tessera/agent/libinstall"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/migctl"
 )
@@ -43,7 +42,12 @@ type AllocatorConfig struct {
 	// CDI, set when the agent writes its own CDI spec, gets the devices of
 	// MIG instances created after the spec was written (cdi.Writer).
 	CDI CDIDevices
-	Log *slog.Logger
+	// MIGChanged, when set, is called after MIG instances were created or
+	// destroyed, or a container holding a MIG instance was recorded or
+	// released, so the node's MIG layout is published again. It must not
+	// block (the agent only asks its publisher loop; docs/mig.md).
+	MIGChanged func()
+	Log        *slog.Logger
 	// PreferTimeout bounds the API call of GetPreferredAllocation, which
 	// kubelet makes while holding its device lock (default 2s).
 	PreferTimeout time.Duration
@@ -180,6 +184,9 @@ func (a *Allocator) Allocate(ctx context.Context, deviceIDs []string) (*pluginap
 		}
 	}
 	a.cfg.Log.Info("allocated", "pod", choice.Pod.Ref(), "container", choice.Container, "key", key, "devices", deviceIDs, "ambiguous", choice.Ambiguous)
+	if holdsMIG(choice.GPUs) {
+		a.migChanged()
+	}
 	return deviceplugin.Response(h), nil
 }
 
@@ -196,6 +203,9 @@ type MIGInstances interface {
 	Release(workload string) error
 	Holds(workload string) []migctl.Instance
 	Workloads() []string
+	// Layout re-reads the managed GPUs' instances from the driver, each
+	// with the container key holding it, for publishing.
+	Layout() (map[string][]migctl.Placed, error)
 }
 
 // CDIDevices adds to and removes from the node's CDI spec the devices of
@@ -243,9 +253,13 @@ func (a *Allocator) releaseMIG(key string) {
 		return
 	}
 	before := a.cfg.MIG.Holds(key)
+	if len(before) == 0 {
+		return
+	}
 	if err := a.cfg.MIG.Release(key); err != nil {
 		a.cfg.Log.Warn("cannot destroy a container's MIG instances", "key", key, "error", err)
 	}
+	a.migChanged()
 	if a.cfg.CDI == nil {
 		return
 	}
@@ -261,6 +275,18 @@ func (a *Allocator) releaseMIG(key string) {
 			a.cfg.Log.Warn("cannot drop destroyed MIG instances from the CDI spec", "instances", gone, "error", err)
 		}
 	}
+}
+
+// migChanged asks for the node's MIG layout to be published again.
+func (a *Allocator) migChanged() {
+	if a.cfg.MIGChanged != nil {
+		a.cfg.MIGChanged()
+	}
+}
+
+// holdsMIG reports whether shares hand out a MIG instance.
+func holdsMIG(shares []binding.Share) bool {
+	return slices.ContainsFunc(shares, func(s binding.Share) bool { return s.MIG != nil || s.MIGProfile != "" })
 }
 
 // releaseOrphanMIG retries the release of MIG instances booked to
@@ -281,30 +307,9 @@ func (a *Allocator) releaseOrphanMIG() {
 	}
 }
 
-// resolveLibrary returns the file the interception library path names,
-// following symlinks: `tessera install-lib` keeps each version in its own
-// folder and points a stable symlink at the current one, and a container
-// must be given the versioned file itself, so that a later upgrade, which
-// swaps the symlink, never changes the library under a running container.
-// The path is resolved where the agent runs, so the agent must see the
-// library's folder at its host path (the DaemonSet mounts it there).
-func resolveLibrary(path string) (string, error) {
-	lib, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("intercept library %q: does not exist on this node (install it with \"tessera install-lib\", or give no library to run containers without in-container enforcement)", path)
-		}
-		return "", fmt.Errorf("intercept library %q: %w", path, err)
-	}
-	fi, err := os.Stat(lib)
-	if err != nil {
-		return "", fmt.Errorf("intercept library %q: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("intercept library %q: %s is not a regular file", path, lib)
-	}
-	return lib, nil
-}
+// resolveLibrary returns the versioned file the interception library path
+// names (libinstall.Resolve).
+func resolveLibrary(path string) (string, error) { return libinstall.Resolve(path) }
 
 // checkMPS applies an MPS node's rules to the container Allocate chose,
 // before anything is recorded: its assignment names one GPU (the container
@@ -414,6 +419,9 @@ func (a *Allocator) PreStart(ctx context.Context, deviceIDs []string) error {
 	if err := a.cfg.Store.Put(fixed); err != nil {
 		return err
 	}
+	if holdsMIG(fixed.GPUs) {
+		a.migChanged()
+	}
 	return a.enforce(ctx, fixed)
 }
 
@@ -466,6 +474,7 @@ func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod
 	}
 	a.releaseOrphanMIG()
 	var stale []string
+	mig := false
 	for _, e := range a.cfg.Store.Entries() {
 		ref := handoff.PodRef{Namespace: e.Namespace, Name: e.Pod}
 		if active[ref] {
@@ -476,6 +485,7 @@ func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod
 			continue
 		}
 		stale = append(stale, e.Key)
+		mig = mig || holdsMIG(e.GPUs)
 	}
 	if len(stale) == 0 {
 		return nil
@@ -495,6 +505,9 @@ func (a *Allocator) releaseStale(ctx context.Context, kpods []handoff.KubeletPod
 		if err := os.RemoveAll(a.cfg.Paths.HostStateDir(k)); err != nil {
 			a.cfg.Log.Warn("cannot remove container state folder", "key", k, "error", err)
 		}
+	}
+	if mig {
+		a.migChanged()
 	}
 	a.cfg.Log.Info("released allocations of finished pods", "count", len(stale))
 	return nil

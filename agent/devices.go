@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/tessera-gpu/tessera/agent/deviceplugin"
@@ -109,4 +110,40 @@ func (d *Devices) Slots() []deviceplugin.Slot {
 		}
 	}
 	return out
+}
+
+// SetMIG updates the published MIG instances: a GPU layout names (a
+// managed GPU, by UUID) gets those instances, and every other GPU in MIG
+// mode keeps its instances with each marked in use when inUse says a
+// container holds it. The device plugin's units stay as they were at start
+// (an instance created for a container is not a unit kubelet hands out);
+// it reports whether anything changed.
+func (d *Devices) SetMIG(layout map[string][]inventory.MIGInstance, inUse func(uuid string) bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	gpus := slices.Clone(d.node.GPUs)
+	changed := false
+	for i := range gpus {
+		g := &gpus[i]
+		if g.MIGMode != inventory.MIGEnabled {
+			continue
+		}
+		ins, ok := layout[g.UUID]
+		if !ok {
+			ins = slices.Clone(g.MIGInstances)
+			for k := range ins {
+				ins[k].InUse = ins[k].UUID != "" && inUse(ins[k].UUID)
+			}
+		}
+		if !slices.EqualFunc(ins, g.MIGInstances, sameMIGInstance) {
+			g.MIGInstances, changed = ins, true
+		}
+	}
+	d.node.GPUs = gpus
+	return changed
+}
+
+func sameMIGInstance(a, b inventory.MIGInstance) bool {
+	return a.UUID == b.UUID && a.Profile == b.Profile && a.MemoryMiB == b.MemoryMiB && a.SMCount == b.SMCount &&
+		a.InUse == b.InUse && (a.Start == nil) == (b.Start == nil) && (a.Start == nil || *a.Start == *b.Start)
 }

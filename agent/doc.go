@@ -15,7 +15,10 @@
 // `--mig-managed`) Allocate creates the MIG instances assignments ask for,
 // the reconcile destroys those of ended pods, and New settles them after a
 // restart from the checkpoint and the MIG journal; with a CDI spec the
-// created instances' devices are added to it. docs/handoff.md and
+// created instances' devices are added to it. After every such change the
+// inventory is published again, asynchronously and coalesced, with the
+// managed GPUs' instances re-read from the driver and each instance a
+// container holds marked in use (refreshMIG). docs/handoff.md and
 // docs/metrics.md describe the design and the contract.
 //
 // It must not choose placements (the scheduler does) or enforce shares

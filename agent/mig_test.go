@@ -196,7 +196,9 @@ func TestMIGCreateWithoutManagedGPUs(t *testing.T) {
 // destroyed at the first reconcile, or, while a process still holds it,
 // kept until a later reconcile finds it free; the operator's instance on
 // the same GPU is never touched. Instances created for pods are not
-// published as free instances.
+// device plugin units (without a publisher the inventory is never
+// refreshed from the driver; TestMIGRestartPublishesAdopted covers what
+// is published).
 func TestMIGAgentRestartReconciles(t *testing.T) {
 	m := newMIGNode(t, 1)
 	if _, err := migctl.Create(m.gpus[0], m.spec, "1g.10gb", 6); err != nil { // the operator's

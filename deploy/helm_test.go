@@ -92,6 +92,7 @@ agent:
   nodeSelector: {tessera.io/gpu-node: "true"}
   installCRD: true
   draPublish: true
+  dra: true
   pools:
     - {name: a100, nodeSelector: {pool: a100}, mode: shared, slotsPerGPU: 8}
     - {name: h100-mps, nodeSelector: {pool: h100}, mode: mps, mpsControl: /usr/bin/nvidia-cuda-mps-control}

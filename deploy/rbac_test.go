@@ -13,11 +13,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	draclient "k8s.io/dynamic-resource-allocation/client"
 
 	agentkube "github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/catalog"
@@ -38,7 +40,7 @@ func serviceAccount(cfg *rest.Config, ns, name string) *rest.Config {
 
 // testRBAC runs the scheduler and the agent's API calls as the service
 // accounts of the releases "defaults" (agent.installCRD off) and "pools"
-// (on) that the value-set subtest created, then reads the audit log: no
+// (installCRD, draPublish and dra on) that the value-set subtest created, then reads the audit log: no
 // request of theirs was refused, and every permission the chart grants was
 // used, or is listed below with the code path that needs it.
 func testRBAC(t *testing.T, s *apiServer) {
@@ -110,6 +112,11 @@ func testRBAC(t *testing.T, s *apiServer) {
 		}
 		if _, _, err := pods.Pod(ctx, "default", "none"); err != nil {
 			t.Fatalf("agent %s: get pod: %v", sa.name, err)
+		}
+		if sa.dra { // --dra: the kubeletplugin helper reads each claim kubelet names, with this client
+			if _, err := draclient.New(core).ResourceClaims("default").Get(ctx, "none", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("agent %s: get resourceclaim: %v, want not found", sa.name, err)
+			}
 		}
 	}
 

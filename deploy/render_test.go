@@ -241,8 +241,14 @@ func checkDefaults(t *testing.T, o objects) {
 	if rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules")); strings.Contains(rules, "customresourcedefinitions") || strings.Contains(rules, "resourceslices") {
 		t.Errorf("agent ClusterRole grants CRD or ResourceSlice access without agent.installCRD or agent.draPublish:\n%s", rules)
 	}
-	if slices.Contains(aa, "--dra-publish") {
-		t.Errorf("agent args %v publish DRA devices by default", aa)
+	if rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules")); strings.Contains(rules, "resourceclaims") {
+		t.Errorf("agent ClusterRole reads ResourceClaims without agent.dra:\n%s", rules)
+	}
+	if slices.Contains(aa, "--dra-publish") || slices.Contains(aa, "--dra") {
+		t.Errorf("agent args %v publish DRA devices or serve the DRA plugin by default", aa)
+	}
+	if v := asYAML(spec["volumes"]); strings.Contains(v, "/var/lib/kubelet/plugins") {
+		t.Errorf("agent mounts kubelet's plugin folders without agent.dra: %s", v)
 	}
 	for _, kind := range []string{"DeviceClass", "ServiceMonitor", "PodMonitor", "PrometheusRule", "Issuer", "Certificate", "Namespace"} {
 		if got := o.ofKind(kind); len(got) > 0 {
@@ -476,11 +482,12 @@ func checkPools(t *testing.T, o objects) {
 		ds := o.get(t, "DaemonSet", "tessera-agent-"+c.pool)
 		spec := podSpec(t, ds)
 		aa := args(container(t, spec, "agent"))
-		for _, w := range append(c.want, "--install-crd=true", interceptArg, "--dra-publish") {
+		for _, w := range append(c.want, "--install-crd=true", interceptArg, "--dra-publish", "--dra") {
 			if !slices.Contains(aa, w) {
 				t.Errorf("pool %s: args %v lack %s", c.pool, aa, w)
 			}
 		}
+		checkDRAPluginMounts(t, c.pool, spec)
 		sel := asYAML(spec["nodeSelector"])
 		if want := asYAML(map[string]any{"pool": c.pool2, "tessera.io/gpu-node": "true"}); sel != want {
 			t.Errorf("pool %s: nodeSelector\n%s want (the pool's merged with agent.nodeSelector)\n%s", c.pool, sel, want)
@@ -502,6 +509,61 @@ func checkPools(t *testing.T, o objects) {
 	if !strings.Contains(rules, "- resource.k8s.io\n  resources:\n  - resourceslices\n") {
 		t.Errorf("agent ClusterRole with draPublish lacks resourceslices:\n%s", rules)
 	}
+	checkDRARules(t, o)
+	checkDeviceClasses(t, o)
+}
+
+// checkDRAPluginMounts: with agent.dra the agent sees kubelet's plugin
+// folder and registration folder, and the CDI folder, at their host
+// paths (kubelet and the runtime use the paths the plugin gives).
+func checkDRAPluginMounts(t *testing.T, pool string, spec map[string]any) {
+	t.Helper()
+	mounts := asYAML(container(t, spec, "agent")["volumeMounts"])
+	volumes := asYAML(spec["volumes"])
+	for _, m := range []struct{ name, path, typ string }{
+		{"dra-plugin", "/var/lib/kubelet/plugins/gpu.tessera.io", "DirectoryOrCreate"},
+		{"plugins-registry", "/var/lib/kubelet/plugins_registry", "Directory"},
+		{"cdi", "/var/run/cdi", "DirectoryOrCreate"},
+	} {
+		if !strings.Contains(mounts, "mountPath: "+m.path+"\n  name: "+m.name+"\n") {
+			t.Errorf("pool %s: agent does not mount %s at %s: %s", pool, m.name, m.path, mounts)
+		}
+		if !strings.Contains(volumes, "hostPath:\n    path: "+m.path+"\n    type: "+m.typ+"\n  name: "+m.name+"\n") {
+			t.Errorf("pool %s: volume %s is not the host's %s (%s): %s", pool, m.name, m.path, m.typ, volumes)
+		}
+	}
+}
+
+// checkDRARules: with agent.dra the agent may read ResourceClaims (the
+// kubeletplugin helper gets each claim kubelet names) and nothing more on
+// them, and keep its ResourceSlices.
+func checkDRARules(t *testing.T, o objects) {
+	t.Helper()
+	rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules"))
+	if !strings.Contains(rules, "- resource.k8s.io\n  resources:\n  - resourceclaims\n  verbs:\n  - get\n") {
+		t.Errorf("agent ClusterRole with agent.dra lacks get (alone) on resourceclaims:\n%s", rules)
+	}
+	if !strings.Contains(rules, "- resource.k8s.io\n  resources:\n  - resourceslices\n") {
+		t.Errorf("agent ClusterRole with agent.dra lacks resourceslices:\n%s", rules)
+	}
+}
+
+// TestChartDRAImpliesPublish: agent.dra alone serves the plugin and
+// publishes the slices: --dra (which implies --dra-publish in the agent),
+// the plugin folders, the RBAC of both and the DeviceClasses.
+func TestChartDRAImpliesPublish(t *testing.T) {
+	h := newHelm(t)
+	objs, err := h.template(t, renderRelease, renderNamespace, valueSet{name: "dra", set: []string{"agent.dra=true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := objects(objs)
+	spec := podSpec(t, o.get(t, "DaemonSet", "tessera-agent-default"))
+	if aa := args(container(t, spec, "agent")); !slices.Contains(aa, "--dra") {
+		t.Errorf("agent args %v lack --dra", aa)
+	}
+	checkDRAPluginMounts(t, "default", spec)
+	checkDRARules(t, o)
 	checkDeviceClasses(t, o)
 }
 

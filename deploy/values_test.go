@@ -43,6 +43,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 			[]string{"/certManager/issuerRef"}},
 		{"dashboards namespace not a DNS label", valueSet{set: []string{"monitoring.dashboards.namespace=Grafana_NS"}},
 			[]string{"/monitoring/dashboards/namespace"}},
+		{"dra not a boolean", valueSet{set: []string{"agent.dra=yes"}},
+			[]string{"/agent/dra", "boolean"}},
 		{"misspelt rule key", valueSet{set: []string{"monitoring.prometheusRule.enable=true"}},
 			[]string{"enable"}},
 	}

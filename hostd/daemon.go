@@ -40,6 +40,11 @@ type Daemon struct {
 	// migRetry are job runs (migWorkload) whose MIG instances could not
 	// be destroyed yet.
 	migRetry map[string]migRelease
+	// migLayout is the managed GPUs' MIG layout as the driver listed it
+	// last (Config.MIG), by GPU UUID; migStale says an instance was
+	// created or destroyed since, so Status lists it again.
+	migLayout map[string][]migctl.Placed
+	migStale  bool
 	// life ends when the daemon closes; it bounds waits for job processes.
 	life    context.Context
 	endLife context.CancelFunc

@@ -195,6 +195,9 @@ type MIGInstances interface {
 	Acquire(workload string, w migctl.Want) (migctl.Instance, error)
 	Release(workload string) error
 	Workloads() []string
+	// Layout re-reads the managed GPUs' instances from the driver, each
+	// with the job run holding it (migWorkload).
+	Layout() (map[string][]migctl.Placed, error)
 }
 
 // MIGJournalFile is, in the state folder, where the MIG instances created
@@ -233,6 +236,7 @@ func (d *Daemon) createMIGLocked(j api.Job, run int, shares []binding.Share) ([]
 			return nil, fmt.Errorf("GPU %d: create MIG instance %s at slice %d: %w", s.Index, s.MIGProfile, s.MIG.Start, err)
 		}
 		out[i].UUID = inst.UUID
+		d.migStale = true
 	}
 	return out, nil
 }
@@ -245,6 +249,7 @@ func (d *Daemon) releaseMIGLocked(workload, job string, dec *placement.Decision)
 	if d.cfg.MIG == nil {
 		return true
 	}
+	d.migStale = true
 	if err := d.cfg.MIG.Release(workload); err != nil {
 		d.cfg.Log.Warn("cannot destroy a job's MIG instances; retrying", "job", job, "run", workload, "err", err)
 		if _, ok := d.migRetry[workload]; !ok {
@@ -322,6 +327,7 @@ func (d *Daemon) reconcileMIG(prev map[string][]migctl.Want) {
 			}
 		}
 	}
+	d.migStale = true
 	rep, err := d.cfg.MIG.Reconcile(wanted, migctl.Ended(prev, wanted))
 	if err != nil {
 		d.cfg.Log.Error("MIG instances after restart: not all settled", "err", err)
@@ -336,4 +342,90 @@ func (d *Daemon) reconcileMIG(prev map[string][]migctl.Want) {
 			d.migRetry[w] = migRelease{job: job}
 		}
 	}
+}
+
+// migStatusLocked lists the MIG instances of GPU gi of node ni for Status,
+// with the job holding each: on a GPU whose layout Config.MIG manages, as
+// the driver lists them (re-read once after creations and destructions,
+// migLayoutLocked); on another GPU in MIG mode, as the engine books them
+// (an instance created on a simulated host named as its job's share names
+// it). jobs are the running jobs.
+func (d *Daemon) migStatusLocked(ni, gi int, jobs []api.Job) []api.MIGInstanceStatus {
+	g := &d.cluster.Nodes[ni].GPUs[gi]
+	if g.MIG == nil {
+		return nil
+	}
+	parent := ""
+	if ig, ok := d.cfg.Nodes[ni].GPUByIndex(g.Index); ok {
+		parent = ig.UUID
+	}
+	byUUID, byStart := map[string]string{}, map[int]binding.Share{}
+	created := map[int]string{}
+	for _, j := range jobs {
+		if j.Node != ni {
+			continue
+		}
+		for _, s := range j.Shares {
+			switch {
+			case s.MIG != nil && s.MIG.GPU == parent && s.MIG.Create:
+				byStart[s.MIG.Start], created[s.MIG.Start] = s, j.ID
+				byUUID[s.UUID] = j.ID
+			case s.MIG != nil || s.MIGProfile != "":
+				byUUID[s.UUID] = j.ID
+			}
+		}
+	}
+	if placed, ok := d.migLayoutLocked()[parent]; ok {
+		out := make([]api.MIGInstanceStatus, 0, len(placed))
+		for _, p := range placed {
+			st := api.MIGInstanceStatus{Profile: p.Profile, Start: p.Start, UUID: p.UUID, MemoryMiB: p.MemoryMiB}
+			if p.Workload != "" {
+				st.Job, _, _ = strings.Cut(p.Workload, "/run")
+			} else if p.UUID != "" {
+				st.Job = byUUID[p.UUID]
+			}
+			st.InUse = p.Workload != "" || st.Job != ""
+			out = append(out, st)
+		}
+		return out
+	}
+	out := make([]api.MIGInstanceStatus, 0, len(g.MIG.Instances))
+	for _, in := range g.MIG.Instances {
+		st := api.MIGInstanceStatus{Profile: in.Profile, Start: in.Start, UUID: in.UUID, InUse: in.InUse}
+		if p, ok := d.cfg.Catalog.Lookup(g.Model); ok && p.SupportsMIG() {
+			if mp, ok := p.MIGProfile(in.Profile); ok {
+				st.MemoryMiB = mp.MemoryMiB
+			}
+		}
+		switch {
+		case in.UUID != "":
+			st.Job = byUUID[in.UUID]
+		case in.Start >= 0 && created[in.Start] != "":
+			st.Job, st.UUID = created[in.Start], byStart[in.Start].UUID
+		}
+		if !in.InUse {
+			st.Job = ""
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// migLayoutLocked is the managed GPUs' layout as the driver listed it
+// last, listed again when an instance was created or destroyed since (one
+// re-read for any number of changes); a failed read keeps the last and is
+// retried at the next call.
+func (d *Daemon) migLayoutLocked() map[string][]migctl.Placed {
+	if d.cfg.MIG == nil {
+		return nil
+	}
+	if d.migStale {
+		layout, err := d.cfg.MIG.Layout()
+		if err != nil {
+			d.cfg.Log.Warn("cannot read the MIG layout of the managed GPUs", "err", err)
+			return d.migLayout
+		}
+		d.migLayout, d.migStale = layout, false
+	}
+	return d.migLayout
 }

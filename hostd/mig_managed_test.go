@@ -192,6 +192,9 @@ func TestMIGManagedRestartAdopts(t *testing.T) {
 	if w := mgr.Workloads(); len(w) != 1 || w[0] != migWorkload(a, 1) {
 		t.Errorf("booked after restart %v, want %s", w, a)
 	}
+	if got, _ := migStatus(t, d2, 0); got != "3g.40gb@0*"+a+" 1g.10gb@4" {
+		t.Errorf("status after restart %q, want the adopted instance in use by %s and the operator's free", got, a)
+	}
 	m := migGPU(t, d2, 0)
 	inUse := 0
 	for _, in := range m.Instances {

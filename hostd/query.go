@@ -209,12 +209,14 @@ func (d *Daemon) Status() (api.Status, error) {
 	}
 	st := api.Status{Source: d.cfg.Source, Simulated: d.cfg.Simulated, StateDir: d.cfg.StateDir, Sharing: sharingName(d.cfg.Sharing)}
 	onGPU := map[[2]int][]string{}
+	var running []api.Job
 	for _, j := range jobs {
 		switch j.State {
 		case api.Queued:
 			st.Queued++
 		case api.Running:
 			st.Running++
+			running = append(running, j)
 			for _, gi := range j.GPUs {
 				onGPU[[2]int{j.Node, gi}] = append(onGPU[[2]int{j.Node, gi}], j.ID)
 			}
@@ -230,6 +232,7 @@ func (d *Daemon) Status() (api.Status, error) {
 				Node: n.Name, Index: g.Index, UUID: uuid, Model: g.Model,
 				MemoryMiB: g.MemoryMiB, FreeMemoryMiB: g.FreeMemoryMiB,
 				FreeFraction: float64(g.FreeMilli) / request.Whole, Jobs: onGPU[[2]int{ni, gi}],
+				MIG: d.migStatusLocked(ni, gi, running),
 			})
 		}
 	}

@@ -11,6 +11,9 @@
 // restart (Reconcile) without destroying any that is in use; with a
 // journal file (Manager.Journal) an instance is recorded before the driver
 // creates it, so one made just before a crash is found and destroyed.
+// Manager.Layout re-reads the managed GPUs' instances from the driver with
+// the workload holding each, the layout the front doors publish
+// (InventoryOf turns it into inventory instances).
 // Open finds managed GPUs through NVML (refusing one not in MIG mode) and
 // ForNode builds the manager of a node's managed GPUs, real or simulated
 // (migctl/migsim, a simulated driver following the catalog's slot rules).

@@ -31,6 +31,26 @@ func controlNodes() []string {
 	return []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
 }
 
+// ControlNodes returns the driver's control nodes present under hostRoot
+// ("/" when empty): /dev/nvidiactl, which must exist, and the UVM nodes
+// that do.
+func ControlNodes(hostRoot string) ([]string, error) {
+	if hostRoot == "" {
+		hostRoot = "/"
+	}
+	var nodes []string
+	for i, p := range controlNodes() {
+		_, err := os.Stat(filepath.Join(hostRoot, p))
+		switch {
+		case err == nil:
+			nodes = append(nodes, p)
+		case i == 0 || !errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("driver control node: %w", err)
+		}
+	}
+	return nodes, nil
+}
+
 // UnitUUIDs lists the units the agent hands out on node, as agent.NewDevices
 // does (inventory.Node.Units).
 func UnitUUIDs(node inventory.Node) []string { return node.UnitUUIDs() }
@@ -75,15 +95,9 @@ func NewWriter(lib nvml.Interface, node inventory.Node, o Options) (*Writer, err
 			return nil, err
 		}
 	}
-	var nodes []string
-	for i, p := range controlNodes() {
-		_, err := os.Stat(filepath.Join(o.HostRoot, p))
-		switch {
-		case err == nil:
-			nodes = append(nodes, p)
-		case i == 0 || !errors.Is(err, os.ErrNotExist):
-			return nil, fmt.Errorf("driver control node: %w", err)
-		}
+	nodes, err := ControlNodes(o.HostRoot)
+	if err != nil {
+		return nil, err
 	}
 	units, err := Locate(lib, UnitUUIDs(node))
 	if err != nil {

@@ -242,7 +242,14 @@ func (e ContainerEdits) WithNodes(paths ...string) ContainerEdits {
 
 // Write stores s as dir/FileName atomically (a temporary file the runtime
 // ignores, then a rename) and returns the path.
-func Write(dir string, s Spec) (string, error) {
+func Write(dir string, s Spec) (string, error) { return WriteFile(dir, FileName, s) }
+
+// WriteFile stores s as dir/name atomically, as Write does; other writers
+// of specs (the DRA kubelet plugin's per-claim specs) name their files.
+func WriteFile(dir, name string, s Spec) (string, error) {
+	if name == "" || name != filepath.Base(name) {
+		return "", fmt.Errorf("CDI spec file name: must be a plain file name, got %q", name)
+	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encode CDI spec: %w", err)
@@ -250,7 +257,7 @@ func Write(dir string, s Spec) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create CDI spec folder: %w", err)
 	}
-	path := filepath.Join(dir, FileName)
+	path := filepath.Join(dir, name)
 	if err := atomicfile.Write(path, append(data, '\n'), 0o644); err != nil {
 		return "", fmt.Errorf("CDI spec: %w", err)
 	}

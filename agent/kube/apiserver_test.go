@@ -40,6 +40,52 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	t.Run("publish inventory", func(t *testing.T) { testPublish(ctx, t, core, dyn, node) })
 	t.Run("read pods bound to the node", func(t *testing.T) { testPods(ctx, t, core, node.Name) })
 	t.Run("publish DRA slices", func(t *testing.T) { testSlices(ctx, t, core, dyn, node) })
+	t.Run("publish the MIG layout", func(t *testing.T) { testPublishMIG(ctx, t, core, dyn, node) })
+}
+
+// testPublishMIG: the MIG instances the agent publishes after it created
+// one for a container reach the GPUNode with their starts and in-use
+// flags (the CRD's schema keeps them), and one destroyed is gone at the
+// next publish; the scheduler reads them back as published.
+func testPublishMIG(ctx context.Context, t *testing.T, core kubernetes.Interface, dyn dynamic.Interface, node inventory.Node) {
+	node.GPUs = slices.Clone(node.GPUs)
+	g := &node.GPUs[0]
+	g.MIGMode, g.MIGManaged = inventory.MIGEnabled, true
+	g.MIGInstances = []inventory.MIGInstance{
+		{UUID: "MIG-created", Profile: "3g.40gb", MemoryMiB: 40448, Start: inventory.Slot(0), InUse: true},
+		{UUID: "MIG-operator", Profile: "1g.10gb", MemoryMiB: 9984, Start: inventory.Slot(6)},
+	}
+	pub := &Publisher{Core: core, Dynamic: dyn, SlotsPerGPU: 16, Sharing: gpunode.SharingShared, InstallCRD: true}
+	read := func() []inventory.MIGInstance {
+		t.Helper()
+		u, err := dyn.Resource(gpunode.Resource()).Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get GPUNode: %v", err)
+		}
+		n, err := gpunode.FromObject(u)
+		if err != nil {
+			t.Fatalf("read GPUNode: %v", err)
+		}
+		gg, ok := n.GPUByIndex(g.Index)
+		if !ok {
+			t.Fatalf("GPUNode lacks GPU %d", g.Index)
+		}
+		return gg.MIGInstances
+	}
+	if err := pub.Publish(ctx, node); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	got := read()
+	if len(got) != 2 || got[0].UUID != "MIG-created" || !got[0].InUse || got[0].Start == nil || *got[0].Start != 0 || got[1].InUse || got[1].Start == nil || *got[1].Start != 6 {
+		t.Errorf("GPUNode instances %+v, want the created 3g.40gb at 0 in use and the operator's 1g.10gb at 6 free", got)
+	}
+	g.MIGInstances = g.MIGInstances[1:]
+	if err := pub.Publish(ctx, node); err != nil {
+		t.Fatalf("re-publish: %v", err)
+	}
+	if got := read(); len(got) != 1 || got[0].UUID != "MIG-operator" {
+		t.Errorf("GPUNode instances after the destruction %+v, want the operator's only", got)
+	}
 }
 
 // testSlices: the GPUNode and the DRA slices published together; a GPU

@@ -38,7 +38,8 @@ type Publisher struct {
 }
 
 // Publish writes node's inventory. It is safe to call again at any time
-// (after a restart, after a health change): it creates or updates.
+// (after a restart, a health change or a change of the MIG layout): it
+// creates or updates.
 func (p *Publisher) Publish(ctx context.Context, node inventory.Node) error {
 	if p.InstallCRD && !p.crdDone {
 		if err := gpunode.InstallCRD(ctx, p.Dynamic); err != nil {

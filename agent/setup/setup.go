@@ -9,13 +9,16 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/agent"
+	"github.com/tessera-gpu/tessera/agent/cdi"
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
+	agentdra "github.com/tessera-gpu/tessera/agent/dra"
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/metrics"
@@ -52,8 +55,16 @@ type Options struct {
 	// DRAPublish also publishes the GPUs as DRA ResourceSlices (driver
 	// gpu.tessera.io; --dra-publish, docs/dra.md).
 	DRAPublish bool
-	Catalog    *catalog.Catalog
-	Log        *slog.Logger
+	// DRA serves the DRA kubelet plugin, which prepares the claims
+	// allocated on this node's GPUs (--dra; the caller sets DRAPublish
+	// too). DRAPluginDir holds its socket, DRARegistryDir is kubelet's
+	// plugin registration folder, DRACDIDir the folder of the claims' CDI
+	// specs (all absolute).
+	DRA                                     bool
+	DRAPluginDir, DRARegistryDir, DRACDIDir string
+
+	Catalog *catalog.Catalog
+	Log     *slog.Logger
 }
 
 // Run discovers the node's GPUs and runs the agent until ctx ends.
@@ -184,6 +195,20 @@ func Run(ctx context.Context, o Options) error {
 			o.Log.Warn("closing the node arbiter", "err", err)
 		}
 	}()
+	if o.DRA {
+		plugin, err := draPlugin(ctx, o, a, measured, acfg)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := plugin.Serve(ctx, agentdra.ServeOptions{Client: core, NodeName: o.NodeName, PluginDir: o.DRAPluginDir, RegistryDir: o.DRARegistryDir}); err != nil {
+				select {
+				case serveErr <- err:
+				default: // the agent is stopping for another server's error
+				}
+			}
+		}()
+	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- a.Run(ctx) }()
 	select {
@@ -194,6 +219,30 @@ func Run(ctx context.Context, o Options) error {
 		<-runErr
 		return err
 	}
+}
+
+// draPlugin builds the DRA kubelet plugin on the agent's inventory, paths
+// and arbiter; it seats the claims prepared before a restart.
+func draPlugin(ctx context.Context, o Options, a *agent.Agent, measured bool, acfg agent.Config) (*agentdra.Plugin, error) {
+	paths := o.Paths
+	if paths.CDISpecDir != "" { // the agent writes its own CDI spec (agent.New)
+		paths.CDI, paths.CDIKind = true, cdi.Kind
+	}
+	cfg := agentdra.Config{
+		Node: a.Inventory, Paths: paths, Enforcer: acfg.Enforcer, MPS: acfg.MPS,
+		StateDir: o.StateDir, CDIDir: o.DRACDIDir, Log: o.Log,
+	}
+	if measured {
+		lib := nvml.New()
+		cfg.Locate = func(uuids []string) ([]cdi.Unit, error) { return cdi.Locate(lib, uuids) }
+	} else {
+		o.Log.Warn("simulated GPUs: the CDI specs of DRA claims name no device nodes")
+	}
+	p, err := agentdra.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

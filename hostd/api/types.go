@@ -173,6 +173,27 @@ type GPUStatus struct {
 	FreeMemoryMiB int64    `json:"freeMemoryMiB"`
 	FreeFraction  float64  `json:"freeFraction"`
 	Jobs          []string `json:"jobs,omitempty"`
+	// MIG are the GPU's MIG instances when it is in MIG mode: on a GPU
+	// whose layout the daemon manages through the driver (tessera up
+	// --mig-managed), as the driver lists them after the last creation or
+	// destruction; otherwise as the daemon books them (the configured
+	// instances and, on a simulated host, those created for jobs).
+	MIG []MIGInstanceStatus `json:"mig,omitempty"`
+}
+
+// MIGInstanceStatus is one MIG instance of a GPU in MIG mode.
+type MIGInstanceStatus struct {
+	Profile string `json:"profile"`
+	// Start is its first memory slice, -1 when unknown.
+	Start int `json:"start"`
+	// UUID is the MIG device UUID, "" when not known yet.
+	UUID      string `json:"uuid,omitempty"`
+	MemoryMiB int64  `json:"memoryMiB,omitempty"`
+	// InUse marks an instance a job holds (or, on a managed GPU, one
+	// created for a job that is not destroyed yet).
+	InUse bool `json:"inUse,omitempty"`
+	// Job is the job holding it, when known.
+	Job string `json:"job,omitempty"`
 }
 
 // Status is the daemon's summary.

@@ -111,6 +111,10 @@ func hostSnapshot(in hostState) webui.Snapshot {
 			MemoryMiB: g.MemoryMiB, MemoryBookedMiB: g.MemoryMiB - g.FreeMemoryMiB,
 			GuaranteedMilli: booked, Shares: []webui.Share{},
 		})
+		for _, in := range g.MIG {
+			last := &s.GPUs[len(s.GPUs)-1]
+			last.MIG = append(last.MIG, webui.MIGInstance{Profile: in.Profile, UUID: in.UUID, MemoryMiB: in.MemoryMiB, InUse: in.InUse})
+		}
 		if g.UUID != "" {
 			byUUID[g.UUID] = len(s.GPUs) - 1
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tessera-gpu/tessera/agent/cdi"
+	agentdra "github.com/tessera-gpu/tessera/agent/dra"
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/setup"
@@ -22,10 +23,12 @@ type agentFlags struct {
 	nodeName, source, pluginDir, podResources, stateDir, runDir     string
 	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig      string
 	computeFail, cdiSpecDir, cdiBaseSpec, mpsRoot, mpsControl       string
-	migManaged                                                      string
+	migManaged, draPluginDir, draRegistryDir                        string
 	slotsPerGPU                                                     int
 	cdi, cdiSpec, oversubscribe, installCRD, standalone, draPublish bool
+	dra                                                             bool
 	mpsRootSet                                                      bool // --mps-root given explicitly
+	draDirsSet                                                      bool // --dra-plugin-dir or --dra-registry-dir given explicitly
 }
 
 func newAgentCommand(a *app) *cobra.Command {
@@ -37,12 +40,16 @@ func newAgentCommand(a *app) *cobra.Command {
 node's GPUs (a GPUNode object and the tessera.io/gpu-memory extended resource),
 serves kubelet the tessera.io/gpu device plugin, hands each container the GPU
 shares the scheduler recorded in its tessera.io/assignment annotation, and
-serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
+serves Prometheus metrics. With --dra it also serves kubelet the DRA plugin of
+driver gpu.tessera.io, which prepares ResourceClaims allocated on the node's
+GPUs, and publishes them as ResourceSlices. See docs/handoff.md, docs/dra.md
+and docs/metrics.md.`,
 		Example: `  tessera agent --node-name "$NODE_NAME"
   tessera agent --standalone --source local
   tessera agent --node-name gpu-0 --source sim:8xH200 --kubeconfig ~/.kube/config --state-dir /tmp/tessera
   tessera agent --node-name "$NODE_NAME" --sharing mps --mps-root /run/tessera/mps
-  tessera agent --node-name "$NODE_NAME" --mig-managed all`,
+  tessera agent --node-name "$NODE_NAME" --mig-managed all
+  tessera agent --node-name "$NODE_NAME" --dra`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.standalone {
@@ -52,6 +59,7 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 				return setup.Standalone(cmd.Context(), setup.Options{Source: f.source, Catalog: a.catalog, Log: a.log}, a.stdout)
 			}
 			f.mpsRootSet = cmd.Flags().Changed("mps-root")
+			f.draDirsSet = cmd.Flags().Changed("dra-plugin-dir") || cmd.Flags().Changed("dra-registry-dir")
 			opts, err := f.options(a)
 			if err != nil {
 				return err
@@ -72,14 +80,17 @@ serves Prometheus metrics. See docs/handoff.md and docs/metrics.md.`,
 	fl.BoolVar(&f.oversubscribe, "oversubscribe", false, "set TESSERA_OVERSUBSCRIBE=1 (device memory may spill to host memory) and publish it in the GPUNode (status.memoryOversubscription): pods asking tessera.io/oversubscribe or nvshare.com/gpu are placed only on such nodes")
 	fl.BoolVar(&f.cdi, "cdi", false, "hand GPUs to the runtime as CDI devices (nvidia.com/gpu=UUID) instead of NVIDIA_VISIBLE_DEVICES")
 	fl.BoolVar(&f.cdiSpec, "cdi-spec", false, "write Tessera's own CDI spec (kind "+cdi.Kind+") for this node's GPUs and MIG instances into --cdi-spec-dir and hand containers "+cdi.Kind+"=UUID (implies --cdi; needs NVML)")
-	fl.StringVar(&f.cdiSpecDir, "cdi-spec-dir", cdi.DefaultDir, "folder the runtime reads CDI specs from (with --cdi-spec)")
+	fl.StringVar(&f.cdiSpecDir, "cdi-spec-dir", cdi.DefaultDir, "folder the runtime reads CDI specs from (with --cdi-spec or --dra)")
 	fl.StringVar(&f.cdiBaseSpec, "cdi-base-spec", "", "CDI spec from nvidia-ctk cdi generate whose driver libraries and hooks --cdi-spec copies (e.g. /var/run/cdi/nvidia.yaml)")
 	fl.IntVar(&f.slotsPerGPU, "slots-per-gpu", 16, "containers that may share one GPU (tessera.io/gpu devices per GPU), 1 to 1000")
 	fl.StringVar(&f.sharing, "sharing", gpunode.SharingShared, "sharing mode of non-MIG GPUs: shared, exclusive, or mps (NVIDIA MPS caps each container's compute; one GPU per container, pods need hostIPC; see docs/handoff.md)")
 	fl.StringVar(&f.mpsRoot, "mps-root", defaultMPSRoot, "host folder of each GPU's MPS pipe and log folders (with --sharing mps); containers mount the pipe folder at the same path, so the agent must see it at its host path")
 	fl.StringVar(&f.mpsControl, "mps-control", "", "nvidia-cuda-mps-control program (with --sharing mps); empty: looked up on PATH")
 	fl.StringVar(&f.migManaged, "mig-managed", "", `GPUs whose MIG layout the operator hands to Tessera: "all" (every GPU in MIG mode) or GPU UUIDs, comma-separated; the agent creates the MIG instance the scheduler chose when a container starts and destroys it when the pod ends. The GPUs must already be in MIG mode: Tessera never switches it (docs/mig.md)`)
-	fl.BoolVar(&f.draPublish, "dra-publish", false, "also publish this node's GPUs as Dynamic Resource Allocation devices (ResourceSlices of driver gpu.tessera.io; needs RBAC on resourceslices). Preview: Tessera's kubelet plugin does not prepare claims yet, so leave it off where pods use DRA claims (docs/dra.md)")
+	fl.BoolVar(&f.draPublish, "dra-publish", false, "also publish this node's GPUs as Dynamic Resource Allocation devices (ResourceSlices of driver gpu.tessera.io; needs RBAC on resourceslices). Without --dra no claim on them can be prepared on this node, so leave it off where pods use DRA claims (docs/dra.md)")
+	fl.BoolVar(&f.dra, "dra", false, "serve the Dynamic Resource Allocation kubelet plugin of driver gpu.tessera.io: prepare the ResourceClaims allocated on this node's GPUs (an arbiter seat with the claim's guarantee and burst limit, a CDI spec per claim in --cdi-spec-dir) and release them; implies --dra-publish (needs RBAC: get on resourceclaims, and what --dra-publish needs; docs/dra.md)")
+	fl.StringVar(&f.draPluginDir, "dra-plugin-dir", agentdra.DefaultPluginDir, "folder of the DRA plugin's socket (with --dra); kubelet must see it at the same path")
+	fl.StringVar(&f.draRegistryDir, "dra-registry-dir", agentdra.DefaultRegistryDir, "kubelet's plugin registration folder (with --dra)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
 	fl.BoolVar(&f.standalone, "standalone", false, "without Kubernetes: print the discovered inventory as JSON and stream health events (real GPUs) until interrupted")
@@ -96,6 +107,7 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 		{"--kubelet-socket-dir", f.pluginDir}, {"--state-dir", f.stateDir}, {"--run-dir", f.runDir},
 		{"--pod-resources-socket", f.podResources}, {"--arbiter-dir", f.arbiterDir}, {"--intercept-library", f.interceptLib},
 		{"--cdi-spec-dir", f.cdiSpecDir}, {"--cdi-base-spec", f.cdiBaseSpec},
+		{"--dra-plugin-dir", f.draPluginDir}, {"--dra-registry-dir", f.draRegistryDir},
 	} {
 		if p.v != "" && !filepath.IsAbs(p.v) {
 			return setup.Options{}, fmt.Errorf("%s: must be an absolute path, got %q", p.flag, p.v)
@@ -129,15 +141,38 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	} else if f.cdiBaseSpec != "" {
 		return setup.Options{}, fmt.Errorf("--cdi-base-spec: only applies with --cdi-spec")
 	}
+	if err := f.draOptions(); err != nil {
+		return setup.Options{}, err
+	}
 	return setup.Options{
+		DRA: f.dra, DRAPluginDir: f.draPluginDir, DRARegistryDir: f.draRegistryDir, DRACDIDir: f.cdiSpecDir,
 		NodeName: f.nodeName, Source: f.source, PluginDir: f.pluginDir, PodResourcesSocket: f.podResources,
 		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MPSRoot: f.mpsRoot, MPSControl: mpsControl, MetricsAddr: f.metricsAddr,
-		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, MIGManaged: f.migManaged, DRAPublish: f.draPublish, Catalog: a.catalog, Log: a.log,
+		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, MIGManaged: f.migManaged, DRAPublish: f.draPublish || f.dra, Catalog: a.catalog, Log: a.log,
 		Paths: handoff.Paths{
 			HostStateRoot: f.runDir, HostArbiterDir: f.arbiterDir, HostInterceptLibrary: f.interceptLib,
 			CDI: f.cdi, CDISpecDir: specDir, CDIBaseSpec: baseSpec, ComputeFail: f.computeFail, Oversubscribe: f.oversubscribe,
 		},
 	}, nil
+}
+
+// draOptions checks the DRA plugin's flags against --dra.
+func (f agentFlags) draOptions() error {
+	if !f.dra {
+		if f.draDirsSet {
+			return fmt.Errorf("--dra-plugin-dir, --dra-registry-dir: only apply with --dra")
+		}
+		return nil
+	}
+	switch {
+	case f.draPluginDir == "":
+		return fmt.Errorf("--dra-plugin-dir: must be set with --dra")
+	case f.draRegistryDir == "":
+		return fmt.Errorf("--dra-registry-dir: must be set with --dra")
+	case f.cdiSpecDir == "":
+		return fmt.Errorf("--cdi-spec-dir: must be set with --dra (the claims' CDI specs go there)")
+	}
+	return nil
 }
 
 // defaultMPSRoot is --mps-root's default: short, since MPS's socket paths

@@ -50,3 +50,40 @@ func TestAgentDRAPublishFlag(t *testing.T) {
 		t.Fatalf("--dra-publish: DRAPublish %v, %v; want on", o.DRAPublish, err)
 	}
 }
+
+// TestAgentDRAFlag: --dra serves the kubelet plugin with kubelet's folders
+// by default and implies publishing the slices; its folder flags are
+// refused without it.
+func TestAgentDRAFlag(t *testing.T) {
+	a := &app{catalog: catalog.Default()}
+	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: "shared", cdiSpecDir: cdi.DefaultDir,
+		draPluginDir: "/var/lib/kubelet/plugins/gpu.tessera.io", draRegistryDir: "/var/lib/kubelet/plugins_registry"}
+	if o, err := f.options(a); err != nil || o.DRA {
+		t.Fatalf("default: DRA %v, %v; want off", o.DRA, err)
+	}
+	f.dra = true
+	o, err := f.options(a)
+	if err != nil || !o.DRA || !o.DRAPublish || o.DRAPluginDir != "/var/lib/kubelet/plugins/gpu.tessera.io" ||
+		o.DRARegistryDir != "/var/lib/kubelet/plugins_registry" || o.DRACDIDir != "/var/run/cdi" {
+		t.Fatalf("--dra: %+v, %v; want the plugin on, slices published, kubelet's folders and /var/run/cdi", o, err)
+	}
+
+	base := []string{"agent", "--node-name", "n1", "--source", "sim:1xH100-SXM"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(base, "--dra-plugin-dir", "/x"), "--dra-plugin-dir, --dra-registry-dir: only apply with --dra"},
+		{append(base, "--dra", "--dra-registry-dir", "reg"), `--dra-registry-dir: must be an absolute path, got "reg"`},
+		{append(base, "--dra", "--cdi-spec-dir", ""), "--cdi-spec-dir: must be set with --dra"},
+	} {
+		_, errOut, code := run(t, tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want non-zero and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	out, _, code := run(t, "agent", "--help")
+	if code != 0 || !strings.Contains(out, "--dra ") || !strings.Contains(out, "implies --dra-publish") {
+		t.Errorf("agent --help (exit %d) does not say --dra implies --dra-publish:\n%s", code, out)
+	}
+}

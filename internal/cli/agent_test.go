@@ -183,6 +183,7 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 		return nil
 	})
 	checkMPSAgent(ctx, t, c.Kubeconfig, core, dyn)
+	checkDRAAgent(ctx, t, c.Kubeconfig, core)
 }
 
 // checkMPSAgent runs `tessera agent --sharing mps` (with a fake

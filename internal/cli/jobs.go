@@ -177,6 +177,16 @@ func writeHostGPUs(w io.Writer, st api.Status) error {
 			jobs = "-"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\n", g.Index, g.Model, trimShare(int64(g.FreeFraction*1000+0.5)), humanMiB(g.FreeMemoryMiB), humanMiB(g.MemoryMiB), jobs, g.UUID)
+		for _, in := range g.MIG { // a GPU in MIG mode: one line per instance
+			state, job := "free", "-"
+			if in.InUse {
+				state = "in use"
+			}
+			if in.Job != "" {
+				job = in.Job
+			}
+			fmt.Fprintf(tw, "\t  MIG %s@%d\t%s\t%s\t%s\t%s\n", in.Profile, in.Start, state, humanMiB(in.MemoryMiB), job, in.UUID)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

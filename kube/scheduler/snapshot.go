@@ -150,13 +150,30 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 // migChoice is the engine choice that books a bound MIG share again: the
 // instance by its UUID, or, for one the node was asked to create, the
 // instance the node now reports at its start, else a creation at its start.
+//
+// The node publishes the instances its containers hold as in use: the
+// instance this pod holds is freed here, so that booking the pod takes it
+// again (instances no pod names stay in use: their slices stay taken).
 func (s *snapshot) migChoice(ni, pos int, g binding.Share) placement.MIGChoice {
+	m := s.cluster.Nodes[ni].GPUs[pos].MIG
+	own := func(uuid string) {
+		if m == nil {
+			return
+		}
+		for k := range m.Instances {
+			if m.Instances[k].UUID == uuid {
+				m.Instances[k].InUse = false
+			}
+		}
+	}
 	if !g.MIG.Create {
+		own(g.UUID)
 		return placement.MIGChoice{Start: g.MIG.Start, UUID: g.UUID}
 	}
-	if m := s.cluster.Nodes[ni].GPUs[pos].MIG; m != nil {
+	if m != nil {
 		for _, in := range m.Instances {
 			if in.Start == g.MIG.Start && strings.EqualFold(in.Profile, g.MIGProfile) {
+				own(in.UUID)
 				return placement.MIGChoice{Start: g.MIG.Start, UUID: in.UUID}
 			}
 		}

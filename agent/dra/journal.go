@@ -1,0 +1,138 @@
+package dra
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/tessera-gpu/tessera/agent/cdi"
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/internal/atomicfile"
+)
+
+// JournalFile is the journal's name in the state folder.
+const JournalFile = "dra-claims.json"
+
+// journalVersion is the journal format written and understood.
+const journalVersion = 1
+
+// Claim is one prepared claim as the journal records it: enough to seat
+// it again, rewrite its CDI spec as it was handed out and answer kubelet
+// the same after a restart.
+type Claim struct {
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Key names the claim's arbiter seat and state folder.
+	Key string `json:"key"`
+	// Shares are the claim's GPU shares, in GPU index order.
+	Shares []binding.Share `json:"shares"`
+	// Devices is the answer given to kubelet.
+	Devices []Device `json:"devices"`
+	// Spec is the claim's CDI spec, as written.
+	Spec     cdi.Spec  `json:"spec"`
+	Prepared time.Time `json:"prepared"`
+}
+
+// Device is one allocated device in kubelet's answer.
+type Device struct {
+	Requests     []string `json:"requests"`
+	Pool         string   `json:"pool"`
+	Device       string   `json:"device"`
+	CDIDeviceIDs []string `json:"cdiDeviceIDs"`
+	ShareID      string   `json:"shareID,omitempty"`
+}
+
+type journalData struct {
+	Version int     `json:"version"`
+	Node    string  `json:"node"`
+	Claims  []Claim `json:"claims"`
+}
+
+// journal is the file of prepared claims; every change is on disk before
+// its method returns. Not safe for concurrent use (the plugin locks).
+type journal struct {
+	path string
+	data journalData
+}
+
+// openJournal loads the journal at path for node; no file is an empty
+// journal. A file of another version or node, or one with fields it does
+// not know, is an error rather than a guess.
+func openJournal(path, node string) (*journal, error) {
+	j := &journal{path: path, data: journalData{Version: journalVersion, Node: node}}
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return j, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("DRA claim journal: %w", err)
+	}
+	var d journalData
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("DRA claim journal %s: %w", path, err)
+	}
+	if d.Version != journalVersion {
+		return nil, fmt.Errorf("DRA claim journal %s: version: must be %d, got %d", path, journalVersion, d.Version)
+	}
+	if d.Node != node {
+		return nil, fmt.Errorf("DRA claim journal %s: belongs to node %q, not %q", path, d.Node, node)
+	}
+	for i, c := range d.Claims {
+		if c.UID == "" || c.Key == "" || len(c.Shares) == 0 {
+			return nil, fmt.Errorf("DRA claim journal %s: claims[%d]: uid, key and shares must be set", path, i)
+		}
+	}
+	j.data = d
+	return j, nil
+}
+
+func (j *journal) claims() []Claim { return slices.Clone(j.data.Claims) }
+
+func (j *journal) get(uid string) (Claim, bool) {
+	i := slices.IndexFunc(j.data.Claims, func(c Claim) bool { return c.UID == uid })
+	if i < 0 {
+		return Claim{}, false
+	}
+	return j.data.Claims[i], true
+}
+
+// put records c (replacing a record of the same UID) and saves.
+func (j *journal) put(c Claim) error {
+	next := slices.DeleteFunc(slices.Clone(j.data.Claims), func(o Claim) bool { return o.UID == c.UID })
+	return j.save(append(next, c))
+}
+
+// remove drops the record of uid, if any, and saves.
+func (j *journal) remove(uid string) error {
+	next := slices.DeleteFunc(slices.Clone(j.data.Claims), func(o Claim) bool { return o.UID == uid })
+	if len(next) == len(j.data.Claims) {
+		return nil
+	}
+	return j.save(next)
+}
+
+func (j *journal) save(claims []Claim) error {
+	d := j.data
+	d.Claims = claims
+	raw, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode DRA claim journal: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(j.path), 0o755); err != nil {
+		return fmt.Errorf("DRA claim journal: %w", err)
+	}
+	if err := atomicfile.Write(j.path, append(raw, '\n'), 0o600); err != nil {
+		return fmt.Errorf("DRA claim journal: %w", err)
+	}
+	j.data = d
+	return nil
+}
