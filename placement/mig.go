@@ -297,7 +297,10 @@ func migLayouts(n *Node, p *Pod) string {
 // migOption is the best way to put one instance on a GPU under a planner:
 // its cost (lower is better) and where.
 type migOption struct {
-	cost   float64
+	cost float64
+	// took is the usable slices the instance takes (migHostPricer); 0
+	// under first fit.
+	took   float64
 	choice MIGChoice
 }
 
@@ -305,6 +308,35 @@ type migOption struct {
 // false when g cannot take it. It must only read g.
 type migPlanner interface {
 	option(g *GPU, p *Pod) (migOption, bool)
+}
+
+// migHostPricer is a planner that also prices a node's host CPU and
+// memory (the MIG planner's host stranding, migplanner.go). nodeHost
+// reads only the node's GPUs, so a node's offer may remember it;
+// hostCost reads its free CPU and memory, and is asked per decision.
+type migHostPricer interface {
+	prepare(c *Cluster) (gen uint64)
+	nodeHost(n *Node, cands []migCand, want int) migNodeHost
+	hostCost(n *Node, p *Pod, h *migNodeHost) float64
+}
+
+// migNodeHost is what a node's GPUs give the host pricing: the usable
+// slices of the GPUs of the chosen model and those the choice takes.
+type migNodeHost struct {
+	model        *migModel
+	usable, took float64
+	// before is X(U, C, M) for the node's free CPU and memory and the
+	// supply generation it was worked out for (gen 0: not yet); hostCost
+	// works it out again when they differ.
+	before           float64
+	freeCPU, freeMem int64
+	gen              uint64
+	bound            bool
+	// askCPU, askMem and cost are the last pod's ask and its host cost,
+	// valid while before is (ok).
+	askCPU, askMem int64
+	cost           float64
+	ok             bool
 }
 
 // firstFit takes the first free existing instance, else the lowest free
@@ -324,16 +356,24 @@ func (firstFit) option(g *GPU, p *Pod) (migOption, bool) {
 
 // chooseMIG places a MIG pod: for each node that has the CPU and memory,
 // the planner's best option on each GPU; the node's cost is the sum over
-// its Count cheapest GPUs. The cheapest node wins; ties go to the fixed
+// its Count cheapest GPUs, plus, for a planner that prices the host
+// (migHostPricer), the growth of the slices its CPU and memory cannot
+// feed. The cheapest node wins; ties go to the fixed
 // node order when the chooser has one (packing), else to the first node.
-// With the first-fit planner the first feasible node wins. What a node
-// offers depends only on its GPUs, so on a cluster with a change log it is
-// remembered until the node changes (migcache.go).
+// With the first-fit planner the first feasible node wins. What a node's
+// GPUs offer depends only on its GPUs, so on a cluster with a change log
+// it is remembered until the node changes (migcache.go); the host term
+// reads the node's free CPU and memory and is worked out per decision.
 func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error) {
 	if pl == nil {
 		pl = firstFit{}
 	}
 	_, first := pl.(firstFit)
+	hp, _ := pl.(migHostPricer)
+	var gen uint64
+	if hp != nil {
+		gen = hp.prepare(c)
+	}
 	want := p.GPUCount()
 	memo := ch.migMemo.entries(c, pl, p)
 	bestNode := -1
@@ -351,10 +391,37 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 				continue
 			}
 			cost = offer.cost
+			if hp != nil {
+				// The host term is at least -took (hostCost): a node
+				// that cannot reach the best cost even so (by more than
+				// rounding) is passed by.
+				if bestNode >= 0 && cost-max(0, offer.host.took) > bestCost+1e-9 {
+					continue
+				}
+				if h := &offer.host; h.ok && h.gen == gen && h.askCPU == p.CPUMilli && h.askMem == p.MemoryMiB &&
+					h.freeCPU == n.FreeCPUMilli && h.freeMem == n.FreeMemoryMiB {
+					cost += h.cost // the last pod's, asking the same of the same node
+				} else {
+					cost += hp.hostCost(n, p, h)
+				}
+			}
 		} else {
 			var ok bool
 			if cost, cands, ok = migNodeOption(n, p, pl, first, want, cands[:0]); !ok {
 				continue
+			}
+			if hp != nil {
+				if bestNode >= 0 {
+					var took float64
+					for k := 0; k < want; k++ {
+						took += max(0, cands[k].opt.took)
+					}
+					if cost-took > bestCost+1e-9 {
+						continue // as in the memo's case
+					}
+				}
+				h := hp.nodeHost(n, cands, want)
+				cost += hp.hostCost(n, p, &h)
 			}
 		}
 		better := bestNode < 0 || cost < bestCost ||

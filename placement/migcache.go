@@ -6,7 +6,10 @@ import "strings"
 //
 // A MIG decision asks every node with the CPU and memory what its GPUs
 // offer (migNodeOption): the planner's option on each GPU, the node's
-// cost and GPUs. That depends only on the node's GPUs, the planner and
+// cost and GPUs, and for the host term the usable slices of its GPUs and
+// those the choice takes (migNodeHost; the term itself, which reads the
+// node's free CPU and memory, is worked out per decision). That depends
+// only on the node's GPUs, the planner and
 // the request's profile, count and allowed models, so the chooser keeps
 // it per node and request kind and asks again only when the node has
 // changed since. Changes are read from the cluster's change log
@@ -54,6 +57,8 @@ type migOffer struct {
 	ver  uint64
 	ok   bool
 	cost float64
+	// host is what the node's GPUs give a migHostPricer.
+	host migNodeHost
 	// one holds the GPU of a one-instance request, more those of others.
 	one  migCand
 	more []migCand
@@ -106,6 +111,9 @@ func (km *migKindMemo) at(ni int, n *Node, p *Pod, pl migPlanner, first bool, wa
 	cost, cands, ok := migNodeOption(n, p, pl, first, want, m.scratch[:0])
 	m.scratch = cands
 	*e = migOffer{ver: m.ver[ni] + 1, ok: ok, cost: cost}
+	if hp, isHP := pl.(migHostPricer); ok && isHP {
+		e.host = hp.nodeHost(n, cands, want)
+	}
 	switch {
 	case !ok:
 	case want == 1:

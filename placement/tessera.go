@@ -95,7 +95,7 @@ func (t *Tessera) setDistribution(d Distribution) {
 	t.gen++
 	t.lastTable, t.dist = nil, d
 	d, migDist := d.split()
-	t.migPlan = newMIGPlan(migDist)
+	t.migPlan = newMIGPlan(migDist).withWorkload(t.dist)
 	if !t.migFirstFit {
 		t.ch.mig = t.migPlan
 	}
