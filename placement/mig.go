@@ -318,6 +318,9 @@ type migHostPricer interface {
 	prepare(c *Cluster) (gen uint64)
 	nodeHost(n *Node, cands []migCand, want int) migNodeHost
 	hostCost(n *Node, p *Pod, h *migNodeHost) float64
+	// feeds reports whether hostCost is at least 0 for any pod on n
+	// (migOrder).
+	feeds(n *Node, h *migNodeHost) bool
 }
 
 // migNodeHost is what a node's GPUs give the host pricing: the usable
@@ -376,19 +379,33 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 	}
 	want := p.GPUCount()
 	memo := ch.migMemo.entries(c, pl, p)
+	if ch.rank != nil {
+		ch.ranked(c, 0) // the tie order drawn for this cluster before any tie reads it
+	}
+	// earlier is the fixed node order that decides ties: the chooser's
+	// when it has one (packing), else the nodes' own.
+	earlier := func(a, b int) bool {
+		if ch.rank != nil {
+			return ch.rank[a] < ch.rank[b]
+		}
+		return a < b
+	}
 	bestNode := -1
 	var bestCost float64
 	var cands, best []migCand
-	for ni := range c.Nodes {
+	// visit prices node ni and keeps it when it beats the best so far: a
+	// lower cost, or an equal cost on a node earlier in the fixed order,
+	// so that the result does not depend on the order nodes are visited.
+	visit := func(ni int) {
 		n := &c.Nodes[ni]
 		if !okCPU(n, p) || !okMemory(n, p) || len(n.GPUs) < want {
-			continue
+			return
 		}
 		var cost float64
 		var offer *migOffer
 		if memo != nil {
 			if offer = memo.at(ni, n, p, pl, first, want); !offer.ok {
-				continue
+				return
 			}
 			cost = offer.cost
 			if hp != nil {
@@ -396,7 +413,7 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 				// that cannot reach the best cost even so (by more than
 				// rounding) is passed by.
 				if bestNode >= 0 && cost-max(0, offer.host.took) > bestCost+1e-9 {
-					continue
+					return
 				}
 				if h := &offer.host; h.ok && h.gen == gen && h.askCPU == p.CPUMilli && h.askMem == p.MemoryMiB &&
 					h.freeCPU == n.FreeCPUMilli && h.freeMem == n.FreeMemoryMiB {
@@ -408,7 +425,7 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 		} else {
 			var ok bool
 			if cost, cands, ok = migNodeOption(n, p, pl, first, want, cands[:0]); !ok {
-				continue
+				return
 			}
 			if hp != nil {
 				if bestNode >= 0 {
@@ -417,16 +434,15 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 						took += max(0, cands[k].opt.took)
 					}
 					if cost-took > bestCost+1e-9 {
-						continue // as in the memo's case
+						return // as in the memo's case
 					}
 				}
 				h := hp.nodeHost(n, cands, want)
 				cost += hp.hostCost(n, p, &h)
 			}
 		}
-		better := bestNode < 0 || cost < bestCost ||
-			(cost == bestCost && ch.rank != nil && ch.ranked(c, ni) < ch.ranked(c, bestNode))
-		if better {
+		if bestNode < 0 || cost < bestCost || (cost == bestCost && ch.rank != nil && earlier(ni, bestNode)) ||
+			(cost == bestCost && ch.rank == nil && ni < bestNode) {
 			bestNode, bestCost = ni, cost
 			if offer != nil {
 				best = offer.appendGPUs(best[:0], want)
@@ -434,8 +450,33 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 				best = append(best[:0], cands[:want]...)
 			}
 		}
-		if first {
-			break
+	}
+	switch {
+	case memo != nil && !first:
+		// By bound, then in the fixed order (migOrder): a group whose
+		// bound is above the best cost found holds no node that can win
+		// or tie; within a group of nodes whose hosts feed all their
+		// slices (cost at least the bound), once the best costs the bound
+		// no later node can win.
+		o := memo.orderOf(c, p, pl, want, gen, ch.rank, ch.rankGen)
+		for _, key := range o.keys {
+			if bestNode >= 0 && key > bestCost+1e-9 {
+				break
+			}
+			g := o.groups[key]
+			for _, ni := range g.nodes {
+				visit(ni)
+				if g.unfed == 0 && bestNode >= 0 && (bestCost < key || (bestCost == key && !earlier(ni, bestNode))) {
+					break
+				}
+			}
+		}
+	default:
+		for ni := range c.Nodes {
+			visit(ni)
+			if first && bestNode >= 0 {
+				break
+			}
 		}
 	}
 	if bestNode < 0 {

@@ -90,7 +90,8 @@ func BenchmarkPlaceMIG(b *testing.B) {
 //   - live: each decision is applied and then released (not timed), so
 //     the next one sees a cluster where one node changed, as a scheduler's
 //     next decision does; both policies keep what they know of the nodes
-//     (the fractional classes, the MIG node offers);
+//     (the fractional classes, the MIG node offers and their order),
+//     learned in one untimed decision of each kind first;
 //   - cold: each decision is made on a view of the cluster without a
 //     change log, so both ask every node (as a scheduler's first decision
 //     on a fresh snapshot does).
@@ -114,6 +115,27 @@ func BenchmarkMIGVsFractional(b *testing.B) {
 				fpol, _ := New("tessera", Options{Seed: 1, Typical: od, Workers: w})
 				pods := []Pod{migPod("mig", "1g.10gb", 1), migPod("mig", "3g.40gb", 1)}
 				share := sharePod("share", 8000, 470)
+				if live {
+					// Untimed: each policy's first decision of each kind
+					// learns every node (what cold times); live times the
+					// decisions after it.
+					for k := range pods {
+						d, err := mpol.Place(mc, &pods[k])
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := errorsJoin(mc.Apply(&pods[k], d), mc.Release(&pods[k], d)); err != nil {
+							b.Fatal(err)
+						}
+					}
+					e, err := fpol.Place(oc, &share)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := errorsJoin(oc.Apply(&share, e), oc.Release(&share, e)); err != nil {
+						b.Fatal(err)
+					}
+				}
 				var tm, tf time.Duration
 				n := 0
 				for b.Loop() {

@@ -1,6 +1,10 @@
 package placement
 
-import "strings"
+import (
+	"slices"
+	"sort"
+	"strings"
+)
 
 // Remembering what a node offers MIG requests.
 //
@@ -15,8 +19,11 @@ import "strings"
 // changed since. Changes are read from the cluster's change log
 // (changelog.go), as the class index reads them: a cluster without a log
 // (a view built for one decision) is asked node by node, and a caller that
-// changes a node by hand must call Changed. The decision is the same as
-// node by node (mig_property_test.go replays random streams both ways).
+// changes a node by hand must call Changed. The planner also keeps each
+// kind's nodes grouped by a lower bound of their cost (migOrder), so a
+// decision reads only the nodes that may still win. The decision is the
+// same as node by node (migcache_test.go replays random streams both
+// ways).
 
 // migMemoKinds caps the request kinds remembered at once; past it the
 // memo starts again.
@@ -50,6 +57,123 @@ type migKind struct {
 type migKindMemo struct {
 	memo    *migNodeMemo
 	entries []migOffer
+	// order holds the nodes by bound, for planners other than first fit
+	// (migOrder); nil until the kind is first decided so.
+	order *migOrder
+}
+
+// migOrder keeps a kind's nodes that have an offer in groups by a lower
+// bound of their cost, each group in the fixed node order: the bound is
+// the offer's slot cost less the host term's floor, the usable slices
+// the offer takes, or 0 on a node whose host feeds all its slices
+// (migHostPricer.feeds: its host term is X after, never below 0). A
+// decision visits the groups in ascending bound (chooseMIG). Nodes change
+// one at a time between decisions (the change log): only those move.
+type migOrder struct {
+	gen     uint64 // the pricer's supply the bounds were worked out for
+	rankGen uint64 // the chooser's tie order the groups follow
+	rank    []int  // that order (nil: the nodes' own)
+	keys    []float64
+	groups  map[float64]*migGroup
+	key     []float64 // each node's bound
+	in      []bool    // whether the node is in a group
+	done    []uint64  // the offer version each node was grouped by
+	dirty   []int     // nodes changed since the order was brought up to date
+}
+
+// migGroup is the nodes of one bound, in the fixed order; unfed counts
+// those whose host does not feed all their slices (their cost may fall
+// below the bound by rounding, and the early stop is off).
+type migGroup struct {
+	nodes []int
+	unfed int
+	fed   []bool // per position in nodes
+}
+
+// orderOf returns km's order, brought up to date: built on first use (or
+// when the pricer's supply or the chooser's tie order changed) from every
+// node's offer, then moving only the nodes changed since.
+func (km *migKindMemo) orderOf(c *Cluster, p *Pod, pl migPlanner, want int, gen uint64, rank []int, rankGen uint64) *migOrder {
+	o := km.order
+	if o == nil || o.gen != gen || o.rankGen != rankGen || (rank == nil) != (o.rank == nil) {
+		o = &migOrder{gen: gen, rankGen: rankGen, rank: rank, groups: map[float64]*migGroup{},
+			key: make([]float64, len(c.Nodes)), in: make([]bool, len(c.Nodes)), done: make([]uint64, len(c.Nodes))}
+		for ni := range c.Nodes {
+			o.dirty = append(o.dirty, ni)
+		}
+		km.order = o
+	}
+	hp, _ := pl.(migHostPricer)
+	for _, ni := range o.dirty {
+		n := &c.Nodes[ni]
+		e := km.at(ni, n, p, pl, false, want)
+		if o.in[ni] && o.done[ni] == e.ver {
+			continue // listed twice: already moved
+		}
+		o.done[ni] = e.ver
+		o.remove(ni)
+		if !e.ok {
+			continue
+		}
+		key, fed := e.cost, true
+		if hp != nil {
+			if fed = hp.feeds(n, &e.host); !fed {
+				key -= max(0, e.host.took)
+			}
+		}
+		o.insert(ni, key, fed)
+	}
+	o.dirty = o.dirty[:0]
+	return o
+}
+
+// at is node ni's place in the fixed order.
+func (o *migOrder) at(ni int) int {
+	if o.rank != nil {
+		return o.rank[ni]
+	}
+	return ni
+}
+
+func (o *migOrder) insert(ni int, key float64, fed bool) {
+	g, ok := o.groups[key]
+	if !ok {
+		g = &migGroup{}
+		o.groups[key] = g
+		i := sort.SearchFloat64s(o.keys, key)
+		o.keys = slices.Insert(o.keys, i, key)
+	}
+	r := o.at(ni)
+	i := sort.Search(len(g.nodes), func(k int) bool { return o.at(g.nodes[k]) >= r })
+	g.nodes = slices.Insert(g.nodes, i, ni)
+	g.fed = slices.Insert(g.fed, i, fed)
+	if !fed {
+		g.unfed++
+	}
+	o.key[ni], o.in[ni] = key, true
+}
+
+func (o *migOrder) remove(ni int) {
+	if !o.in[ni] {
+		return
+	}
+	o.in[ni] = false
+	key := o.key[ni]
+	g := o.groups[key]
+	r := o.at(ni)
+	i := sort.Search(len(g.nodes), func(k int) bool { return o.at(g.nodes[k]) >= r })
+	if !g.fed[i] {
+		g.unfed--
+	}
+	g.nodes = slices.Delete(g.nodes, i, i+1)
+	g.fed = slices.Delete(g.fed, i, i+1)
+	if len(g.nodes) > 0 {
+		return
+	}
+	delete(o.groups, key)
+	if k := sort.SearchFloat64s(o.keys, key); k < len(o.keys) && o.keys[k] == key {
+		o.keys = slices.Delete(o.keys, k, k+1)
+	}
 }
 
 // migOffer is a node's remembered offer.
@@ -87,6 +211,15 @@ func (m *migNodeMemo) entries(c *Cluster, pl migPlanner, p *Pod) *migKindMemo {
 	for ; m.seq < l.seq; m.seq++ {
 		if ni := int(l.ring[m.seq%changeLogSize]); ni >= 0 && ni < len(m.ver) {
 			m.ver[ni]++
+			for _, km := range m.kinds {
+				switch {
+				case km.order == nil:
+				case len(km.order.dirty) >= len(m.ver): // cheaper to build again
+					km.order = nil
+				default:
+					km.order.dirty = append(km.order.dirty, ni)
+				}
+			}
 		}
 	}
 	k := migKind{profile: p.GPU.MIGProfile, want: p.GPUCount()}

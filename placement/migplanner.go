@@ -566,12 +566,7 @@ func (pl *migPlan) hostCost(n *Node, p *Pod, h *migNodeHost) float64 {
 	if m == nil {
 		return 0
 	}
-	if h.gen != pl.supply.gen || h.freeCPU != n.FreeCPUMilli || h.freeMem != n.FreeMemoryMiB {
-		h.gen, h.freeCPU, h.freeMem, h.bound = pl.supply.gen, n.FreeCPUMilli, n.FreeMemoryMiB, pl.hostBound(m)
-		cpu, mem := hostFree(n, 0, 0)
-		h.before = m.stranded(h.usable, cpu, mem, h.bound)
-		h.ok = false
-	}
+	pl.before(n, h)
 	if h.ok && h.askCPU == p.CPUMilli && h.askMem == p.MemoryMiB {
 		return h.cost
 	}
@@ -579,6 +574,28 @@ func (pl *migPlan) hostCost(n *Node, p *Pod, h *migNodeHost) float64 {
 	h.askCPU, h.askMem, h.ok = p.CPUMilli, p.MemoryMiB, true
 	h.cost = m.stranded(h.usable-h.took, cpu, mem, h.bound) - h.before
 	return h.cost
+}
+
+// before brings h.before, X for n's free CPU and memory as they are, up
+// to date.
+func (pl *migPlan) before(n *Node, h *migNodeHost) {
+	if h.gen != pl.supply.gen || h.freeCPU != n.FreeCPUMilli || h.freeMem != n.FreeMemoryMiB {
+		h.gen, h.freeCPU, h.freeMem, h.bound = pl.supply.gen, n.FreeCPUMilli, n.FreeMemoryMiB, pl.hostBound(h.model)
+		cpu, mem := hostFree(n, 0, 0)
+		h.before = h.model.stranded(h.usable, cpu, mem, h.bound)
+		h.ok = false
+	}
+}
+
+// feeds implements migHostPricer: whether n's host feeds every usable
+// slice of its GPUs (X before is 0). On such a node the host term of any
+// pod is X after the placement, never below 0.
+func (pl *migPlan) feeds(n *Node, h *migNodeHost) bool {
+	if h.model == nil {
+		return true
+	}
+	pl.before(n, h)
+	return h.before == 0
 }
 
 // hostFree is n's free CPU and memory less cpu and mem, +Inf for a
