@@ -201,40 +201,13 @@ func TestMIGCreateWithoutManagedGPUs(t *testing.T) {
 // is published).
 func TestMIGAgentRestartReconciles(t *testing.T) {
 	m := newMIGNode(t, 1)
-	if _, err := migctl.Create(m.gpus[0], m.spec, "1g.10gb", 6); err != nil { // the operator's
-		t.Fatal(err)
-	}
-	m.node = m.discovered()
-	cfg := m.config()
-	cfg.MIG = m.manager()
-	m.startAgent(cfg)
 	ctx := context.Background()
-	for _, p := range []struct {
-		name    string
-		profile string
-		start   int
-	}{{"runs", "3g.40gb", 0}, {"ends", "2g.20gb", 4}} {
-		if _, err := m.kubelet.Admit(ctx, m.bind("ns", p.name, oneGPU, map[string][]binding.Share{"main": {m.createShare(0, p.profile, p.start)}}), kubeletsim.AdmitOptions{}); err != nil {
-			t.Fatalf("admit %s: %v", p.name, err)
-		}
-	}
-	uuidOf := func(pod string) string {
-		for _, e := range m.agent.Allocations() {
-			if e.Pod == pod {
-				return e.GPUs[0].UUID
-			}
-		}
-		return ""
-	}
-	runs := uuidOf("runs")
-	m.stopAgent()
-	m.kubelet.Remove("ns", "ends") // ended while the agent was down; a process lingers
-	m.api.remove("ns", "ends")
-	m.gpus[0].SetBusy(4, true)
+	runs := m.restartScene(ctx)
 	calls := len(m.gpus[0].Calls())
+	uuidOf := m.uuidOf
 
 	m.node = m.discovered()
-	cfg = m.config()
+	cfg := m.config()
 	mgr := m.manager()
 	cfg.MIG = mgr
 	m.startAgent(cfg)
@@ -354,4 +327,44 @@ func TestMIGCreatedInstanceGetsCDIDevice(t *testing.T) {
 	if s := readSpec(); len(s) != 2 || s[name] != nil {
 		t.Errorf("spec after the instance was destroyed %v, want the GPUs only", s)
 	}
+}
+
+// restartScene sets up what the restart tests start from: the operator's
+// 1g.10gb instance at slice 6 on GPU 0, and an agent that creates a
+// 3g.40gb at 0 for pod "runs" and a 2g.20gb at 4 for pod "ends"; then the
+// agent stops, and "ends" ends while it is down with a process still
+// holding its instance. It returns the UUID "runs" was given.
+func (m *migNode) restartScene(ctx context.Context) string {
+	m.t.Helper()
+	if _, err := migctl.Create(m.gpus[0], m.spec, "1g.10gb", 6); err != nil { // the operator's
+		m.t.Fatal(err)
+	}
+	m.node = m.discovered()
+	cfg := m.config()
+	cfg.MIG = m.manager()
+	m.startAgent(cfg)
+	for _, p := range []struct {
+		name, profile string
+		start         int
+	}{{"runs", "3g.40gb", 0}, {"ends", "2g.20gb", 4}} {
+		if _, err := m.kubelet.Admit(ctx, m.bind("ns", p.name, oneGPU, map[string][]binding.Share{"main": {m.createShare(0, p.profile, p.start)}}), kubeletsim.AdmitOptions{}); err != nil {
+			m.t.Fatalf("admit %s: %v", p.name, err)
+		}
+	}
+	runs := m.uuidOf("runs")
+	m.stopAgent() // "ends" ends while the agent is down; a process lingers
+	m.kubelet.Remove("ns", "ends")
+	m.api.remove("ns", "ends")
+	m.gpus[0].SetBusy(4, true)
+	return runs
+}
+
+// uuidOf is the UUID the agent's recorded allocation gave pod's first GPU.
+func (m *migNode) uuidOf(pod string) string {
+	for _, e := range m.agent.Allocations() {
+		if e.Pod == pod {
+			return e.GPUs[0].UUID
+		}
+	}
+	return ""
 }

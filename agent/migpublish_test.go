@@ -195,29 +195,11 @@ func TestMIGLayoutPublishCoalesces(t *testing.T) {
 // destroyed; the operator's instance is published free.
 func TestMIGRestartPublishesAdopted(t *testing.T) {
 	m := newMIGNode(t, 1)
-	if _, err := migctl.Create(m.gpus[0], m.spec, "1g.10gb", 6); err != nil { // the operator's
-		t.Fatal(err)
-	}
-	m.node = m.discovered()
-	cfg := m.config()
-	cfg.MIG = m.manager()
-	m.startAgent(cfg)
 	ctx := context.Background()
-	for _, p := range []struct {
-		name, profile string
-		start         int
-	}{{"runs", "3g.40gb", 0}, {"ends", "2g.20gb", 4}} {
-		if _, err := m.kubelet.Admit(ctx, m.bind("ns", p.name, oneGPU, map[string][]binding.Share{"main": {m.createShare(0, p.profile, p.start)}}), kubeletsim.AdmitOptions{}); err != nil {
-			t.Fatalf("admit %s: %v", p.name, err)
-		}
-	}
-	m.stopAgent()
-	m.kubelet.Remove("ns", "ends") // ended while the agent was down; a process lingers
-	m.api.remove("ns", "ends")
-	m.gpus[0].SetBusy(4, true)
+	m.restartScene(ctx)
 
 	m.node = m.discovered()
-	cfg = m.config()
+	cfg := m.config()
 	pub := newRecorder()
 	cfg.Publisher, cfg.MIG = pub, m.manager()
 	m.startAgent(cfg)

@@ -281,12 +281,7 @@ func (d *dynReplay) cycle(res *DynamicResult) error {
 			}
 		}
 		pending = d.appendWorkloads(pending, i)
-		if p.gang != "" {
-			if gangs == nil {
-				gangs = map[string]cycle.Gang{}
-			}
-			gangs[p.gang] = cycle.Gang{MinMember: len(p.parts)}
-		}
+		gangs = waitingGang(gangs, p)
 	}
 	clear(d.dirty)
 	if len(pending) == 0 {
@@ -335,12 +330,7 @@ func (d *dynReplay) preempt(pre *candidates, res *DynamicResult) error {
 			continue
 		}
 		pending = d.appendWorkloads(pending, i)
-		if p.gang != "" {
-			if gangs == nil {
-				gangs = map[string]cycle.Gang{}
-			}
-			gangs[p.gang] = cycle.Gang{MinMember: len(p.parts)}
-		}
+		gangs = waitingGang(gangs, p)
 	}
 	if len(pending) == 0 {
 		return nil
@@ -706,4 +696,17 @@ func (d *dynReplay) report(res *DynamicResult, integral float64) {
 		r.DelayMean, r.DelayP50, r.DelayP95, r.DelayP99 = delayStats(per[q])
 		res.Queues = append(res.Queues, r)
 	}
+}
+
+// waitingGang adds waiting pod p's gang, if it is one, to gangs (made
+// when nil): its minimum is all its members.
+func waitingGang(gangs map[string]cycle.Gang, p *dynPod) map[string]cycle.Gang {
+	if p.gang == "" {
+		return gangs
+	}
+	if gangs == nil {
+		gangs = map[string]cycle.Gang{}
+	}
+	gangs[p.gang] = cycle.Gang{MinMember: len(p.parts)}
+	return gangs
 }

@@ -68,22 +68,35 @@ func Shares(claim *resourceapi.ResourceClaim, n *inventory.Node) ([]binding.Shar
 	return out, nil
 }
 
-// configFor returns the last ShareConfig among configs that applies to
-// request (a request "r/sub" of a firstAvailable list is configured under
-// "r/sub" or "r"), or nil when none does.
+// configFor returns the last ShareConfig among an allocation's configs
+// that applies to request, or nil when none does.
 func configFor(configs []resourceapi.DeviceAllocationConfiguration, request string) (*ShareConfig, error) {
+	return lastShareConfig(len(configs), func(i int) ([]string, *resourceapi.OpaqueDeviceConfiguration) {
+		return configs[i].Requests, configs[i].Opaque
+	}, func(i int) string {
+		return fmt.Sprintf("status.allocation.devices.config[%d] (%s)", i, configs[i].Source)
+	}, request)
+}
+
+// lastShareConfig returns the last of n opaque configurations (at gives
+// each one's requests and opaque part) that is DriverName's and applies to
+// request: one naming it, or its parent for a subrequest "r/sub", or
+// naming none. A configuration that does not decode is an error, placed
+// by where.
+func lastShareConfig(n int, at func(i int) ([]string, *resourceapi.OpaqueDeviceConfiguration), where func(i int) string, request string) (*ShareConfig, error) {
 	parent, _, _ := strings.Cut(request, "/")
 	var found *ShareConfig
-	for i, c := range configs {
-		if c.Opaque == nil || c.Opaque.Driver != DriverName {
+	for i := range n {
+		requests, opaque := at(i)
+		if opaque == nil || opaque.Driver != DriverName {
 			continue
 		}
-		if len(c.Requests) > 0 && !slices.Contains(c.Requests, request) && !slices.Contains(c.Requests, parent) {
+		if len(requests) > 0 && !slices.Contains(requests, request) && !slices.Contains(requests, parent) {
 			continue
 		}
-		cfg, err := DecodeShareConfig(c.Opaque.Parameters.Raw)
+		cfg, err := DecodeShareConfig(opaque.Parameters.Raw)
 		if err != nil {
-			return nil, fmt.Errorf("status.allocation.devices.config[%d] (%s): %w", i, c.Source, err)
+			return nil, fmt.Errorf("%s: %w", where(i), err)
 		}
 		found = &cfg
 	}

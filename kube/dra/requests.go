@@ -3,7 +3,6 @@ package dra
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 
@@ -95,23 +94,9 @@ func Requests(claim *resourceapi.ResourceClaim, cat *catalog.Catalog) (reqs []Cl
 func IsClass(class string) bool { return class == ClassGPU || class == ClassSharedGPU }
 
 // claimConfigFor returns the last ShareConfig among a claim's own
-// configurations that applies to request (one naming it or its parent,
-// or naming none), or nil when none does.
+// configurations that applies to req, or nil when none does.
 func claimConfigFor(configs []resourceapi.DeviceClaimConfiguration, req string) (*ShareConfig, error) {
-	parent, _, _ := strings.Cut(req, "/")
-	var found *ShareConfig
-	for i, c := range configs {
-		if c.Opaque == nil || c.Opaque.Driver != DriverName {
-			continue
-		}
-		if len(c.Requests) > 0 && !slices.Contains(c.Requests, req) && !slices.Contains(c.Requests, parent) {
-			continue
-		}
-		cfg, err := DecodeShareConfig(c.Opaque.Parameters.Raw)
-		if err != nil {
-			return nil, fmt.Errorf("spec.devices.config[%d]: %w", i, err)
-		}
-		found = &cfg
-	}
-	return found, nil
+	return lastShareConfig(len(configs), func(i int) ([]string, *resourceapi.OpaqueDeviceConfiguration) {
+		return configs[i].Requests, configs[i].Opaque
+	}, func(i int) string { return fmt.Sprintf("spec.devices.config[%d]", i) }, req)
 }
