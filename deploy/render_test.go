@@ -514,15 +514,23 @@ func checkPools(t *testing.T, o objects) {
 }
 
 // checkDRAPluginMounts: with agent.dra the agent sees kubelet's plugin
-// folder and registration folder, and the CDI folder, at their host
-// paths (kubelet and the runtime use the paths the plugin gives).
+// folder and registration folder (under kubelet's root folder, the
+// default /var/lib/kubelet), and the CDI folder, at their host paths
+// (kubelet and the runtime use the paths the plugin gives), and the
+// plugin's flags name the same folders.
 func checkDRAPluginMounts(t *testing.T, pool string, spec map[string]any) {
 	t.Helper()
-	mounts := asYAML(container(t, spec, "agent")["volumeMounts"])
+	checkDRAPluginMountsUnder(t, pool, spec, "/var/lib/kubelet")
+}
+
+func checkDRAPluginMountsUnder(t *testing.T, pool string, spec map[string]any, kubeletRoot string) {
+	t.Helper()
+	agent := container(t, spec, "agent")
+	mounts := asYAML(agent["volumeMounts"])
 	volumes := asYAML(spec["volumes"])
 	for _, m := range []struct{ name, path, typ string }{
-		{"dra-plugin", "/var/lib/kubelet/plugins/gpu.tessera.io", "DirectoryOrCreate"},
-		{"plugins-registry", "/var/lib/kubelet/plugins_registry", "Directory"},
+		{"dra-plugin", kubeletRoot + "/plugins/gpu.tessera.io", "DirectoryOrCreate"},
+		{"plugins-registry", kubeletRoot + "/plugins_registry", "Directory"},
 		{"cdi", "/var/run/cdi", "DirectoryOrCreate"},
 	} {
 		if !strings.Contains(mounts, "mountPath: "+m.path+"\n  name: "+m.name+"\n") {
@@ -531,6 +539,15 @@ func checkDRAPluginMounts(t *testing.T, pool string, spec map[string]any) {
 		if !strings.Contains(volumes, "hostPath:\n    path: "+m.path+"\n    type: "+m.typ+"\n  name: "+m.name+"\n") {
 			t.Errorf("pool %s: volume %s is not the host's %s (%s): %s", pool, m.name, m.path, m.typ, volumes)
 		}
+	}
+	aa := args(agent)
+	for _, w := range []string{"--dra-plugin-dir=" + kubeletRoot + "/plugins/gpu.tessera.io", "--dra-registry-dir=" + kubeletRoot + "/plugins_registry"} {
+		if !slices.Contains(aa, w) {
+			t.Errorf("pool %s: agent args %v lack %s", pool, aa, w)
+		}
+	}
+	if !strings.Contains(volumes, "hostPath:\n    path: "+kubeletRoot+"/pod-resources\n  name: pod-resources\n") {
+		t.Errorf("pool %s: volume pod-resources is not %s/pod-resources: %s", pool, kubeletRoot, volumes)
 	}
 }
 
@@ -565,6 +582,28 @@ func TestChartDRAImpliesPublish(t *testing.T) {
 	checkDRAPluginMounts(t, "default", spec)
 	checkDRARules(t, o)
 	checkDeviceClasses(t, o)
+}
+
+// TestChartKubeletRootDir: agent.kubeletRootDir moves every kubelet
+// folder under kubelet's root (pod-resources, the DRA plugin's folder and
+// registration folder, mounted at their host paths and named in the
+// flags); the device-plugin folder, fixed in kubelet, stays.
+func TestChartKubeletRootDir(t *testing.T) {
+	h := newHelm(t)
+	objs, err := h.template(t, renderRelease, renderNamespace, valueSet{name: "kubelet-root",
+		set: []string{"agent.dra=true", "agent.kubeletRootDir=/data/kubelet"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := podSpec(t, objects(objs).get(t, "DaemonSet", "tessera-agent-default"))
+	checkDRAPluginMountsUnder(t, "default", spec, "/data/kubelet")
+	volumes := asYAML(spec["volumes"])
+	if strings.Contains(volumes, "/var/lib/kubelet/p") {
+		t.Errorf("agent.kubeletRootDir=/data/kubelet: volumes still under /var/lib/kubelet: %s", volumes)
+	}
+	if !strings.Contains(volumes, "path: /var/lib/kubelet/device-plugins\n") {
+		t.Errorf("device-plugins volume moved with agent.kubeletRootDir (kubelet's device-plugin folder is fixed): %s", volumes)
+	}
 }
 
 // checkDeviceClasses: with agent.draPublish the chart installs exactly

@@ -45,6 +45,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 			[]string{"/monitoring/dashboards/namespace"}},
 		{"dra not a boolean", valueSet{set: []string{"agent.dra=yes"}},
 			[]string{"/agent/dra", "boolean"}},
+		{"kubelet root dir relative", valueSet{set: []string{"agent.kubeletRootDir=var/lib/kubelet"}},
+			[]string{"/agent/kubeletRootDir", "does not match pattern"}},
+		{"kubelet root dir with a trailing slash", valueSet{set: []string{"agent.kubeletRootDir=/var/lib/kubelet/"}},
+			[]string{"/agent/kubeletRootDir", "does not match pattern"}},
 		{"misspelt rule key", valueSet{set: []string{"monitoring.prometheusRule.enable=true"}},
 			[]string{"enable"}},
 	}

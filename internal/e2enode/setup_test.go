@@ -86,7 +86,7 @@ func claimHostDirs(t *testing.T) {
 // startNode brings up the control plane (with the workload controllers
 // and kube-scheduler for the chart's own pods), the real node with the
 // images imported, and Tessera from the rendered manifests.
-func startNode(t *testing.T, gpus string) *node {
+func startNode(t *testing.T, gpus string, set ...string) *node {
 	t.Helper()
 	if why := testcluster.RealNodeUnavailable(); why != "" {
 		t.Skip(why)
@@ -95,6 +95,9 @@ func startNode(t *testing.T, gpus string) *node {
 	claimHostDirs(t)
 	// KWOK too: show-gpus counts a KWOK node beside the real one.
 	ctx, c, cfg := testcluster.ForTestWith(t, true, testcluster.Options{Workloads: true})
+	// kube-scheduler as a cluster runs it, its feature gates as v1.37
+	// sets them: shares of Tessera's devices need no gate that is off
+	// (docs/dra.md).
 	if err := c.StartKubeScheduler(ctx, 0, 0); err != nil {
 		t.Fatalf("start kube-scheduler: %v", err)
 	}
@@ -122,7 +125,7 @@ func startNode(t *testing.T, gpus string) *node {
 	}
 	n.maps = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	n.label(rn.Name, map[string]string{"tessera.io/gpu-node": "true", "tessera.io/pool": "real"})
-	objs := n.manifests(gpus)
+	objs := n.manifests(gpus, set...)
 	n.apply(objs)
 	n.kwokNode("kwok-0", "A100-80GB", 2)
 	n.waitRollout()
@@ -145,10 +148,11 @@ func (n *node) kwokNode(name, model string, count int) {
 
 // manifests renders the chart (deploy/helm/tessera, with Helm built from
 // the pinned tools/cluster module) with its own webhook certificate, this
-// image and simulated GPUs, and adapts the objects to this node; each
-// change is one a test cluster without a pod network needs, named where it
-// is made.
-func (n *node) manifests(gpus string) []*unstructured.Unstructured {
+// image and simulated GPUs, kubelet's root folder (agent.kubeletRootDir,
+// not /var/lib/kubelet here) and the given --set values, and adapts the
+// objects to this node; each change is one a test cluster without a pod
+// network needs, named where it is made.
+func (n *node) manifests(gpus string, set ...string) []*unstructured.Unstructured {
 	n.t.Helper()
 	root := repoRoot(n.t)
 	helm, err := testcluster.Binary(n.ctx, "helm")
@@ -160,13 +164,20 @@ func (n *node) manifests(gpus string) []*unstructured.Unstructured {
 		n.t.Fatalf("image reference %q has no tag", n.image)
 	}
 	repo, tag := n.image[:i], n.image[i+1:]
-	cmd := exec.CommandContext(n.ctx, helm, "template", "tessera", filepath.Join(root, "deploy", "helm", "tessera"),
+	args := []string{"template", "tessera", filepath.Join(root, "deploy", "helm", "tessera"),
 		"--namespace", "tessera-system", "--include-crds",
 		"--set", "createNamespace=true",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
-		"--set", "agent.source=sim:"+gpus,
+		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		"--set", "agent.source=sim:" + gpus,
+		// The real node's kubelet keeps its folders (pod-resources, the
+		// DRA plugin registry) under its own root folder.
+		"--set", "agent.kubeletRootDir=" + n.kubeletRootDir(),
 		// One node: one replica each (two would fight over host ports).
-		"--set", "scheduler.replicas=1", "--set", "webhook.replicas=1")
+		"--set", "scheduler.replicas=1", "--set", "webhook.replicas=1"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.CommandContext(n.ctx, helm, args...)
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
@@ -198,19 +209,12 @@ func (n *node) manifests(gpus string) []*unstructured.Unstructured {
 					map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": port})
 			}
 		}
-		if o.GetKind() == "DaemonSet" {
-			// The real node's kubelet keeps its pod-resources socket under its
-			// own root folder, not /var/lib/kubelet.
-			for _, vi := range pod["volumes"].([]any) {
-				v := vi.(map[string]any)
-				if hp, ok := v["hostPath"].(map[string]any); ok && hp["path"] == "/var/lib/kubelet/pod-resources" {
-					hp["path"] = filepath.Join(n.rn.Root, "kubelet", "pod-resources")
-				}
-			}
-		}
 	}
 	return objs
 }
+
+// kubeletRootDir is the real node's kubelet --root-dir.
+func (n *node) kubeletRootDir() string { return filepath.Join(n.rn.Root, "kubelet") }
 
 func (n *node) apiServerHostPort() (string, string) {
 	u, err := url.Parse(n.c.Host)

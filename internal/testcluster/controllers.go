@@ -13,11 +13,13 @@ import (
 // node's workload objects need: pods of DaemonSets and Deployments, the
 // default service account and the root CA ConfigMap every pod's API token
 // volume mounts, Service endpoints (webhooks are called there), and the
-// garbage collector (pods go with their owners).
+// garbage collector (pods go with their owners), and the ResourceClaim
+// controller (claims from templates; a claim's reservation and allocation
+// released when its pods are gone).
 func workloadControllers() []string {
 	return []string{"daemonset-controller", "deployment-controller", "replicaset-controller", "serviceaccount-controller",
 		"root-ca-certificate-publisher-controller", "endpoints-controller", "endpointslice-controller",
-		"garbage-collector-controller", "namespace-controller", "job-controller"}
+		"garbage-collector-controller", "namespace-controller", "job-controller", "resourceclaim-controller"}
 }
 
 // disabledAdmission lists the admission plugins a test cluster turns off.

@@ -11,9 +11,10 @@ import (
 
 // StartKubeScheduler starts the stock kube-scheduler (built from the tools
 // module) against the cluster, without leader election, with the given
-// client rate limits (qps 0: kube-scheduler's own defaults). StopKubeScheduler
-// or Stop stops it.
-func (c *Cluster) StartKubeScheduler(ctx context.Context, qps float32, burst int) error {
+// client rate limits (qps 0: kube-scheduler's own defaults) and any more
+// command-line flags (e.g. --feature-gates=...). StopKubeScheduler or Stop
+// stops it.
+func (c *Cluster) StartKubeScheduler(ctx context.Context, qps float32, burst int, flags ...string) error {
 	if c.kubeScheduler != nil {
 		return fmt.Errorf("kube-scheduler is already running")
 	}
@@ -40,9 +41,9 @@ clientConnection:
 	if err != nil {
 		return err
 	}
-	c.kubeScheduler, err = startProcess("kube-scheduler", bin, c.Dir,
-		"--config="+cfg, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
-		"--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig, "--v=0")
+	args := append([]string{"--config=" + cfg, "--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]),
+		"--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig, "--v=0"}, flags...)
+	c.kubeScheduler, err = startProcess("kube-scheduler", bin, c.Dir, args...)
 	return err
 }
 

@@ -19,17 +19,19 @@ import (
 
 // SchedulerFeatures are the structured allocator's features that
 // kube-scheduler v1.37 enables by default (docs/dra.md's feature-gate
-// table): Tessera's scheduler allocates with the same, so a claim it
-// accepts is one kube-scheduler would accept and the reverse.
+// table; DRAFractionalCapacityRange is off there, a v1.37 binary's
+// minimum compatibility version being 1.36): Tessera's scheduler
+// allocates with the same, so a claim it accepts is one kube-scheduler
+// would accept and the reverse. Tessera's devices do not need the
+// fractional range (their compute has no step).
 func SchedulerFeatures() structured.Features {
 	return structured.Features{
-		AdminAccess:             true,
-		ConsumableCapacity:      true,
-		DeviceBindingAndStatus:  true,
-		DeviceTaints:            true,
-		FractionalCapacityRange: true,
-		PartitionableDevices:    true,
-		PrioritizedList:         true,
+		AdminAccess:            true,
+		ConsumableCapacity:     true,
+		DeviceBindingAndStatus: true,
+		DeviceTaints:           true,
+		PartitionableDevices:   true,
+		PrioritizedList:        true,
 	}
 }
 

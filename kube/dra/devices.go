@@ -56,7 +56,7 @@ func DeviceName(i int) string { return "gpu-" + strconv.Itoa(i) }
 // not publish yet (docs/dra.md).
 //
 // A shared GPU (sharing shared or mps) allows multiple allocations, each
-// consuming a part of its compute (1 per GPU, in steps of 1m) and of its
+// consuming a part of its compute (1 per GPU, from 1m up, no step) and of its
 // memory (in steps of 1Mi). A request that names no compute consumes all
 // of it, so a claim for a device with nothing more is a whole GPU, as
 // nvidia.com/gpu: 1 is. A request that names no memory consumes none by
@@ -103,8 +103,13 @@ func Devices(n *inventory.Node) []resourceapi.Device {
 		if inventory.AllowsFractions(g.Sharing) {
 			d.AllowMultipleAllocations = ptr(true)
 			d.Capacity[CapacityCompute] = resourceapi.DeviceCapacity{Value: compute, RequestPolicy: &resourceapi.CapacityRequestPolicy{
-				Default:    ptr(compute.DeepCopy()),
-				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr(resource.MustParse("1m")), Max: ptr(compute.DeepCopy()), Step: ptr(resource.MustParse("1m"))},
+				Default: ptr(compute.DeepCopy()),
+				// No step: a step of 1m needs the DRAFractionalCapacityRange
+				// gate, off in kube-scheduler v1.37 by default, without which
+				// the allocator rounds 0.5 up to 1 (the whole GPU). Without a
+				// step the share is consumed as asked; Tessera refuses one
+				// finer than 1m when it reads the claim (Share).
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr(resource.MustParse("1m")), Max: ptr(compute.DeepCopy())},
 			}}
 			d.Capacity[CapacityMemory] = resourceapi.DeviceCapacity{Value: memory, RequestPolicy: &resourceapi.CapacityRequestPolicy{
 				Default:    ptr(resource.MustParse("0")),

@@ -89,6 +89,7 @@ func TestRequestsRefuses(t *testing.T) {
 			AllocationMode: resourceapi.DeviceAllocationModeAll}}}), "spec.devices.requests[0].allocationMode: must be ExactCount"},
 		{"several shares in one request", claimOf([]resourceapi.DeviceRequest{exact("gpu", ClassGPU, 2, compute("0.5"))}),
 			"spec.devices.requests[0].count: must be 1 for a request with capacity"},
+		{"a share finer than 1m", claimOf([]resourceapi.DeviceRequest{exact("gpu", ClassGPU, 1, compute("0.0005"))}), "capacity.requests.compute: must be a share in (0, 1], written 0.25, 25% or 250m, at most a thousandth fine, got \"500u\""},
 		{"too many GPUs", claimOf([]resourceapi.DeviceRequest{exact("gpu", ClassGPU, 1000, nil)}), "spec.devices.requests[0].count: must be in [1, "},
 		{"an unknown capacity", claimOf([]resourceapi.DeviceRequest{exact("gpu", ClassGPU, 1,
 			map[resourceapi.QualifiedName]resource.Quantity{"cores": resource.MustParse("1")})}), `unknown capacity "cores"`},
