@@ -137,7 +137,8 @@ bench:
 ## built from tools/cluster and tools/containerd, runc and the CNI plugins
 ## from the machine's packages, as root): Tessera's image (make image) and the
 ## chart's manifests, pods getting GPU shares from the agent's device plugin
-## through kubelet restarts and agent restarts. `make unit` runs them too;
+## and from its DRA kubelet plugin (claims kube-scheduler allocates) through
+## kubelet restarts and agent restarts. `make unit` runs them too;
 ## they skip, saying why, where the machine cannot run containers.
 e2e-node:
 	$(GO) test -count=1 -timeout 40m -v ./internal/e2enode/

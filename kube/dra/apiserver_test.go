@@ -301,3 +301,53 @@ func TestDocumentedClaimTemplate(t *testing.T) {
 		t.Errorf("the documented share reads as %+v, want 0.25 (burst 0.8), 20Gi (cap 40Gi)", g)
 	}
 }
+
+// TestAPIDocClaim: the claim template and pod docs/api.md shows as the DRA
+// form of its quarter-GPU example are accepted by the real API server with
+// strict field validation, and the claim reads as the annotations' share:
+// 0.25 guaranteed, 0.8 burst, 20Gi, on shared GPUs only.
+func TestAPIDocClaim(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "### The same share as a DRA claim")
+	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+	block, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/api.md has no yaml block under \"The same share as a DRA claim\"")
+	}
+	tmplDoc, podDoc, ok := strings.Cut(block, "---\n")
+	if !ok {
+		t.Fatal("the block holds no pod after the template")
+	}
+	var tmpl resourceapi.ResourceClaimTemplate
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(tmplDoc), &tmpl); err != nil {
+		t.Fatalf("the documented template does not decode: %v", err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(podDoc), &pod); err != nil {
+		t.Fatalf("the documented pod does not decode: %v", err)
+	}
+	ctx, _, cfg := testcluster.ForTest(t, false)
+	client := kubernetes.NewForConfigOrDie(cfg)
+	strict := metav1.CreateOptions{FieldValidation: "Strict"}
+	if _, err := client.ResourceV1().ResourceClaimTemplates("default").Create(ctx, &tmpl, strict); err != nil {
+		t.Fatalf("the API server refuses the documented template: %v", err)
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, &pod, strict); err != nil {
+		t.Fatalf("the API server refuses the documented pod: %v", err)
+	}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "quarter-gpu"}, Spec: tmpl.Spec.Spec}
+	reqs, other, err := Requests(claim, catalog.Default())
+	if err != nil || other || len(reqs) != 1 {
+		t.Fatalf("the documented claim reads as %+v (other drivers %v), %v", reqs, other, err)
+	}
+	if g := reqs[0].GPU; g.ComputeMilli != 250 || g.ComputeLimitMilli != 800 || g.MemoryMiB != 20480 || !reqs[0].SharedOnly {
+		t.Errorf("the documented claim reads as %+v, want 0.25 (burst 0.8), 20Gi, shared GPUs only", reqs[0])
+	}
+}
