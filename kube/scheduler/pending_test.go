@@ -91,6 +91,8 @@ func TestEveryPendingPodSaysWhy(t *testing.T) {
 			reasonInvalid, `annotation kai.scheduler/batch-min-member: set to "2" on a pod that no Job controls`},
 		{"two gangs", []*corev1.Pod{gpuPod("two-gangs", group("g"), minMember("1", map[string]string{workload.VolcanoAnnotationGroupName: "job-1"}), nil)},
 			reasonInvalid, `annotation scheduling.k8s.io/group-name: names Volcano PodGroup "job-1" while label tessera.io/pod-group names "g"`},
+		{"DRA claims", []*corev1.Pod{withClaim(tessera("claims", "1", nil, nil))},
+			reasonInvalid, "spec.resourceClaims[0] (gpu): this scheduler does not allocate DRA ResourceClaims yet; leave schedulerName unset"},
 		{"two queues", []*corev1.Pod{gpuPod("two-queues", map[string]string{workload.KAILabelQueue: "capped", queues.LabelQueue: "default"}, nil, nil)},
 			reasonInvalid, `label kai.scheduler/queue: label "capped" disagrees with label tessera.io/queue "default"`},
 		{"nvshare without an oversubscribing node", []*corev1.Pod{nvsharePod("nvshare")},
@@ -170,4 +172,11 @@ func pendingWithReason(p *corev1.Pod) error {
 		}
 	}
 	return fmt.Errorf("pending pod %s has no PodScheduled=False condition with a reason and message: %+v", p.Name, p.Status.Conditions)
+}
+
+// withClaim gives p a DRA claim from a template.
+func withClaim(p *corev1.Pod) *corev1.Pod {
+	tmpl := "quarter-gpu"
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmpl}}
+	return p
 }

@@ -23,6 +23,11 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workloa
 	if err != nil {
 		return cycle.Workload{}, nil, err
 	}
+	// A pod with DRA claims would be bound with its claims unallocated,
+	// and kubelet would wait for them for ever: say so instead.
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return cycle.Workload{}, nil, fmt.Errorf("spec.resourceClaims[0] (%s): this scheduler does not allocate DRA ResourceClaims yet; leave schedulerName unset so that kube-scheduler allocates them (docs/api.md, \"The same share as a DRA claim\")", pod.Spec.ResourceClaims[0].Name)
+	}
 	// Queue and gang keys the webhook refuses: a pod that reached the
 	// scheduler unrewritten is refused alike, not read half-way.
 	if err := workload.CheckGangKeys(pod); err != nil {
