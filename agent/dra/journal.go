@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/agent/cdi"
+	"github.com/tessera-gpu/tessera/agent/checkpoint"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/internal/atomicfile"
 )
@@ -33,6 +34,9 @@ type Claim struct {
 	Key string `json:"key"`
 	// Shares are the claim's GPU shares, in GPU index order.
 	Shares []binding.Share `json:"shares"`
+	// Pods are the pods the claim was reserved for when it was prepared
+	// (status.reservedFor), for metrics' labels.
+	Pods []string `json:"pods,omitempty"`
 	// Devices is the answer given to kubelet.
 	Devices []Device `json:"devices"`
 	// Spec is the claim's CDI spec, as written.
@@ -135,4 +139,19 @@ func (j *journal) save(claims []Claim) error {
 	}
 	j.data = d
 	return nil
+}
+
+// Allocation is the claim as an allocation record, the form the agent's
+// metrics read its containers' shares in: pod is the first pod the claim
+// was reserved for, container "claim/" and the claim's name (every
+// container of the pod that names the claim shares it).
+func (c Claim) Allocation() checkpoint.Entry {
+	e := checkpoint.Entry{Key: c.Key, Namespace: c.Namespace, Container: "claim/" + c.Name, GPUs: c.Shares, Created: c.Prepared}
+	if len(c.Pods) > 0 {
+		e.Pod = c.Pods[0]
+	}
+	for _, d := range c.Devices {
+		e.DeviceIDs = append(e.DeviceIDs, d.Device)
+	}
+	return e
 }

@@ -244,6 +244,11 @@ func (p *Plugin) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		}
 	}
 	c := Claim{UID: uid, Namespace: claim.Namespace, Name: claim.Name, Key: key, Shares: byIndex(shares), Prepared: p.now().UTC()}
+	for _, r := range claim.Status.ReservedFor {
+		if r.Resource == "pods" && r.APIGroup == "" {
+			c.Pods = append(c.Pods, r.Name)
+		}
+	}
 	h := handoff.Build(paths, key, c.Shares)
 	if err := os.MkdirAll(p.cfg.Paths.HostStateDir(key), 0o755); err != nil {
 		return nil, fmt.Errorf("claim %s: create state folder: %w", name, err)

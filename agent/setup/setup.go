@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -170,7 +171,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	var stats metrics.GPUStats = metrics.Simulated{Node: a}
+	shares := &nodeShares{Agent: a}
+	var stats metrics.GPUStats = metrics.Simulated{Node: shares}
 	if measured {
 		stats = metrics.NewNVML()
 	}
@@ -178,7 +180,7 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	if o.MetricsAddr != "" {
-		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(a, stats, arbiterUsage{arb}, o.Log), serveErr)
+		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(shares, stats, arbiterUsage{arb}, o.Log), serveErr)
 		if err != nil {
 			return err
 		}
@@ -200,6 +202,7 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
+		shares.dra.Store(plugin)
 		go func() {
 			if err := plugin.Serve(ctx, agentdra.ServeOptions{Client: core, NodeName: o.NodeName, PluginDir: o.DRAPluginDir, RegistryDir: o.DRARegistryDir}); err != nil {
 				select {
@@ -286,4 +289,23 @@ func serveMetrics(ctx context.Context, addr string, c *metrics.Collector, errc c
 		defer cancel()
 		srv.Shutdown(sctx)
 	}, nil
+}
+
+// nodeShares is what the metrics read of the node: the agent's inventory,
+// and every share handed out, to the device plugin's containers and, once
+// the DRA kubelet plugin runs, to its prepared claims.
+type nodeShares struct {
+	*agent.Agent
+	dra atomic.Pointer[agentdra.Plugin]
+}
+
+// Allocations implements metrics.Node.
+func (n *nodeShares) Allocations() []checkpoint.Entry {
+	out := n.Agent.Allocations()
+	if p := n.dra.Load(); p != nil {
+		for _, c := range p.Prepared() {
+			out = append(out, c.Allocation())
+		}
+	}
+	return out
 }

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -43,6 +46,12 @@ func checkDRAAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 	if err := os.MkdirAll(registry, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := lis.Addr().String()
+	lis.Close()
 	actx, stop := context.WithCancel(ctx)
 	var stderr syncBuffer
 	exited := make(chan int, 1)
@@ -50,7 +59,7 @@ func checkDRAAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 		exited <- Execute(actx, []string{"agent", "--node-name", node, "--source", "sim:1xH100-SXM",
 			"--kubeconfig", kubeconfig, "--kubelet-socket-dir", filepath.Join(dir, "dp"),
 			"--pod-resources-socket", filepath.Join(dir, "pr.sock"), "--state-dir", filepath.Join(dir, "state"),
-			"--run-dir", filepath.Join(dir, "run"), "--metrics-addr", "", "--install-crd=false",
+			"--run-dir", filepath.Join(dir, "run"), "--metrics-addr", metricsAddr, "--install-crd=false",
 			"--dra", "--dra-plugin-dir", pluginDir, "--dra-registry-dir", registry, "--cdi-spec-dir", cdiDir}, io.Discard, &stderr)
 	}()
 	defer func() {
@@ -90,6 +99,7 @@ func checkDRAAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 		t.Fatal(err)
 	}
 	shareID := types.UID("0f8e2d1c-3b4a-4c5d-9e6f-7a8b9c0d1e2f")
+	claim.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "trainer", UID: "pod-uid-1"}}
 	claim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
 		Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: kdra.DriverName, Pool: node, Device: "gpu-0", ShareID: &shareID,
 			ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{kdra.CapacityCompute: resource.MustParse("500m")}}},
@@ -129,6 +139,20 @@ func checkDRAAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 			t.Errorf("claim's env lacks %s: %v", want, env)
 		}
 	}
+	// The agent's metrics carry the claim's share like a container's.
+	series := `tessera_container_gpu_compute_limit_ratio{container="claim/half",gpu="0",namespace="default",node="gpu-node-2",pod="trainer",uuid="` + gpu + `"} 0.8`
+	eventually(ctx, t, "the claim's share in the metrics", func() error {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), series) {
+			return fmt.Errorf("no %s in\n%s", series, body)
+		}
+		return nil
+	})
 	uresp, err := kubelet.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: ref})
 	if err != nil || uresp.Claims[string(claim.UID)].GetError() != "" {
 		t.Fatalf("NodeUnprepareResources: %v, %v", uresp, err)
