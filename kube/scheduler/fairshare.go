@@ -7,9 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -72,15 +72,6 @@ func (s *Scheduler) queueTree(objs []*unstructured.Unstructured) (*queueing.Tree
 
 // ledger charges every booked pod to its queue, over the snapshot's total.
 func (s *Scheduler) ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger {
-	var total queueing.Resources
-	for _, n := range snap.cluster.Nodes {
-		total.CPUMilli += n.CPUMilli
-		total.MemoryMiB += n.MemoryMiB
-		for _, g := range n.GPUs {
-			total.GPUMilli += request.Whole
-			total.GPUMemoryMiB += g.MemoryMiB
-		}
-	}
 	own := map[string]queueing.Resources{}
 	for _, bs := range snap.onNode {
 		for _, b := range bs {
@@ -88,7 +79,21 @@ func (s *Scheduler) ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger
 			own[q] = own[q].Add(bookedResources(b))
 		}
 	}
-	return tree.NewLedger(total, own)
+	return tree.NewLedger(snap.capacity, own)
+}
+
+// capacityOf is what a cluster's nodes hold in all, for queue shares.
+func capacityOf(c *placement.Cluster) queueing.Resources {
+	var total queueing.Resources
+	for _, n := range c.Nodes {
+		total.CPUMilli += n.CPUMilli
+		total.MemoryMiB += n.MemoryMiB
+		for _, g := range n.GPUs {
+			total.GPUMilli += request.Whole
+			total.GPUMemoryMiB += g.MemoryMiB
+		}
+	}
+	return total
 }
 
 // bookedResources is what a booking takes: its host share and GPU shares.
@@ -98,10 +103,7 @@ func bookedResources(b booking) queueing.Resources {
 		r.CPUMilli += part.pod.CPUMilli
 		r.MemoryMiB += part.pod.MemoryMiB
 	}
-	if a, err := boundpods.Assignment(b.pod); err == nil && a != nil {
-		r = r.Add(shareResources(*a))
-	}
-	return r
+	return r.Add(b.shares)
 }
 
 func shareResources(a binding.Assignment) queueing.Resources {

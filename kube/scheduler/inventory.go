@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
@@ -25,6 +26,26 @@ const (
 // Tessera GPUs returns an inventory.Node with no GPUs and no error.
 type InventorySource interface {
 	Node(n *corev1.Node) (inventory.Node, error)
+}
+
+// inventoryVersion identifies what an InventorySource's answer for a node
+// was read from: while it is the same, so is the answer. The zero value
+// means unknown.
+type inventoryVersion struct {
+	uid           types.UID
+	node, gpuNode string // resourceVersions ("" for no GPUNode)
+}
+
+// versionedSource is an InventorySource that tells, cheaply, the version
+// of its answer for a node (ok false when it cannot), so that a snapshot
+// kept across cycles reads again only the nodes whose version changed.
+type versionedSource interface {
+	version(n *corev1.Node) (inventoryVersion, bool)
+}
+
+// nodeVersion is the version of an answer read from the Node object alone.
+func nodeVersion(n *corev1.Node) (inventoryVersion, bool) {
+	return inventoryVersion{uid: n.UID, node: n.ResourceVersion}, n.ResourceVersion != ""
 }
 
 // LabelInventory reads a node's GPUs from its tessera.io/gpu-count and
@@ -65,6 +86,8 @@ func (l LabelInventory) Node(n *corev1.Node) (inventory.Node, error) {
 	return out, nil
 }
 
+func (LabelInventory) version(n *corev1.Node) (inventoryVersion, bool) { return nodeVersion(n) }
+
 // hostResources fills a node's CPU and memory from its allocatable.
 func hostResources(n *corev1.Node, out *inventory.Node) {
 	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
@@ -99,4 +122,20 @@ func (g GPUNodeInventory) Node(n *corev1.Node) (inventory.Node, error) {
 	}
 	hostResources(n, &out)
 	return out, nil
+}
+
+func (g GPUNodeInventory) version(n *corev1.Node) (inventoryVersion, bool) {
+	obj, found, err := g.Get(n.Name)
+	if err != nil {
+		return inventoryVersion{}, false
+	}
+	if !found {
+		if f, ok := g.Fallback.(versionedSource); ok {
+			return f.version(n)
+		}
+		return inventoryVersion{}, false
+	}
+	v, ok := nodeVersion(n)
+	v.gpuNode = obj.GetResourceVersion()
+	return v, ok && v.gpuNode != ""
 }

@@ -106,7 +106,7 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 	}
 	if len(pl.placed) > 0 {
 		ni := pl.placed[0].dec.Node
-		snap.record(ni, booking{pod: pod, parts: pl.placed, exact: exact})
+		snap.record(ni, booking{pod: pod, parts: pl.placed, exact: exact, shares: shareResources(pl.assignment)})
 	}
 }
 
@@ -127,7 +127,7 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		bound.Annotations[binding.AnnotationKey] = pl.encoded
 	}
 	if booked {
-		snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true})
+		snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true, shares: shareResources(pl.assignment)})
 	} else {
 		s.book(snap, bound, pl)
 	}

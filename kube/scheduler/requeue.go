@@ -78,10 +78,16 @@ func (s *Scheduler) added(_ any, isInInitialList bool) {
 // nodeEvents pokes the loop on every node event and ends the waits of pods
 // that did not fit when a node is added or changes in a way that may make
 // room: allocatable, labels, taints, schedulability or readiness.
+// Every node event also marks the node changed for the cycle's snapshot
+// (snapshot_cache.go).
 func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: s.added,
+		AddFunc: func(obj any, isInInitialList bool) {
+			s.changedNodes.mark(obj)
+			s.added(obj, isInInitialList)
+		},
 		UpdateFunc: func(o, n any) {
+			s.changedNodes.mark(n)
 			old, okOld := o.(*corev1.Node)
 			cur, okNew := n.(*corev1.Node)
 			if !okOld || !okNew || nodeMayHelp(old, cur) {
@@ -89,7 +95,29 @@ func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
 			}
 			s.poke()
 		},
-		DeleteFunc: func(any) { s.poke() },
+		DeleteFunc: func(obj any) {
+			s.changedNodes.mark(obj)
+			s.poke()
+		},
+	}
+}
+
+// inventoryEvents handles the events of GPUNode objects (each named after
+// its node): it marks the node changed and passes the event on to then.
+func (s *Scheduler) inventoryEvents(then cache.ResourceEventHandler) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			s.changedNodes.mark(obj)
+			then.OnAdd(obj, isInInitialList)
+		},
+		UpdateFunc: func(o, n any) {
+			s.changedNodes.mark(n)
+			then.OnUpdate(o, n)
+		},
+		DeleteFunc: func(obj any) {
+			s.changedNodes.mark(obj)
+			then.OnDelete(obj)
+		},
 	}
 }
 

@@ -111,6 +111,15 @@ type Scheduler struct {
 	blocked    map[string]blockedSince   // pods and gangs that did not fit, since when
 	reserved   *reservation              // at most one reservation at a time
 
+	// snaps keeps the cycle's snapshot from one cycle to the next
+	// (snapshot_cache.go); snapMu is held while a cycle changes it, and by
+	// View while it reads the last cycle's.
+	snaps  snapshotCache
+	snapMu sync.Mutex
+	// changedNodes are the nodes whose object or GPUNode changed since the
+	// last cycle took them (informer events mark them).
+	changedNodes nodeMarks
+
 	views viewBoard // what the last cycle decided from (view.go)
 }
 
@@ -222,7 +231,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return objs
 		}
 		if defaultInventory {
-			s.cfg.Inventory = GPUNodeInventory{Get: watch(gpunode.Resource()).get, Fallback: s.cfg.Inventory}
+			gw := watch(gpunode.Resource())
+			gw.poke = s.inventoryEvents(poke)
+			s.cfg.Inventory = GPUNodeInventory{Get: gw.get, Fallback: s.cfg.Inventory}
 		}
 	}
 	f.Start(ctx.Done())
@@ -278,7 +289,8 @@ type CycleStats struct {
 }
 
 // cycle schedules every pending pod once, in queue order, against one
-// snapshot that it updates as it binds.
+// snapshot that it updates as it binds. The snapshot is the last cycle's,
+// brought up to date with what changed since (snapshot_cache.go).
 func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
 	cycleStart := time.Now()
@@ -312,7 +324,13 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	s.gcReservations(seen, occupying)
 	s.gcBackoff(unbound)
 	s.events.gc(seen)
-	snap := buildSnapshot(s.cfg.Log, s.cfg.Inventory, nodes, occupying)
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	changed := nodeChanges{names: s.changedNodes.take(), get: func(name string) (*corev1.Node, bool) {
+		n, err := s.nodes.Get(name)
+		return n, err == nil
+	}}
+	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying)
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
 	groups := s.gangs(pending, occupying)
@@ -345,6 +363,8 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	}
 	s.metrics.observePending(tree, waiting)
 	if err := s.serve(ctx, snap, tree, items, &st); err != nil {
+		// The cycle may have booked what it did not record.
+		s.snaps.drop()
 		return st, err
 	}
 	s.publishView(cycleStart, snap, tree, pending, waiting)

@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -29,6 +30,10 @@ type snapshot struct {
 	// every pending pod's filter asks for every node's.
 	sharing []placement.NodeSharing
 	usable  []string
+	// capacity is what the nodes hold in all (capacityOf), for queue
+	// shares: a snapshot's capacities never change (a node that reports
+	// others makes a new snapshot).
+	capacity queueing.Resources
 }
 
 // booking is a pod's share of a node as booked on the snapshot.
@@ -38,6 +43,9 @@ type booking struct {
 	// exact is false when the booking had to saturate (it no longer fit),
 	// so it cannot be released exactly; such a pod is never a victim.
 	exact bool
+	// shares is what its assignment grants (GPU compute and memory),
+	// read once when it is booked (queue usage counts it every cycle).
+	shares queueing.Resources
 }
 
 // buildSnapshot makes a snapshot from nodes and the pods already on them
@@ -65,7 +73,7 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 		cl = &placement.Cluster{}
 		s.nodes, s.inv, s.byName = nil, nil, map[string]int{}
 	}
-	s.cluster = cl
+	s.cluster, s.capacity = cl, capacityOf(cl)
 	s.onNode = make([][]booking, len(s.inv))
 	s.uuidPos = make([]map[string]int, len(s.inv))
 	s.sharing, s.usable = make([]placement.NodeSharing, len(s.inv)), make([]string, len(s.inv))
@@ -109,6 +117,9 @@ func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
 		log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", host.Name, "err", err)
 	}
 	b := booking{pod: p, exact: true}
+	if a != nil {
+		b.shares = shareResources(*a)
+	}
 	defer func() { s.record(ni, b) }()
 	if a == nil || len(a.Containers) == 0 {
 		d := placement.Decision{Node: ni}
@@ -198,6 +209,9 @@ func (s *snapshot) apply(log *slog.Logger, p *placement.Pod, d placement.Decisio
 		g.FreeMilli = max(0, g.FreeMilli-p.GPU.ComputeMilli)
 		g.FreeMemoryMiB = max(0, g.FreeMemoryMiB-p.GPU.MemoryMiB)
 	}
+	// Changed by hand: the policies' class indexes must key it again
+	// (the snapshot lives on across cycles, snapshot_cache.go).
+	s.cluster.Changed(d.Node)
 	return false
 }
 

@@ -22,9 +22,11 @@ import (
 // readers outside the cycle (the cluster view of the web UI, package
 // kube/clusterview). At the end of each cycle the cycle's own snapshot,
 // queue tree and pending queue are published as they are, behind an atomic
-// pointer: the cycle never changes them again (the next cycle builds new
-// ones), so publishing copies nothing and a reader never waits for a cycle.
-// View translates them into plain values when asked. Nothing here decides.
+// pointer, so publishing copies nothing. The snapshot lives on into the
+// next cycle (snapshot_cache.go), which changes it under the scheduler's
+// snapMu: View translates the view into plain values under that lock, so
+// a reader may wait for a cycle in progress to end, and then reads the
+// snapshot as the last cycle left it. Nothing here decides.
 
 // View is what one scheduling cycle decided from, after its decisions:
 // the nodes and their GPUs as the scheduler read them, what it has booked
@@ -126,7 +128,8 @@ type QueueView struct {
 	Running, Waiting int
 }
 
-// cycleView is one cycle's state as published: never changed afterwards.
+// cycleView is one cycle's state as published; its snapshot changes only
+// in the next cycle, under snapMu.
 type cycleView struct {
 	at      time.Time
 	snap    *snapshot
@@ -217,6 +220,8 @@ func (s *Scheduler) ViewChanged() <-chan struct{} {
 // View returns what the last cycle decided from; ok is false before the
 // first cycle (and on a replica that is not the leader).
 func (s *Scheduler) View() (View, bool) {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
 	v := s.views.cur.Load()
 	if v == nil {
 		return View{}, false
