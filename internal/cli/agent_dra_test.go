@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -46,28 +42,10 @@ func checkDRAAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 	if err := os.MkdirAll(registry, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := lis.Addr().String()
-	lis.Close()
-	actx, stop := context.WithCancel(ctx)
-	var stderr syncBuffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- Execute(actx, []string{"agent", "--node-name", node, "--source", "sim:1xH100-SXM",
-			"--kubeconfig", kubeconfig, "--kubelet-socket-dir", filepath.Join(dir, "dp"),
-			"--pod-resources-socket", filepath.Join(dir, "pr.sock"), "--state-dir", filepath.Join(dir, "state"),
-			"--run-dir", filepath.Join(dir, "run"), "--metrics-addr", metricsAddr, "--install-crd=false",
-			"--dra", "--dra-plugin-dir", pluginDir, "--dra-registry-dir", registry, "--cdi-spec-dir", cdiDir}, io.Discard, &stderr)
-	}()
-	defer func() {
-		stop()
-		if code := <-exited; code != 0 {
-			t.Errorf("DRA agent exited %d:\n%s", code, stderr.String())
-		}
-	}()
+	metricsAddr := freeAddr(t)
+	stderr, stopAgent := runAgent(ctx, t, "DRA agent", agentArgs(node, "sim:1xH100-SXM", kubeconfig, dir, metricsAddr, "--install-crd=false",
+		"--dra", "--dra-plugin-dir", pluginDir, "--dra-registry-dir", registry, "--cdi-spec-dir", cdiDir))
+	defer stopAgent()
 	var gpu string
 	eventually(ctx, t, "the node's ResourceSlice (--dra implies --dra-publish)", func() error {
 		l, err := core.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
@@ -141,18 +119,7 @@ func checkDRAAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 	}
 	// The agent's metrics carry the claim's share like a container's.
 	series := `tessera_container_gpu_compute_limit_ratio{container="claim/half",gpu="0",namespace="default",node="gpu-node-2",pod="trainer",uuid="` + gpu + `"} 0.8`
-	eventually(ctx, t, "the claim's share in the metrics", func() error {
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if !strings.Contains(string(body), series) {
-			return fmt.Errorf("no %s in\n%s", series, body)
-		}
-		return nil
-	})
+	scrapeUntil(ctx, t, "the claim's share in the metrics", metricsAddr, series)
 	uresp, err := kubelet.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: ref})
 	if err != nil || uresp.Claims[string(claim.UID)].GetError() != "" {
 		t.Fatalf("NodeUnprepareResources: %v, %v", uresp, err)

@@ -113,28 +113,9 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 	}
 	dir, kubelet, stopKubelet := startKubelet(t, "tc")
 	defer stopKubelet()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := lis.Addr().String()
-	lis.Close()
-
-	actx, stop := context.WithCancel(ctx)
-	var stderr syncBuffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- Execute(actx, []string{"agent", "--node-name", "gpu-node-0", "--source", "sim:2xH100-SXM",
-			"--kubeconfig", c.Kubeconfig, "--kubelet-socket-dir", filepath.Join(dir, "dp"),
-			"--pod-resources-socket", filepath.Join(dir, "pr.sock"), "--state-dir", filepath.Join(dir, "state"),
-			"--run-dir", filepath.Join(dir, "run"), "--metrics-addr", metricsAddr, "--slots-per-gpu", "4"}, io.Discard, &stderr)
-	}()
-	defer func() {
-		stop()
-		if code := <-exited; code != 0 {
-			t.Errorf("agent exited %d:\n%s", code, stderr.String())
-		}
-	}()
+	metricsAddr := freeAddr(t)
+	stderr, stopAgent := runAgent(ctx, t, "agent", agentArgs("gpu-node-0", "sim:2xH100-SXM", c.Kubeconfig, dir, metricsAddr, "--slots-per-gpu", "4"))
+	defer stopAgent()
 	if err := kubelet.WaitDevices(ctx, func(d map[string]string) bool { return len(d) == 8 }); err != nil {
 		t.Fatalf("device plugin: %v\n%s", err, stderr.String())
 	}
@@ -169,19 +150,7 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 		_, err := dyn.Resource(gpunode.Resource()).Get(ctx, "gpu-node-0", metav1.GetOptions{})
 		return err
 	})
-	eventually(ctx, t, "metrics served", func() error {
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		want := `tessera_container_gpu_memory_limit_bytes{container="main",gpu=`
-		if !strings.Contains(string(body), want) || !strings.Contains(string(body), `source="simulated"`) {
-			return fmt.Errorf("no %s in\n%s", want, body)
-		}
-		return nil
-	})
+	scrapeUntil(ctx, t, "metrics served", metricsAddr, `tessera_container_gpu_memory_limit_bytes{container="main",gpu=`, `source="simulated"`)
 	checkMPSAgent(ctx, t, c.Kubeconfig, core, dyn)
 	checkDRAAgent(ctx, t, c.Kubeconfig, core)
 }
@@ -199,22 +168,9 @@ func checkMPSAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 	dir, kubelet, stopKubelet := startKubelet(t, "tm")
 	defer stopKubelet()
 	mpsRoot := filepath.Join(dir, "mps")
-	actx, stop := context.WithCancel(ctx)
-	var stderr syncBuffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- Execute(actx, []string{"agent", "--node-name", node, "--source", "sim:1xH100-SXM",
-			"--kubeconfig", kubeconfig, "--kubelet-socket-dir", filepath.Join(dir, "dp"),
-			"--pod-resources-socket", filepath.Join(dir, "pr.sock"), "--state-dir", filepath.Join(dir, "state"),
-			"--run-dir", filepath.Join(dir, "run"), "--metrics-addr", "", "--slots-per-gpu", "4",
-			"--sharing", "mps", "--mps-root", mpsRoot, "--mps-control", mpstest.Write(t)}, io.Discard, &stderr)
-	}()
-	defer func() {
-		stop()
-		if code := <-exited; code != 0 {
-			t.Errorf("MPS agent exited %d:\n%s", code, stderr.String())
-		}
-	}()
+	stderr, stopAgent := runAgent(ctx, t, "MPS agent", agentArgs(node, "sim:1xH100-SXM", kubeconfig, dir, "", "--slots-per-gpu", "4",
+		"--sharing", "mps", "--mps-root", mpsRoot, "--mps-control", mpstest.Write(t)))
+	defer stopAgent()
 	if err := kubelet.WaitDevices(ctx, func(d map[string]string) bool { return len(d) == 4 }); err != nil {
 		t.Fatalf("MPS agent's device plugin: %v\n%s", err, stderr.String())
 	}
@@ -292,4 +248,59 @@ func eventually(ctx context.Context, t *testing.T, what string, f func() error) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// freeAddr is a local TCP address free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+// agentArgs are `tessera agent`'s arguments for a test node whose kubelet
+// (startKubelet) lives in dir, with more appended.
+func agentArgs(node, source, kubeconfig, dir, metricsAddr string, more ...string) []string {
+	return append([]string{"agent", "--node-name", node, "--source", source,
+		"--kubeconfig", kubeconfig, "--kubelet-socket-dir", filepath.Join(dir, "dp"),
+		"--pod-resources-socket", filepath.Join(dir, "pr.sock"), "--state-dir", filepath.Join(dir, "state"),
+		"--run-dir", filepath.Join(dir, "run"), "--metrics-addr", metricsAddr}, more...)
+}
+
+// runAgent runs the command args until stop is called, which fails t
+// (naming what) if it did not exit 0; stderr holds what it printed.
+func runAgent(ctx context.Context, t *testing.T, what string, args []string) (stderr *syncBuffer, stop func()) {
+	t.Helper()
+	actx, cancel := context.WithCancel(ctx)
+	stderr = &syncBuffer{}
+	exited := make(chan int, 1)
+	go func() { exited <- Execute(actx, args, io.Discard, stderr) }()
+	return stderr, func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("%s exited %d:\n%s", what, code, stderr.String())
+		}
+	}
+}
+
+// scrapeUntil waits until addr's /metrics holds every one of want.
+func scrapeUntil(ctx context.Context, t *testing.T, what, addr string, want ...string) {
+	t.Helper()
+	eventually(ctx, t, what, func() error {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				return fmt.Errorf("no %s in\n%s", w, body)
+			}
+		}
+		return nil
+	})
 }
