@@ -42,7 +42,7 @@ func checkDRAAgent(ctx context.Context, t *testing.T, kubeconfig string, core ku
 	if err := os.MkdirAll(registry, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := freeLoopbackAddr(t)
 	stderr, stopAgent := runAgent(ctx, t, "DRA agent", agentArgs(node, "sim:1xH100-SXM", kubeconfig, dir, metricsAddr, "--install-crd=false",
 		"--dra", "--dra-plugin-dir", pluginDir, "--dra-registry-dir", registry, "--cdi-spec-dir", cdiDir))
 	defer stopAgent()

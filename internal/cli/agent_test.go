@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -113,7 +112,7 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 	}
 	dir, kubelet, stopKubelet := startKubelet(t, "tc")
 	defer stopKubelet()
-	metricsAddr := freeAddr(t)
+	metricsAddr := freeLoopbackAddr(t)
 	stderr, stopAgent := runAgent(ctx, t, "agent", agentArgs("gpu-node-0", "sim:2xH100-SXM", c.Kubeconfig, dir, metricsAddr, "--slots-per-gpu", "4"))
 	defer stopAgent()
 	if err := kubelet.WaitDevices(ctx, func(d map[string]string) bool { return len(d) == 8 }); err != nil {
@@ -248,17 +247,6 @@ func eventually(ctx context.Context, t *testing.T, what string, f func() error) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// freeAddr is a local TCP address free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
 }
 
 // agentArgs are `tessera agent`'s arguments for a test node whose kubelet

@@ -8,9 +8,28 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
+
+// waitListening waits until something accepts connections at addr (a
+// liveness bound, not a performance one).
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens at %s: %v", addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // freeLoopbackAddr is a loopback address whose port was free a moment ago.
 func freeLoopbackAddr(t *testing.T) string {
@@ -32,6 +51,7 @@ func freeLoopbackAddr(t *testing.T) string {
 func TestAddrUsesTheToken(t *testing.T) {
 	addr := freeLoopbackAddr(t)
 	d := startUp(t, "1xH200", "--http", addr)
+	waitListening(t, addr) // startUp waits for the socket; the TCP listener may come a moment later
 	tokenFile := filepath.Join(d.dir, api.TokenFile)
 	fi, err := os.Stat(tokenFile)
 	if err != nil || fi.Mode().Perm() != 0o600 {
