@@ -121,10 +121,7 @@ func TestMIGLayoutPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.node = m.discovered()
-	cfg := m.config()
-	pub := newRecorder()
-	cfg.Publisher, cfg.MIG = pub, m.manager()
-	m.startAgent(cfg)
+	pub := m.startPublishing(newRecorder())
 	pub.wait(t, "the first publish", lastIs("1g.10gb@6"))
 	ctx := context.Background()
 	if _, err := m.kubelet.Admit(ctx, m.bind("ns", "mig", oneGPU, map[string][]binding.Share{"main": {m.createShare(0, "3g.40gb", 0)}}), kubeletsim.AdmitOptions{}); err != nil {
@@ -157,11 +154,9 @@ func TestMIGLayoutPublished(t *testing.T) {
 // publish after the pending one, not one per instance.
 func TestMIGLayoutPublishCoalesces(t *testing.T) {
 	m := newMIGNode(t, 2)
-	cfg := m.config()
-	pub := newRecorder()
-	pub.gate = make(chan struct{})
-	cfg.Publisher, cfg.MIG = pub, m.manager()
-	m.startAgent(cfg)
+	gated := newRecorder()
+	gated.gate = make(chan struct{})
+	pub := m.startPublishing(gated)
 	pub.wait(t, "the first publish to start", func(entered int, _ []inventory.Node) bool { return entered == 1 })
 	ctx := context.Background()
 	two := []kubeletsim.Container{{Name: "main", Devices: 2}}
@@ -199,10 +194,7 @@ func TestMIGRestartPublishesAdopted(t *testing.T) {
 	m.restartScene(ctx)
 
 	m.node = m.discovered()
-	cfg := m.config()
-	pub := newRecorder()
-	cfg.Publisher, cfg.MIG = pub, m.manager()
-	m.startAgent(cfg)
+	pub := m.startPublishing(newRecorder())
 	pub.wait(t, "the adopted instances", lastIs("3g.40gb@0* 2g.20gb@4* 1g.10gb@6"))
 	before := len(pub.published())
 	if err := m.agent.Reconcile(ctx); err != nil { // the ended pod's record goes; its instance is busy
@@ -257,4 +249,13 @@ func TestMIGLayoutReadFailureRetried(t *testing.T) {
 	})
 	mig.fail.Store(false)
 	pub.wait(t, "the created instance once the driver answers", lastIs("3g.40gb@0*"))
+}
+
+// startPublishing starts the agent on m's node with its MIG manager and
+// pub as its publisher, and returns pub.
+func (m *migNode) startPublishing(pub *recorder) *recorder {
+	cfg := m.config()
+	cfg.Publisher, cfg.MIG = pub, m.manager()
+	m.startAgent(cfg)
+	return pub
 }

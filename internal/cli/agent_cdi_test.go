@@ -10,19 +10,11 @@ import (
 
 func TestAgentCDISpecFlags(t *testing.T) {
 	base := []string{"agent", "--node-name", "n1"}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	refusedWith(t, []refusal{
 		{append(base, "--cdi-base-spec", "/etc/cdi/nvidia.yaml"), "--cdi-base-spec: only applies with --cdi-spec"},
 		{append(base, "--cdi-spec", "--cdi-spec-dir", "cdi"), `--cdi-spec-dir: must be an absolute path, got "cdi"`},
 		{append(base, "--cdi-spec", "--cdi-spec-dir", ""), "--cdi-spec-dir: must be set with --cdi-spec"},
-	} {
-		_, errOut, code := run(t, tc.args...)
-		if code == 0 || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want non-zero and %q", tc.args, code, errOut, tc.want)
-		}
-	}
+	})
 
 	a := &app{catalog: catalog.Default()}
 	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: "shared", cdiSpecDir: cdi.DefaultDir}
@@ -69,21 +61,30 @@ func TestAgentDRAFlag(t *testing.T) {
 	}
 
 	base := []string{"agent", "--node-name", "n1", "--source", "sim:1xH100-SXM"}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	refusedWith(t, []refusal{
 		{append(base, "--dra-plugin-dir", "/x"), "--dra-plugin-dir, --dra-registry-dir: only apply with --dra"},
 		{append(base, "--dra", "--dra-registry-dir", "reg"), `--dra-registry-dir: must be an absolute path, got "reg"`},
 		{append(base, "--dra", "--cdi-spec-dir", ""), "--cdi-spec-dir: must be set with --dra"},
-	} {
+	})
+	out, _, code := run(t, "agent", "--help")
+	if code != 0 || !strings.Contains(out, "--dra ") || !strings.Contains(out, "implies --dra-publish") {
+		t.Errorf("agent --help (exit %d) does not say --dra implies --dra-publish:\n%s", code, out)
+	}
+}
+
+// refusal is a command line and what its error must say.
+type refusal struct {
+	args []string
+	want string
+}
+
+// refusedWith checks that each command line exits non-zero saying want.
+func refusedWith(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, tc := range cases {
 		_, errOut, code := run(t, tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want non-zero and %q", tc.args, code, errOut, tc.want)
 		}
-	}
-	out, _, code := run(t, "agent", "--help")
-	if code != 0 || !strings.Contains(out, "--dra ") || !strings.Contains(out, "implies --dra-publish") {
-		t.Errorf("agent --help (exit %d) does not say --dra implies --dra-publish:\n%s", code, out)
 	}
 }

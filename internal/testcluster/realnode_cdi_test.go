@@ -39,19 +39,7 @@ const (
 // folder: the container's process has the spec's environment variable and
 // sees the host file the spec mounts.
 func TestRealNodeAppliesCDIDevices(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds kubelet and containerd and starts them")
-	}
-	if why := RealNodeUnavailable(); why != "" {
-		t.Skip(why)
-	}
-	bctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	defer cancel()
-	for _, b := range []string{"kubelet", "containerd"} {
-		if _, err := Binary(bctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	needRealNode(t, "kubelet", "containerd")
 	pause := pauseImage(t)
 
 	ctx, c, cfg := ForTest(t, false)

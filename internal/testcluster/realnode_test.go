@@ -19,19 +19,7 @@ import (
 // Ready with its version, runtime and InternalIP, and that Stop leaves the
 // machine as it was.
 func TestRealNodeRegistersReady(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds kubelet and starts containerd")
-	}
-	if why := RealNodeUnavailable(); why != "" {
-		t.Skip(why)
-	}
-	// A cold kubelet build takes about 20 minutes on two cores: before the
-	// control plane's own deadline starts.
-	bctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	defer cancel()
-	if _, err := Binary(bctx, "kubelet"); err != nil {
-		t.Fatal(err)
-	}
+	needRealNode(t, "kubelet", "containerd")
 	before := map[string]string{}
 	for _, k := range kubeletSysctls() {
 		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
@@ -102,6 +90,26 @@ func TestRealNodeRegistersReady(t *testing.T) {
 		got, _ := os.ReadFile(filepath.Join("/proc/sys", k))
 		if string(got) != v {
 			t.Errorf("sysctl %s = %q after Stop, want %q as before", k, got, v)
+		}
+	}
+}
+
+// needRealNode skips t where no real node can run (or with -short), and
+// builds the named tools binaries first: a cold kubelet build takes about
+// 20 minutes on two cores, before the control plane's own deadline starts.
+func needRealNode(t *testing.T, binaries ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds kubelet and containerd and starts them")
+	}
+	if why := RealNodeUnavailable(); why != "" {
+		t.Skip(why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+	for _, b := range binaries {
+		if _, err := Binary(ctx, b); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
