@@ -125,7 +125,10 @@ func (j Job) Join(pid int) error {
 
 // Processes lists the live processes of the run: its cgroup's members
 // and every process whose environment carries its mark (zombies are
-// gone already and are not listed).
+// gone already and are not listed). A process in the middle of an exec
+// shows no environment for a moment; the scan is repeated until no such
+// process is left (see scanMark), so a child exec'ing while its parent
+// is killed is not missed.
 func (j Job) Processes() ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
@@ -147,7 +150,7 @@ func (j Job) Processes() ([]int, error) {
 	if j.Mark == "" {
 		return out, nil
 	}
-	marked, err := scanMark(MarkEnv + "=" + j.Mark)
+	marked, err := settledScan(MarkEnv+"="+j.Mark, execSettle)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +158,26 @@ func (j Job) Processes() ([]int, error) {
 		add(p)
 	}
 	return out, nil
+}
+
+// execSettle bounds how long Processes waits for processes caught in an
+// exec to show their environment. An exec takes well under a millisecond;
+// a process that keeps showing neither environment nor arguments for this
+// long (one exec'd with both empty) is not waited for again.
+const execSettle = time.Second
+
+// settledScan scans for kv until no process is caught in an exec, or
+// until limit has passed (then the processes still unsettled are left
+// out: they cannot be told apart from one exec'd with no environment).
+func settledScan(kv string, limit time.Duration) ([]int, error) {
+	deadline := time.Now().Add(limit)
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
+		marked, unsettled, err := scanMark(kv)
+		if err != nil || len(unsettled) == 0 || time.Now().After(deadline) {
+			return marked, err
+		}
+		time.Sleep(delay)
+	}
 }
 
 // Signal sends sig to every process of the run (a stop request reaches
@@ -232,34 +255,128 @@ func cgroupProcs(dir string) ([]int, error) {
 	return out, nil
 }
 
-// scanMark returns the processes whose initial environment holds kv.
-// Processes that cannot be read (another user's, gone meanwhile) are
-// skipped: a job's processes run as the daemon's user.
-func scanMark(kv string) ([]int, error) {
+// scanMark returns the processes whose initial environment holds kv,
+// and the processes it cannot tell yet (see readEnviron). Processes that
+// cannot be read (another user's, gone meanwhile) are skipped: a job's
+// processes run as the daemon's user.
+func scanMark(kv string) (marked, unsettled []int, err error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, fmt.Errorf("scan processes: %w", err)
+		return nil, nil, fmt.Errorf("scan processes: %w", err)
 	}
 	self := os.Getpid()
 	needle := []byte(kv)
-	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, v := range bytes.Split(data, []byte{0}) {
-			if bytes.Equal(v, needle) {
-				out = append(out, pid)
-				break
-			}
+		env, settled, ok := readEnviron("/proc/" + e.Name())
+		switch {
+		case !ok:
+		case !settled:
+			unsettled = append(unsettled, pid)
+		case hasVar(env, needle):
+			marked = append(marked, pid)
 		}
 	}
-	return out, nil
+	return marked, unsettled, nil
+}
+
+// readEnviron reads the initial environment of the process at dir
+// (/proc/PID). ok is false when it cannot be read; settled is false when
+// what was read cannot be trusted: an exec under way (between its new
+// memory and its new environment /proc shows none), or one that replaced
+// the memory while it was being read (the read is cut short, losing the
+// variables at the end). A read is trusted when the environment block's
+// bounds, read from /proc/PID/stat before and after, are the same and
+// the bytes read fill it.
+func readEnviron(dir string) (env []byte, settled, ok bool) {
+	for range 3 {
+		before, known, err := envBounds(dir)
+		if err != nil {
+			return nil, false, false
+		}
+		env, err = os.ReadFile(dir + "/environ")
+		if err != nil {
+			return nil, false, false
+		}
+		after, _, err := envBounds(dir)
+		if err != nil {
+			return nil, false, false
+		}
+		if !known {
+			// A kernel without the bounds in stat (before 3.5): trust a
+			// read that found anything.
+			return env, len(env) > 0 || !userProcess(dir), true
+		}
+		if before == after && before[1] != 0 && uint64(len(env)) == before[1]-before[0] {
+			return env, true, true
+		}
+		if before[1] == 0 && !userProcess(dir) {
+			return nil, true, true // a zombie or kernel thread: no environment
+		}
+	}
+	return nil, false, true
+}
+
+// envBounds returns env_start and env_end from /proc/PID/stat (fields 50
+// and 51, shown to whoever may read the environment; 0 while a process
+// has no memory or its exec has not set them yet). known is false on a
+// kernel that does not show them.
+func envBounds(dir string) (b [2]uint64, known bool, err error) {
+	f, err := statFields(dir)
+	if err != nil {
+		return b, false, err
+	}
+	// Fields are counted from 3 (the state) after the command name.
+	if len(f) < 51-2 {
+		return b, false, nil
+	}
+	for i, n := range []int{50, 51} {
+		if b[i], err = strconv.ParseUint(f[n-3], 10, 64); err != nil {
+			return b, false, fmt.Errorf("%s/stat field %d: %w", dir, n, err)
+		}
+	}
+	return b, true, nil
+}
+
+// statFields returns /proc/PID/stat's fields after the command name
+// (which may hold spaces and parentheses): the state first.
+func statFields(dir string) ([]string, error) {
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("%s/stat: no command name", dir)
+	}
+	return strings.Fields(string(stat[i+1:])), nil
+}
+
+func hasVar(environ, kv []byte) bool {
+	for _, v := range bytes.Split(environ, []byte{0}) {
+		if bytes.Equal(v, kv) {
+			return true
+		}
+	}
+	return false
+}
+
+// pfKthread is PF_KTHREAD in /proc/PID/stat's flags (include/linux/sched.h).
+const pfKthread = 0x00200000
+
+// userProcess reports whether the process at dir (/proc/PID) is a live
+// user-space process: neither a zombie, nor dead, nor a kernel thread.
+func userProcess(dir string) bool {
+	f, err := statFields(dir)
+	// STATE PPID PGRP SESSION TTY TPGID FLAGS ...
+	if err != nil || len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread == 0
 }
 
 // cgroup2Mount returns the mount point of the cgroup v2 hierarchy.

@@ -73,7 +73,7 @@ func TestUnescapeMount(t *testing.T) {
 func TestScanMarkFindsOnlyTheMarkedProcess(t *testing.T) {
 	// This test process does not carry the mark, so a fresh mark matches
 	// nothing (and scanning /proc must not fail on processes it cannot read).
-	pids, err := scanMark(MarkEnv + "=no-such-job-mark")
+	pids, _, err := scanMark(MarkEnv + "=no-such-job-mark")
 	if err != nil {
 		t.Fatal(err)
 	}
