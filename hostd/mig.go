@@ -31,9 +31,10 @@ import (
 // processes are gone (finish), and after a restart adopts the instances of
 // running jobs and destroys those of jobs that ended while it was down
 // (reconcileMIG). Without it, creating an instance is simulated: on a
-// simulated host the new instance is named MIG-<parent GPU UUID>/<start
-// slot>; on real GPUs nothing is managed, so the engine never asks for a
-// creation there.
+// simulated host the new instance is named MIG-<parent GPU UUID>/c<start
+// slot> (the c keeps it apart from the configured instances,
+// MIG-<parent GPU UUID>/<ordinal>); on real GPUs nothing is managed, so
+// the engine never asks for a creation there.
 
 // checkMIG says in host words why a MIG request cannot be served by this
 // host's GPUs in MIG mode: the host has none (of the allowed models), or
@@ -154,9 +155,12 @@ func (d *Daemon) migShares(j api.Job, dec placement.Decision, gpus []inventory.G
 	return out, nil
 }
 
-// simulatedMIGUUID names an instance a simulated host creates.
+// simulatedMIGUUID names an instance a simulated host creates:
+// MIG-<parent>/c<start>. The "c" keeps it apart from the instances the
+// nodes file configures, which discovery/simulated names
+// MIG-<parent>/<ordinal>.
 func simulatedMIGUUID(parent string, start int) string {
-	return fmt.Sprintf("MIG-%s/%d", parent, start)
+	return fmt.Sprintf("MIG-%s/c%d", parent, start)
 }
 
 // migChoices rebuilds a MIG job's engine choices from its shares: an

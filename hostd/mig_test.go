@@ -186,6 +186,45 @@ func TestMIGDynamicInstances(t *testing.T) {
 	}
 }
 
+// On a managed GPU that also has a configured instance, an instance the
+// daemon creates is named apart from the configured ones: the configured
+// 3g.40gb at slice 4 is the GPU's first (ordinal 0) and a 4g.40gb can only
+// be created at slice 0, yet the two jobs see two different UUIDs.
+func TestMIGCreatedAndConfiguredUUIDsDiffer(t *testing.T) {
+	d := startMIGDaemon(t, `nodes: [{name: a, gpus: 1xA100-80GB, overrides: [{index: 0, migManaged: true, migInstances: [3g.40gb@4]}]}]`)
+	g := d.cfg.Nodes[0].GPUs[0]
+	if len(g.MIGInstances) != 1 {
+		t.Fatalf("configured instances %+v, want the 3g.40gb alone", g.MIGInstances)
+	}
+	configured := g.MIGInstances[0].UUID
+	gates := t.TempDir()
+	mig := func(p string) api.SubmitRequest {
+		r := gatedJob(gates, map[string]string{"mig-profile": p}, 0)
+		r.Command[2] = envScript
+		return r
+	}
+	taken := submit(t, d, mig("3g.40gb")).ID
+	created := submit(t, d, mig("4g.40gb")).ID
+	eventually(t, "both jobs run", func() bool { return started(t, d, taken) && started(t, d, created) })
+	st, ct := job(t, d, taken).Shares[0], job(t, d, created).Shares[0]
+	if st.UUID != configured || st.MIG == nil || st.MIG.Create || st.MIG.Start != 4 {
+		t.Fatalf("3g.40gb share %+v (mig %+v), want the configured %s at 4", st, st.MIG, configured)
+	}
+	if ct.MIG == nil || !ct.MIG.Create || ct.MIG.Start != 0 {
+		t.Fatalf("4g.40gb share %+v (mig %+v), want created at 0", ct, ct.MIG)
+	}
+	if ct.UUID == st.UUID {
+		t.Fatalf("created and configured instances share the UUID %s", ct.UUID)
+	}
+	for id, want := range map[string]string{taken: st.UUID, created: ct.UUID} {
+		out, _ := os.ReadFile(filepath.Join(d.JobDir(id), "stdout.log"))
+		if got, _, _ := strings.Cut(string(out), " "); got != want {
+			t.Errorf("job %s sees CUDA_VISIBLE_DEVICES %q, want %q", id, got, want)
+		}
+	}
+	drain(t, d, gates)
+}
+
 // A daemon restarted while a MIG job runs books its instance again: a
 // created one at its start, so a new job cannot take its slices.
 func TestMIGRebookedAfterRestart(t *testing.T) {

@@ -1,19 +1,20 @@
 package migctl
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 
-	"github.com/tessera-gpu/tessera/internal/atomicfile"
+	"github.com/tessera-gpu/tessera/internal/statefile"
 )
 
 // journalVersion is the journal file's format.
 const journalVersion = 1
+
+// journalFormat is the journal's kind of state file.
+func journalFormat() statefile.Format {
+	return statefile.Format{Name: "MIG journal", Version: journalVersion}
+}
 
 type journalFile struct {
 	Version int `json:"version"`
@@ -27,28 +28,20 @@ type journalFile struct {
 // is asked to create it) and returns the bookings the file held: those
 // of an earlier run. The caller passes the ones whose workloads have ended
 // to Reconcile as ended, so an instance created just before a crash is not
-// leaked. A missing file holds nothing.
+// leaked. A missing file holds nothing; a damaged one, one of another
+// version or one with a field it does not know is an error
+// (internal/statefile).
 func (m *Manager) Journal(path string) (map[string][]Want, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("MIG journal: must be an absolute path, got %q", path)
 	}
+	var f journalFile
+	if _, err := journalFormat().Load(path, &f); err != nil {
+		return nil, err
+	}
 	prev := map[string][]Want{}
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("MIG journal: %w", err)
-	default:
-		var f journalFile
-		if err := json.Unmarshal(data, &f); err != nil {
-			return nil, fmt.Errorf("MIG journal %s: %w", path, err)
-		}
-		if f.Version != journalVersion {
-			return nil, fmt.Errorf("MIG journal %s: version must be %d, got %d", path, journalVersion, f.Version)
-		}
-		for id, ws := range f.Workloads {
-			prev[id] = slices.Clone(ws)
-		}
+	for id, ws := range f.Workloads {
+		prev[id] = slices.Clone(ws)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -70,12 +63,5 @@ func (m *Manager) writeLocked() error {
 	for id, ws := range m.pending {
 		f.Workloads[id] = append(f.Workloads[id], ws...)
 	}
-	data, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return fmt.Errorf("MIG journal: %w", err)
-	}
-	if err := atomicfile.Write(m.journal, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("MIG journal: %w", err)
-	}
-	return nil
+	return journalFormat().Save(m.journal, f)
 }

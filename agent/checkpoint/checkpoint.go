@@ -1,17 +1,15 @@
 package checkpoint
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/internal/atomicfile"
+	"github.com/tessera-gpu/tessera/internal/statefile"
 )
 
 // Version is the file format this package writes and reads.
@@ -56,21 +54,20 @@ func (e Entry) Validate() error {
 	return nil
 }
 
+// format is the checkpoint's kind of state file.
+func format() statefile.Format { return statefile.Format{Name: "checkpoint", Version: Version} }
+
 // Load reads the checkpoint at path; a missing file is an empty checkpoint.
+// A damaged file, one of another version, one with a field it does not know
+// or an invalid entry is an error naming the file.
 func Load(path string) (File, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return File{Version: Version}, nil
-	}
-	if err != nil {
-		return File{}, fmt.Errorf("read checkpoint: %w", err)
-	}
 	var f File
-	if err := json.Unmarshal(data, &f); err != nil {
-		return File{}, fmt.Errorf("checkpoint %s: %w", path, err)
+	found, err := format().Load(path, &f)
+	if err != nil {
+		return File{}, err
 	}
-	if f.Version != Version {
-		return File{}, fmt.Errorf("checkpoint %s: version: must be %d, got %d", path, Version, f.Version)
+	if !found {
+		return File{Version: Version}, nil
 	}
 	for _, e := range f.Entries {
 		if err := e.Validate(); err != nil {
@@ -80,20 +77,12 @@ func Load(path string) (File, error) {
 	return f, nil
 }
 
-// Save writes f to path atomically.
+// Save writes f to path atomically, creating its folder (0700) if needed.
 func Save(path string, f File) error {
 	f.Version = Version
 	sort.Slice(f.Entries, func(i, j int) bool { return f.Entries[i].Key < f.Entries[j].Key })
-	data, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode checkpoint: %w", err)
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create checkpoint folder: %w", err)
 	}
-	if err := atomicfile.Write(path, data, 0o600); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	return nil
+	return format().Save(path, f)
 }

@@ -1,11 +1,7 @@
 package dra
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +10,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/cdi"
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/internal/atomicfile"
+	"github.com/tessera-gpu/tessera/internal/statefile"
 )
 
 // JournalFile is the journal's name in the state folder.
@@ -22,6 +18,11 @@ const JournalFile = "dra-claims.json"
 
 // journalVersion is the journal format written and understood.
 const journalVersion = 1
+
+// journalFormat is the journal's kind of state file.
+func journalFormat() statefile.Format {
+	return statefile.Format{Name: "DRA claim journal", Version: journalVersion}
+}
 
 // Claim is one prepared claim as the journal records it: enough to seat
 // it again, rewrite its CDI spec as it was handed out and answer kubelet
@@ -67,25 +68,18 @@ type journal struct {
 }
 
 // openJournal loads the journal at path for node; no file is an empty
-// journal. A file of another version or node, or one with fields it does
-// not know, is an error rather than a guess.
+// journal. A damaged file, one of another version or node, or one with
+// fields it does not know, is an error rather than a guess
+// (internal/statefile reads and writes it).
 func openJournal(path, node string) (*journal, error) {
 	j := &journal{path: path, data: journalData{Version: journalVersion, Node: node}}
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return j, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("DRA claim journal: %w", err)
-	}
 	var d journalData
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("DRA claim journal %s: %w", path, err)
+	found, err := journalFormat().Load(path, &d)
+	if err != nil {
+		return nil, err
 	}
-	if d.Version != journalVersion {
-		return nil, fmt.Errorf("DRA claim journal %s: version: must be %d, got %d", path, journalVersion, d.Version)
+	if !found {
+		return j, nil
 	}
 	if d.Node != node {
 		return nil, fmt.Errorf("DRA claim journal %s: belongs to node %q, not %q", path, d.Node, node)
@@ -127,15 +121,11 @@ func (j *journal) remove(uid string) error {
 func (j *journal) save(claims []Claim) error {
 	d := j.data
 	d.Claims = claims
-	raw, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode DRA claim journal: %w", err)
-	}
 	if err := os.MkdirAll(filepath.Dir(j.path), 0o755); err != nil {
 		return fmt.Errorf("DRA claim journal: %w", err)
 	}
-	if err := atomicfile.Write(j.path, append(raw, '\n'), 0o600); err != nil {
-		return fmt.Errorf("DRA claim journal: %w", err)
+	if err := journalFormat().Save(j.path, d); err != nil {
+		return err
 	}
 	j.data = d
 	return nil
