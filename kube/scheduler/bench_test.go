@@ -49,14 +49,22 @@ import (
 // their own, with pre-created (burst) and steadily arriving pods, and a
 // table of pods/s, creation-to-bound latency percentiles and the
 // schedulers' CPU seconds and peak RSS.
+//
+// TESSERA_BENCH_SCENARIO=dra runs the DRA scenario (benchDRA,
+// bench_dra_test.go): the mix scenario's harness with every GPU a DRA
+// device of Tessera's driver and every pod a ResourceClaim (whole GPUs,
+// shares, shares with burst, shared claims), checked after each row.
 func BenchmarkBindThroughput(b *testing.B) {
 	switch sc := os.Getenv("TESSERA_BENCH_SCENARIO"); sc {
 	case "", "half":
 	case "mix":
 		benchMix(b)
 		return
+	case "dra":
+		benchDRA(b)
+		return
 	default:
-		b.Fatalf("TESSERA_BENCH_SCENARIO: unknown scenario %q; allowed: half (the default), mix", sc)
+		b.Fatalf("TESSERA_BENCH_SCENARIO: unknown scenario %q; allowed: half (the default), mix, dra", sc)
 	}
 	nodes, pods := envInt(b, "TESSERA_BENCH_NODES", 1000), envInt(b, "TESSERA_BENCH_PODS", 10000)
 	type limits struct {
