@@ -96,7 +96,7 @@ func (r *run) nodeVictims(st *Statement, w Workload, waiting preemption.Waiting,
 		mark := st.Len()
 		var failed error
 		release := func(c preemption.Candidate) error {
-			run := r.running[c.ID]
+			run := r.runningByID(c.ID)
 			for i := range run.Parts {
 				if err := st.Unbook(run.Parts[i], run.Decisions[i]); err != nil {
 					failed = err
@@ -135,7 +135,7 @@ func (r *run) charge(queue string, need queueing.Resources, victims []preemption
 	ledger.Charge(queue, need)
 	for _, v := range victims {
 		r.evicting[v.ID] = true
-		run := r.running[v.ID]
+		run := r.runningByID(v.ID)
 		ledger.Release(run.Queue, Resources(run.Parts))
 		if v.Group != "" {
 			r.surplus[v.Group]--
@@ -194,7 +194,7 @@ func (r *run) gangPreempt(members []Workload, need int, ledger *queueing.Ledger)
 				continue
 			}
 			for _, v := range best.Victims {
-				run := r.running[v.ID]
+				run := r.runningByID(v.ID)
 				for i := range run.Parts {
 					if err := st.Unbook(run.Parts[i], run.Decisions[i]); err != nil {
 						return err

@@ -57,6 +57,9 @@ type Snapshot struct {
 	Queues *queueing.Tree
 	// Usage is what running work uses, by queue.
 	Usage map[string]queueing.Resources
+	// Capacity is the cluster's total capacity, for fair shares, where the
+	// caller keeps it; zero means summed from Cluster each Run.
+	Capacity queueing.Resources
 	// Pending are the workloads to place, each queue's in the order it
 	// serves them (priority, then arrival). A gang is served at its first
 	// member's place.
@@ -170,15 +173,14 @@ func Run(s Snapshot) ([]Outcome, error) {
 			return nil, fmt.Errorf("default queue tree: %w", err)
 		}
 	}
-	r := &run{snap: s, tree: tree, misfit: map[string]Outcome{}, evicting: map[string]bool{}, running: map[string]*Running{}}
+	r := &run{snap: s, tree: tree, misfit: map[string]Outcome{}, evicting: map[string]bool{}}
 	usage := s.Usage
 	if usage == nil {
 		usage = map[string]queueing.Resources{}
 	}
-	for i := range s.Running {
-		run := &s.Running[i]
-		r.running[run.ID] = run
-		if s.Usage == nil {
+	if s.Usage == nil {
+		for i := range s.Running {
+			run := &s.Running[i]
 			q := run.Queue
 			if q == "" {
 				q = queueing.DefaultQueue
@@ -186,7 +188,11 @@ func Run(s Snapshot) ([]Outcome, error) {
 			usage[q] = usage[q].Add(Resources(run.Parts))
 		}
 	}
-	ledger := tree.NewLedger(total(s.Cluster), usage)
+	capacity := s.Capacity
+	if capacity == (queueing.Resources{}) {
+		capacity = total(s.Cluster)
+	}
+	ledger := tree.NewLedger(capacity, usage)
 	byQueue := map[string][]item{}
 	type at struct {
 		queue string
@@ -276,14 +282,26 @@ type run struct {
 	// nowhere this cycle: the cluster only fills up within a cycle, so an
 	// equal request later in the cycle fits nowhere either.
 	misfit map[string]Outcome
-	// running are the snapshot's running workloads by ID; evicting those
-	// named victims this cycle (never named twice).
+	// running are the snapshot's running workloads by ID, indexed on
+	// first use (runningByID: only preemption looks them up); evicting
+	// those named victims this cycle (never named twice).
 	running  map[string]*Running
 	evicting map[string]bool
 	// perNode and surplus are the preemption candidates by node and the
 	// gangs' surplus, worked out on first use (candidates).
 	perNode map[int][]preemption.Candidate
 	surplus map[string]int
+}
+
+// runningByID returns the snapshot's running workload id (nil if none).
+func (r *run) runningByID(id string) *Running {
+	if r.running == nil {
+		r.running = make(map[string]*Running, len(r.snap.Running))
+		for i := range r.snap.Running {
+			r.running[r.snap.Running[i].ID] = &r.snap.Running[i]
+		}
+	}
+	return r.running[id]
 }
 
 func (r *run) waitAll(ws []Workload, st Status, msg string) {
@@ -427,7 +445,10 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 		if err != nil {
 			return o, fmt.Errorf("place %s: %w", first.Name, err)
 		}
-		node := index[d.Node]
+		node := d.Node
+		if index != nil {
+			node = index[d.Node]
+		}
 		d.Node = node
 		if err := st.Book(first, d); err != nil {
 			return o, fmt.Errorf("policy %s made a decision that does not apply: %w", pol.Name(), err)
@@ -509,8 +530,12 @@ const notTogether = "cannot take all of the workload's parts together"
 
 // view is c restricted to the nodes w may use (not excluded by w, nor in
 // skip, which says why), the view's node indexes in c, and the nodes left
-// out counted by reason. With nothing left out it is c itself.
+// out counted by reason. With nothing left out it is c itself, and the
+// indexes are nil when nothing could be (no Exclude, no skip): c's own.
 func (r *run) view(c *placement.Cluster, w Workload, skip map[int]string) (*placement.Cluster, []int, map[string]int) {
+	if w.Exclude == nil && len(skip) == 0 {
+		return c, nil, nil // every node: the cluster itself, indexes as they are
+	}
 	index := make([]int, 0, len(c.Nodes))
 	var excluded map[string]int
 	for i := range c.Nodes {

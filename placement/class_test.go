@@ -75,6 +75,11 @@ func classCluster(t *testing.T, rng *rand.Rand) *Cluster {
 	}
 	c = c.Clone()
 	fill(rng, c, len(c.Nodes)/4)
+	for i := range c.Nodes {
+		if rng.IntN(12) == 0 {
+			c.Nodes[i].Closed = "node is closed for the test" // fits nothing, keeps its work
+		}
+	}
 	return c
 }
 
@@ -210,6 +215,14 @@ func replayBothWays(t *testing.T, name string, learn bool, seed uint64) (decisio
 		case r == 3: // a hand change, told through Changed
 			ni := rng.IntN(len(cc.Nodes))
 			grow := rng.IntN(4) == 0
+			if rng.IntN(3) == 0 { // closed, or open again
+				for _, x := range []*Cluster{cc, cp} {
+					n := &x.Nodes[ni]
+					n.Closed = map[bool]string{true: "node is closed for the test"}[n.Closed == ""]
+					x.Changed(ni)
+				}
+				continue
+			}
 			for _, x := range []*Cluster{cc, cp} {
 				n := &x.Nodes[ni]
 				n.FreeCPUMilli /= 2

@@ -24,8 +24,9 @@ import (
 //   - for a node with NVLink or NUMA topology, mixed models or memory
 //     sizes: every GPU's state in position order and the NVLink matrix,
 //     so nodes in one class are the same node apart from the name;
-//   - for a node with a GPU in MIG mode: its position in the cluster (a
-//     class of its own; MIG layouts are many and such nodes few).
+//   - for a node with a GPU in MIG mode, or a closed node (Node.Closed):
+//     its position in the cluster (a class of its own; MIG layouts are
+//     many and such nodes few, and a closed node fits nothing).
 //
 // With keyShapes (GpuClustering) the key also holds the set of GPU
 // shapes booked on the node.
@@ -46,6 +47,10 @@ type gpuPair struct{ milli, mem int64 }
 
 // appendClassKey appends the class key of node n (at position ni) to dst.
 func appendClassKey(dst []byte, n *Node, ni int, keyShapes bool) []byte {
+	if n.Closed != "" { // fits nothing; few (cordoned, not ready)
+		dst = append(dst, keyUnique)
+		return binary.AppendUvarint(dst, uint64(ni))
+	}
 	for i := range n.GPUs {
 		if n.GPUs[i].MIG != nil {
 			dst = append(dst, keyUnique)

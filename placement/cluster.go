@@ -48,6 +48,11 @@ type Node struct {
 	// Shapes counts the GPU pods booked on the node by request shape (Apply
 	// and Release keep it); the GpuClustering policy reads it.
 	Shapes map[GPUShape]int
+	// Closed, when set, says why the node takes no new work at all (in
+	// the front door's words: "node is not Ready"); the work booked on it
+	// stays. No pod is feasible there, with Closed as the reason. A front
+	// door that changes it on a cluster being placed on calls Changed.
+	Closed string
 }
 
 // GPUShape is the GPU part of a request: how many GPUs and how much of

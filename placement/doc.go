@@ -6,7 +6,8 @@
 // MIG GPUs (their instances and free start slots; mig.go, docs/mig.md), the
 // feasibility units (one small check per resource, whose rejections
 // Explain and NoFitError give as figures an adapter can put in its own
-// words), the sharing rules a node's sharing modes set (SharingFit:
+// words; the first, Node.Closed, is a node taking no new work at all,
+// with the reason the adapter gave), the sharing rules a node's sharing modes set (SharingFit:
 // exclusive GPUs, MPS, memory oversubscription; a reason code each front
 // door words itself), the scoring policies
 // (one file each, sharing the Policy interface), and the explicit, checked

@@ -12,8 +12,9 @@ type unit struct {
 // units are the feasibility units in the order they run; the first
 // failing unit names the reason. (An array value: nothing package-level
 // can be changed.)
-func units() [4]unit {
+func units() [5]unit {
 	return [...]unit{
+		{okOpen, whyOpen},
 		{okMIG, whyMIG},
 		{okCPU, whyCPU},
 		{okMemory, whyMemory},
@@ -101,6 +102,9 @@ func (f *podFit) gpuOK(g *GPU) bool {
 // to dst.
 func (f *podFit) fit(dst []int, n *Node) ([]int, bool) {
 	p := f.p
+	if n.Closed != "" {
+		return dst, false
+	}
 	if f.mig {
 		if !okCPU(n, p) || !okMemory(n, p) || !okMIG(n, p) {
 			return dst, false

@@ -2,6 +2,11 @@ package placement
 
 import "fmt"
 
+// okOpen: the node takes new work (Node.Closed).
+func okOpen(n *Node, _ *Pod) bool { return n.Closed == "" }
+
+func whyOpen(n *Node, _ *Pod) string { return n.Closed }
+
 // okCPU: the node has the pod's CPU free (nodes with untracked CPU pass).
 func okCPU(n *Node, p *Pod) bool { return n.CPUMilli == 0 || n.FreeCPUMilli >= p.CPUMilli }
 

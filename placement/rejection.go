@@ -11,9 +11,11 @@ type Unit int
 
 // Feasibility units.
 const (
+	// UnitOpen is whether the node takes new work at all (Node.Closed).
+	UnitOpen Unit = iota + 1
 	// UnitMIG is a MIG request's GPUs: GPUs in MIG mode of an allowed model
 	// with a free instance of the profile or a free start slot for one.
-	UnitMIG Unit = iota + 1
+	UnitMIG
 	// UnitCPU is the node's free CPU.
 	UnitCPU
 	// UnitMemory is the node's free host memory.

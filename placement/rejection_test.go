@@ -67,3 +67,38 @@ func TestNoFitErrorCarriesTheRejection(t *testing.T) {
 		t.Errorf("empty cluster: %v", err)
 	}
 }
+
+// A closed node takes no pod (any kind, every policy) and says why in the
+// front door's words; the work booked on it stays, and it opens again.
+func TestClosedNodeTakesNothing(t *testing.T) {
+	open := NewNode("open", 8000, 64<<10, 2, "T4", 16000)
+	closed := NewNode("closed", 8000, 64<<10, 4, "T4", 16000) // the better fit for most policies
+	closed.Closed = "node is cordoned"
+	pods := []Pod{sharePod("share", 0, 250), wholePod("whole", 0, 1), cpuPod("cpu", 1)}
+	for _, p := range pods {
+		r, ok := Explain(&closed, &p)
+		if ok || r.Unit != UnitOpen || r.Reason != "node is cordoned" {
+			t.Errorf("%s: Explain(closed) = %+v, %v; want unit open, the node's reason", p.Name, r, ok)
+		}
+		if ok, why := Feasible(&closed, &p); ok || why != "node is cordoned" {
+			t.Errorf("%s: Feasible(closed) = %v, %q", p.Name, ok, why)
+		}
+	}
+	for _, name := range Names() {
+		pol, err := New(name, Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods {
+			c := &Cluster{Nodes: []Node{closed, open}}
+			d, err := pol.Place(c, &p)
+			if err != nil || d.Node != 1 {
+				t.Errorf("%s, %s: placed on %d (%v), want the open node 1", name, p.Name, d.Node, err)
+			}
+			c.Nodes = c.Nodes[:1]
+			if _, err := pol.Place(c, &p); !errors.Is(err, ErrNoFit) {
+				t.Errorf("%s, %s: on the closed node alone: %v, want no fit", name, p.Name, err)
+			}
+		}
+	}
+}

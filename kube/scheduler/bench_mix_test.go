@@ -127,8 +127,14 @@ type mixRow struct {
 	pods                       int
 	rate                       float64         // pods bound per second
 	lat                        []time.Duration // creation to bound, sorted
-	cpu                        float64         // scheduler CPU seconds, start to last bind
-	rssMiB                     float64         // scheduler peak RSS
+	// ready is from the moment each pod could first be placed to bound,
+	// sorted: a gang member's from its gang's last member's creation (no
+	// gang can be placed before; a scheduler that binds members earlier
+	// counts 0 for them); other pods' as lat. solo is lat of the pods in
+	// no gang.
+	ready, solo []time.Duration
+	cpu         float64 // scheduler CPU seconds, start to last bind
+	rssMiB      float64 // scheduler peak RSS
 }
 
 // benchMix is BenchmarkBindThroughput's mix scenario. KWOK nodes of 8
@@ -157,6 +163,10 @@ type mixRow struct {
 // warm-up's bind in steady ones), allocation and heap profiles (at the
 // last bind) there, through --profiling-addr;
 // TESSERA_BENCH_TABLE=file writes the markdown table (also logged).
+// TESSERA_BENCH_BASELINE_BIN=program adds a row before Tessera's for
+// another build of the tessera command (or of this test binary, e.g. one
+// built from an earlier commit), run the same way: a change's before and
+// after measured in one run.
 func benchMix(b *testing.B) {
 	nodes, pods := envInt(b, "TESSERA_BENCH_NODES", 5000), envInt(b, "TESSERA_BENCH_PODS", 10000)
 	steadyPods, rate := envInt(b, "TESSERA_BENCH_STEADY_PODS", 2000), envInt(b, "TESSERA_BENCH_RATE", 40)
@@ -175,6 +185,11 @@ func benchMix(b *testing.B) {
 		"unlimited": {{5000, 10000}, {5000, 10000}},
 	}
 	bin, env := benchBinary(b)
+	scheds := []string{"tessera", "kube-scheduler"}
+	baseline := os.Getenv("TESSERA_BENCH_BASELINE_BIN")
+	if baseline != "" {
+		scheds = append([]string{baselineRow}, scheds...)
+	}
 
 	ctx, cl, cfg := testcluster.ForTest(b, true)
 	cfg.QPS, cfg.Burst = 2000, 4000 // the harness's own client: fast set-up
@@ -202,12 +217,12 @@ func benchMix(b *testing.B) {
 				n = steadyPods
 			}
 			plan := mixPlan(n)
-			for si, sc := range []string{"tessera", "kube-scheduler"} {
+			for _, sc := range scheds {
 				ns := fmt.Sprintf("%s-%s-%s", lim, arr, sc)
 				if _, err := setup.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 					b.Fatal(err)
 				}
-				tessera := sc == "tessera"
+				tessera := sc != "kube-scheduler"
 				watch := startBindWatch(ctx, b, setup, ns)
 				created := make([]time.Time, len(plan))
 				create := func(i int) error {
@@ -218,7 +233,10 @@ func benchMix(b *testing.B) {
 				if arr == "burst" {
 					parallel(b, len(plan), create)
 				}
-				l := limits[lim][si]
+				l := limits[lim][1]
+				if tessera {
+					l = limits[lim][0]
+				}
 				var proc *testcluster.Process
 				var profAddr string
 				if tessera {
@@ -230,7 +248,11 @@ func benchMix(b *testing.B) {
 						profAddr = fmt.Sprintf("127.0.0.1:%d", loopbackPort(b))
 						args = append(args, "--profiling-addr="+profAddr)
 					}
-					proc = startBenchProcess(b, cl, "tessera-"+ns, bin, env, args...)
+					run := bin
+					if sc == baselineRow {
+						run = baseline
+					}
+					proc = startBenchProcess(b, cl, "tessera-"+ns, run, env, args...)
 				} else {
 					proc = startKubeSchedulerProcess(ctx, b, cl, ns, l[0], l[1])
 				}
@@ -272,6 +294,7 @@ func benchMix(b *testing.B) {
 				watch.stop()
 				row := mixRow{limits: lim, arrival: arr, scheduler: sc, pods: len(plan), cpu: cpu, rssMiB: rss}
 				row.rate, row.lat = watch.result(created, plan)
+				row.ready, row.solo = watch.fromReady(created, plan)
 				b.Logf("%s: slowest pods: %s", ns, watch.slowest(created, plan, 5))
 				rows = append(rows, row)
 				writeMixTable(b, nodes, rows) // after each row: a failed run keeps what it measured
@@ -284,7 +307,7 @@ func benchMix(b *testing.B) {
 					}
 				}
 			}
-			t, k := rows[len(rows)-2], rows[len(rows)-1]
+			t, k := rows[len(rows)-len(scheds)+1], rows[len(rows)-1] // tessera, kube-scheduler
 			b.ReportMetric(t.rate, fmt.Sprintf("%s-%s-tessera-pods/s", lim, arr))
 			b.ReportMetric(k.rate, fmt.Sprintf("%s-%s-kube-scheduler-pods/s", lim, arr))
 			b.ReportMetric(t.rate/k.rate, fmt.Sprintf("%s-%s-ratio", lim, arr))
@@ -292,6 +315,9 @@ func benchMix(b *testing.B) {
 	}
 	b.Log("\n" + mixTable(nodes, rows))
 }
+
+// baselineRow names the row of TESSERA_BENCH_BASELINE_BIN's scheduler.
+const baselineRow = "tessera-baseline"
 
 // writeMixTable writes the table to $TESSERA_BENCH_TABLE, if set.
 func writeMixTable(b *testing.B, nodes int, rows []mixRow) {
@@ -306,16 +332,22 @@ func writeMixTable(b *testing.B, nodes int, rows []mixRow) {
 func mixTable(nodes int, rows []mixRow) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d KWOK nodes of 8 GPUs; load average at the end %s\n\n", nodes, loadAvg())
-	sb.WriteString("| limits | arrival | scheduler | pods | pods/s | ratio | p50 ms | p90 ms | p99 ms | CPU s | peak RSS MiB |\n")
-	sb.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("Latency: creation to bound; \"from ready\": a gang member's from its gang's last member's creation (0 when bound before); \"solo\": pods in no gang.\n\n")
+	sb.WriteString("| limits | arrival | scheduler | pods | pods/s | ratio | p50 ms | p90 ms | p99 ms | from ready p50 / p90 / p99 ms | solo p50 / p99 ms | CPU s | peak RSS MiB |\n")
+	sb.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
 	for i, r := range rows {
-		ratio := "1"
-		if r.scheduler == "tessera" && i+1 < len(rows) {
-			ratio = fmt.Sprintf("%.2fx", r.rate/rows[i+1].rate)
+		ratio := "1" // against kube-scheduler's row of the same limits and arrival
+		for _, k := range rows[i+1:] {
+			if r.scheduler != "kube-scheduler" && k.scheduler == "kube-scheduler" && k.limits == r.limits && k.arrival == r.arrival {
+				ratio = fmt.Sprintf("%.2fx", r.rate/k.rate)
+				break
+			}
 		}
-		ms := func(p int) string { return fmt.Sprintf("%.0f", float64(pct(r.lat, p))/1e6) }
-		fmt.Fprintf(&sb, "| %s | %s | %s | %d | %.1f | %s | %s | %s | %s | %.1f | %.0f |\n",
-			r.limits, r.arrival, r.scheduler, r.pods, r.rate, ratio, ms(50), ms(90), ms(99), r.cpu, r.rssMiB)
+		at := func(d []time.Duration, p int) string { return fmt.Sprintf("%.0f", float64(pct(d, p))/1e6) }
+		ms := func(p int) string { return at(r.lat, p) }
+		fmt.Fprintf(&sb, "| %s | %s | %s | %d | %.1f | %s | %s | %s | %s | %s / %s / %s | %s / %s | %.1f | %.0f |\n",
+			r.limits, r.arrival, r.scheduler, r.pods, r.rate, ratio, ms(50), ms(90), ms(99),
+			at(r.ready, 50), at(r.ready, 90), at(r.ready, 99), at(r.solo, 50), at(r.solo, 99), r.cpu, r.rssMiB)
 	}
 	return sb.String()
 }
@@ -410,6 +442,32 @@ func (w *bindWatch) result(created []time.Time, plan []mixPod) (float64, []time.
 	}
 	slices.Sort(lat)
 	return float64(len(plan)-1) / max(last.Sub(first).Seconds(), 1e-3), lat
+}
+
+// fromReady is each pod's time from when it could first be placed to
+// bound (mixRow.ready), and the creation-to-bound times of the pods in no
+// gang, both sorted.
+func (w *bindWatch) fromReady(created []time.Time, plan []mixPod) (ready, solo []time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	complete := map[string]time.Time{} // gang -> its last member's creation
+	for i, m := range plan {
+		if m.gang != "" && created[i].After(complete[m.gang]) {
+			complete[m.gang] = created[i]
+		}
+	}
+	for i, m := range plan {
+		at := w.bound[fmt.Sprintf("p-%05d", i)]
+		if m.gang == "" {
+			ready = append(ready, at.Sub(created[i]))
+			solo = append(solo, at.Sub(created[i]))
+			continue
+		}
+		ready = append(ready, max(at.Sub(complete[m.gang]), 0))
+	}
+	slices.Sort(ready)
+	slices.Sort(solo)
+	return ready, solo
 }
 
 // slowest describes the k pods with the longest creation-to-bound times.

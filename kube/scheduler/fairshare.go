@@ -48,6 +48,12 @@ func (s *Scheduler) queueSource(p *corev1.Pod) (queue, from string) {
 	return queueing.DefaultQueue, ""
 }
 
+// queueFromGroup reports whether queueSource reads p's queue from its
+// Volcano PodGroup (which may change without the pod changing).
+func queueFromGroup(p *corev1.Pod) bool {
+	return p.Labels[queues.LabelQueue] == "" && p.Labels[workload.KAILabelQueue] == "" && p.Annotations[workload.VolcanoAnnotationGroupName] != ""
+}
+
 // queueTree builds the queue tree from Queue objects. Invalid objects are
 // logged and left out; if the set is inconsistent (a cycle, an unknown
 // parent) only the default queue remains, and the error says why.
@@ -72,14 +78,7 @@ func (s *Scheduler) queueTree(objs []*unstructured.Unstructured) (*queueing.Tree
 
 // ledger charges every booked pod to its queue, over the snapshot's total.
 func (s *Scheduler) ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger {
-	own := map[string]queueing.Resources{}
-	for _, bs := range snap.onNode {
-		for _, b := range bs {
-			q := s.queueOf(b.pod)
-			own[q] = own[q].Add(bookedResources(b))
-		}
-	}
-	return tree.NewLedger(snap.capacity, own)
+	return tree.NewLedger(snap.capacity, s.usage(snap))
 }
 
 // capacityOf is what a cluster's nodes hold in all, for queue shares.

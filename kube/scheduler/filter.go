@@ -27,6 +27,17 @@ func usable(n *corev1.Node) string {
 	return ""
 }
 
+// tainted is 1 when n has a taint that keeps pods off (NoSchedule or
+// NoExecute), else 0.
+func tainted(n *corev1.Node) int {
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return 1
+		}
+	}
+	return 0
+}
+
 func admits(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, n *corev1.Node) string {
 	noSchedule := func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute

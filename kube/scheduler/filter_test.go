@@ -14,11 +14,12 @@ import (
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
-// TestExcludeReasons: a pod's filter rules nodes out for the node's own
-// state (unschedulable, not Ready: read once per snapshot), for the pod's
-// constraints (taints, nodeSelector) and for the node's sharing (a
-// fraction on exclusive GPUs), each with its reason, and keeps the node
-// that passes all.
+// TestExcludeReasons: a node's own state (unschedulable, not Ready: read
+// once per snapshot) closes it in the engine's cluster for every pod, and
+// a pod's filter rules nodes out for the pod's constraints (taints,
+// nodeSelector) and for the node's sharing (a fraction on exclusive GPUs),
+// each with its reason, and keeps the node that passes all. A pod nothing
+// can rule out has no filter at all (the policy places it by class).
 func TestExcludeReasons(t *testing.T) {
 	s, err := New(Config{Client: fake.NewClientset(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -48,14 +49,32 @@ func TestExcludeReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closed := map[string]string{"b-cordoned": "node is unschedulable", "c-not-ready": "node is not Ready"}
 	want := map[string]string{
-		"a-ok": "", "b-cordoned": "node is unschedulable", "c-not-ready": "node is not Ready",
+		"a-ok": "", "b-cordoned": "", "c-not-ready": "",
 		"d-tainted": "untolerated taint dedicated", "e-other-zone": "node selector or affinity does not match",
 	}
 	for i, n := range snap.nodes {
 		if got := w.Exclude(i); got != want[n.Name] {
 			t.Errorf("node %s: excluded for %q, want %q", n.Name, got, want[n.Name])
 		}
+		if got := snap.cluster.Nodes[i].Closed; got != closed[n.Name] {
+			t.Errorf("node %s: closed for %q, want %q", n.Name, got, closed[n.Name])
+		}
+	}
+	// Without the selector, the taint still needs a look at each node;
+	// without the tainted node too, nothing does.
+	free := pod.DeepCopy()
+	free.Spec.NodeSelector = nil
+	if w, _, err := s.workloadOf(snap, free); err != nil || w.Exclude == nil {
+		t.Errorf("a pod beside a tainted node has no filter (%v)", err)
+	}
+	untainted := buildSnapshot(s.cfg.Log, LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{nodes[0], nodes[1], nodes[2], nodes[4]}, nil)
+	if w, _, err := s.workloadOf(untainted, free); err != nil || w.Exclude != nil {
+		t.Errorf("a pod nothing rules out has a filter (%v)", err)
+	}
+	if w, _, err := s.workloadOf(untainted, pod); err != nil || w.Exclude == nil || w.Exclude(untainted.byName["e-other-zone"]) == "" {
+		t.Errorf("a pod with a node selector has no filter ruling out the other zone (%v)", err)
 	}
 
 	// Exclusive GPUs take whole GPUs only: the same pod is ruled out of a

@@ -164,12 +164,37 @@ func (s *Scheduler) gangs(pending, occupying []*corev1.Pod) map[string]*gang {
 			g.min = n
 		}
 	}
+	if len(out) == 0 {
+		return out
+	}
 	for _, p := range occupying {
+		if !mayBeInGang(p) {
+			continue // most bound pods: no key to work out
+		}
 		if g, ok := out[s.groupKey(p)]; ok {
 			g.bound++
 		}
 	}
 	return out
+}
+
+// mayBeInGang reports whether groupKey can give p a key: it names a
+// PodGroup or a Volcano group, or a Job controls it.
+func mayBeInGang(p *corev1.Pod) bool {
+	return namesGroup(p) || jobControlled(p)
+}
+
+// gangFromJob reports whether groupKey reads p's gang from its Job (whose
+// parallelism may change without the pod changing).
+func gangFromJob(p *corev1.Pod) bool { return !namesGroup(p) && jobControlled(p) }
+
+func namesGroup(p *corev1.Pod) bool {
+	return p.Labels[LabelPodGroup] != "" || p.Annotations[workload.VolcanoAnnotationGroupName] != ""
+}
+
+func jobControlled(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "Job"
 }
 
 func (st *CycleStats) count(o outcome) {

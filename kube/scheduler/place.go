@@ -46,6 +46,9 @@ func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[strin
 			if except[snap.nodes[i].Name] {
 				return "reserved for " + what
 			}
+			if own == nil {
+				return ""
+			}
 			return own(i)
 		}
 	}

@@ -39,11 +39,12 @@ func TestRunningPods(t *testing.T) {
 		{{pod: pod("inexact", DefaultName, nil)}, {pod: pod("leaving", DefaultName, deleting), exact: true}},
 	}}
 	gangs := map[string]cycle.Gang{}
-	run, pods := s.running(snap, gangs)
+	run := s.running(snap, gangs)
+	pods := &bookedPods{snap: snap}
 	stopping := map[string]bool{}
 	for _, r := range run {
 		stopping[r.ID] = r.Stopping
-		if pods[r.ID] == nil {
+		if p, ok := pods.get(r.ID); !ok || p == nil {
 			t.Errorf("%s: no pod for it", r.ID)
 		}
 	}

@@ -75,9 +75,11 @@ func (s *Scheduler) added(_ any, isInInitialList bool) {
 	s.poke()
 }
 
-// nodeEvents pokes the loop on every node event and ends the waits of pods
-// that did not fit when a node is added or changes in a way that may make
-// room: allocatable, labels, taints, schedulability or readiness.
+// nodeEvents pokes the loop and ends the waits of pods that did not fit
+// when a node is added, goes, or changes in a way that may make room:
+// allocatable, labels, taints, schedulability or readiness; a change of its
+// annotations or capacity (where an inventory may be read) pokes the loop
+// too. A heartbeat (status only) does neither.
 // Every node event also marks the node changed for the cycle's snapshot
 // (snapshot_cache.go).
 func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
@@ -92,8 +94,10 @@ func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
 			cur, okNew := n.(*corev1.Node)
 			if !okOld || !okNew || nodeMayHelp(old, cur) {
 				s.backoff.clusterChanged()
+				s.poke()
+			} else if !maps.Equal(old.Annotations, cur.Annotations) || !equality.Semantic.DeepEqual(old.Status.Capacity, cur.Status.Capacity) {
+				s.poke() // an inventory may be read from them
 			}
-			s.poke()
 		},
 		DeleteFunc: func(obj any) {
 			s.changedNodes.mark(obj)
@@ -129,7 +133,8 @@ func nodeMayHelp(old, cur *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable)
 }
 
-// podEvents pokes the loop on every pod event and ends waits when the event
+// podEvents pokes the loop on pod events a cycle must act on (additions,
+// deletions, podUpdateMatters) and ends waits when the event
 // may help: a pod that held resources is deleted or finishes (room for
 // the pods that did not fit), a gang gains a pending member (it may now be
 // complete), or a waiting pod's own spec, labels or annotations change (a
@@ -154,7 +159,9 @@ func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 			case s.waitsForUs(cur):
 				s.podChanged(old, cur)
 			}
-			s.poke()
+			if !okOld || !okNew || s.podUpdateMatters(old, cur) {
+				s.poke()
+			}
 		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -166,6 +173,27 @@ func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 			s.poke()
 		},
 	}
+}
+
+// podUpdateMatters reports whether a pod update may change what a cycle
+// does, so that the loop runs one: a pod waiting for this scheduler (or no
+// longer), one that starts or stops occupying its node, and a bound pod
+// whose booking or queue changed. Status updates of bound pods (phase,
+// conditions, container states: most of a busy cluster's pod events)
+// change nothing a cycle reads; the next cycle takes them in anyway.
+func (s *Scheduler) podUpdateMatters(old, cur *corev1.Pod) bool {
+	if s.waitsForUs(old) || s.waitsForUs(cur) {
+		return true
+	}
+	occOld, occCur := boundpods.Occupies(old), boundpods.Occupies(cur)
+	if occOld != occCur {
+		return true
+	}
+	if !occCur {
+		return false // neither waits for us nor holds anything
+	}
+	return bookingKeyOf(old) != bookingKeyOf(cur) || s.queueOf(old) != s.queueOf(cur) ||
+		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil)
 }
 
 // podChanged starts a waiting pod's backoff over when the pod itself

@@ -34,7 +34,13 @@ type pendingPod struct {
 func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, items []item, st *CycleStats) error {
 	start := time.Now()
 	before := *st
-	cs := cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap), Gangs: map[string]cycle.Gang{}}
+	if len(items) == 0 {
+		// Nothing to place: the cycle only brought the snapshot up to date.
+		s.metrics.observeCycle(before, *st, start, 0)
+		s.metrics.observeQueues(tree, s.ledger(tree, snap))
+		return ctx.Err()
+	}
+	cs := cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap), Capacity: snap.capacity, Gangs: map[string]cycle.Gang{}}
 	pend := map[string]pendingPod{}
 	for _, it := range items {
 		members := it.members()
@@ -66,8 +72,8 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 			pend[w.ID] = pendingPod{pod: p, reqs: reqs, parts: w.Parts, item: it}
 		}
 	}
-	running, pods := s.running(snap, cs.Gangs)
-	cs.Running = running
+	cs.Running = s.running(snap, cs.Gangs)
+	pods := &bookedPods{snap: snap}
 	if !s.cfg.DisablePreemption {
 		cs.Preemption = &cycle.Preemption{MinRuntime: s.cfg.PreemptionMinRuntime, Now: start}
 	}
@@ -113,7 +119,7 @@ func (s *Scheduler) rejectAll(ctx context.Context, it item, members []*corev1.Po
 }
 
 // apply carries out one workload's outcome.
-func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o cycle.Outcome, pods map[string]*corev1.Pod, st *CycleStats) {
+func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o cycle.Outcome, pods *bookedPods, st *CycleStats) {
 	p, key := pp.pod, pp.item.key()
 	switch o.Status {
 	case cycle.Placed:
@@ -184,44 +190,96 @@ func (s *Scheduler) awaitingVictims(p *corev1.Pod) bool {
 
 // running is every pod booked on snap as a cycle.Running (the candidates
 // of preemption are this scheduler's exactly booked, live pods; the others
-// are Stopping: they count, but are never victims), the pods by workload
-// ID, and gangs gains the minimum of every running member's gang.
-func (s *Scheduler) running(snap *snapshot, gangs map[string]cycle.Gang) ([]cycle.Running, map[string]*corev1.Pod) {
-	var out []cycle.Running
-	pods := map[string]*corev1.Pod{}
+// are Stopping: they count, but are never victims), and gangs gains the
+// minimum of every running member's gang. Each booking's is worked out
+// once per pod object (runOf).
+func (s *Scheduler) running(snap *snapshot, gangs map[string]cycle.Gang) []cycle.Running {
+	n := 0
 	for _, bs := range snap.onNode {
-		for _, b := range bs {
-			p := b.pod
-			r := cycle.Running{
-				ID: p.Namespace + "/" + p.Name, Queue: s.queueOf(p), Priority: priority(p), Gang: s.groupKey(p),
-				Stopping: !b.exact || p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil,
-			}
-			if p.Status.StartTime != nil {
-				r.Started = p.Status.StartTime.Time
-			}
-			for _, part := range b.parts {
-				r.Parts = append(r.Parts, part.pod)
-				r.Decisions = append(r.Decisions, part.dec)
-			}
-			if _, known := gangs[r.Gang]; r.Gang != "" && !known {
-				if n, err := s.minMember(p); err == nil {
-					gangs[r.Gang] = cycle.Gang{MinMember: n}
+		n += len(bs)
+	}
+	out := make([]cycle.Running, 0, n)
+	for ni := range snap.onNode {
+		for k := range snap.onNode[ni] {
+			r := s.runOf(&snap.onNode[ni][k])
+			if _, known := gangs[r.run.Gang]; r.run.Gang != "" && !known {
+				if n, err := s.minMember(r.pod); err == nil {
+					gangs[r.run.Gang] = cycle.Gang{MinMember: n}
 				}
 			}
-			out = append(out, r)
-			pods[r.ID] = p
+			out = append(out, r.run)
 		}
 	}
-	return out, pods
+	return out
+}
+
+// bookedRun is what a cycle reads of a booking: the pod as a running
+// workload, its queue and what it takes from it. A booking keeps it
+// (booking.run) for as long as it books the same pod object: an update of
+// the pod gives the booking a new object, and so a new bookedRun.
+type bookedRun struct {
+	pod   *corev1.Pod // the object it was read from
+	exact bool
+	run   cycle.Running
+	use   queueing.Resources
+	// volatile: the queue was read from a Volcano PodGroup, or the gang
+	// from a Job, which may change without the pod: read again each time.
+	volatile bool
+}
+
+// runOf returns b's bookedRun, working it out when b has none for its pod.
+func (s *Scheduler) runOf(b *booking) *bookedRun {
+	if r := b.run; r != nil && r.pod == b.pod && r.exact == b.exact {
+		if r.volatile {
+			r.run.Queue, r.run.Gang = s.queueOf(b.pod), s.groupKey(b.pod)
+		}
+		return r
+	}
+	p := b.pod
+	r := &bookedRun{pod: p, exact: b.exact, use: bookedResources(*b), volatile: queueFromGroup(p) || gangFromJob(p),
+		run: cycle.Running{
+			ID: p.Namespace + "/" + p.Name, Queue: s.queueOf(p), Priority: priority(p), Gang: s.groupKey(p),
+			Stopping: !b.exact || p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil,
+		}}
+	if p.Status.StartTime != nil {
+		r.run.Started = p.Status.StartTime.Time
+	}
+	r.run.Parts = make([]placement.Pod, len(b.parts))
+	r.run.Decisions = make([]placement.Decision, len(b.parts))
+	for i, part := range b.parts {
+		r.run.Parts[i], r.run.Decisions[i] = part.pod, part.dec
+	}
+	b.run = r
+	return r
+}
+
+// bookedPods finds a booked pod by its workload ID (namespace/name); the
+// index is made on first use (only preemption needs it).
+type bookedPods struct {
+	snap *snapshot
+	byID map[string]*corev1.Pod
+}
+
+func (bp *bookedPods) get(id string) (*corev1.Pod, bool) {
+	if bp.byID == nil {
+		bp.byID = map[string]*corev1.Pod{}
+		for _, bs := range bp.snap.onNode {
+			for _, b := range bs {
+				bp.byID[b.pod.Namespace+"/"+b.pod.Name] = b.pod
+			}
+		}
+	}
+	p, ok := bp.byID[id]
+	return p, ok
 }
 
 // usage is what the pods booked on snap take from their queues.
 func (s *Scheduler) usage(snap *snapshot) map[string]queueing.Resources {
 	own := map[string]queueing.Resources{}
-	for _, bs := range snap.onNode {
-		for _, b := range bs {
-			q := s.queueOf(b.pod)
-			own[q] = own[q].Add(bookedResources(b))
+	for ni := range snap.onNode {
+		for k := range snap.onNode[ni] {
+			r := s.runOf(&snap.onNode[ni][k])
+			own[r.run.Queue] = own[r.run.Queue].Add(r.use)
 		}
 	}
 	return own
@@ -262,11 +320,11 @@ func (s *Scheduler) reservation(snap *snapshot, pend map[string]pendingPod) *cyc
 // o.Node): each gets an event saying why and is deleted (with its UID as a
 // precondition), and the pod waits for them (preemptionWait) before it
 // names others. It returns the note to leave on the pod.
-func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, o cycle.Outcome, pods map[string]*corev1.Pod) string {
+func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, o cycle.Outcome, pods *bookedPods) string {
 	node := snap.nodes[o.Node].Name
 	prio := priority(pod)
 	for _, v := range o.Victims {
-		vp, ok := pods[v.ID]
+		vp, ok := pods.get(v.ID)
 		if !ok {
 			continue
 		}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,11 +26,17 @@ type snapshot struct {
 	byName  map[string]int   // node name -> index
 	uuidPos []map[string]int // per node: GPU UUID -> position in Node.GPUs
 	onNode  [][]booking      // per node: the pods booked there
-	// sharing and usable are per node how its agent shares its GPUs and
-	// why no pod may go there ("" when one may), read once per snapshot:
-	// every pending pod's filter asks for every node's.
-	sharing []placement.NodeSharing
-	usable  []string
+	// sharing is per node how its agent shares its GPUs, read once per
+	// snapshot, and sharings its distinct values: a pod every one of them
+	// admits needs no per-node sharing check. Why no pod may go to a node
+	// at all (usable: not Ready, unschedulable) is the engine node's
+	// Closed, so that the policies' class index leaves such nodes out
+	// without a per-pod view.
+	sharing  []placement.NodeSharing
+	sharings []placement.NodeSharing
+	// tainted counts the nodes with a NoSchedule or NoExecute taint: while
+	// none has, only a pod with node affinity needs a per-node check.
+	tainted int
 	// capacity is what the nodes hold in all (capacityOf), for queue
 	// shares: a snapshot's capacities never change (a node that reports
 	// others makes a new snapshot).
@@ -46,6 +53,8 @@ type booking struct {
 	// shares is what its assignment grants (GPU compute and memory),
 	// read once when it is booked (queue usage counts it every cycle).
 	shares queueing.Resources
+	// run is what a cycle reads of it, worked out on first use (runOf).
+	run *bookedRun
 }
 
 // buildSnapshot makes a snapshot from nodes and the pods already on them
@@ -76,9 +85,14 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 	s.cluster, s.capacity = cl, capacityOf(cl)
 	s.onNode = make([][]booking, len(s.inv))
 	s.uuidPos = make([]map[string]int, len(s.inv))
-	s.sharing, s.usable = make([]placement.NodeSharing, len(s.inv)), make([]string, len(s.inv))
+	s.sharing = make([]placement.NodeSharing, len(s.inv))
 	for i := range s.inv {
-		s.sharing[i], s.usable[i] = placement.SharingOf(&s.inv[i]), usable(s.nodes[i])
+		s.sharing[i] = placement.SharingOf(&s.inv[i])
+		if !slices.Contains(s.sharings, s.sharing[i]) {
+			s.sharings = append(s.sharings, s.sharing[i])
+		}
+		cl.Nodes[i].Closed = usable(s.nodes[i])
+		s.tainted += tainted(s.nodes[i])
 		m := map[string]int{}
 		for pos, g := range cl.Nodes[i].GPUs {
 			if in, ok := findGPU(&s.inv[i], g.Index); ok {

@@ -236,8 +236,13 @@ func (c *snapshotCache) syncNode(src InventorySource, n *corev1.Node) bool {
 		}
 		c.versions[ni] = v
 	}
-	if s.nodes[ni] != n {
-		s.nodes[ni], s.usable[ni] = n, usable(n)
+	if old := s.nodes[ni]; old != n {
+		s.nodes[ni] = n
+		s.tainted += tainted(n) - tainted(old)
+		if why := usable(n); why != s.cluster.Nodes[ni].Closed {
+			s.cluster.Nodes[ni].Closed = why
+			s.cluster.Changed(ni)
+		}
 	}
 	return true
 }

@@ -164,6 +164,15 @@ func (w *cacheWorld) change(room *placement.Cluster, at map[string]int) string {
 		name, n := pick(w.rng, w.nodes)
 		m := n.DeepCopy()
 		m.ResourceVersion = w.nextRV()
+		if w.rng.IntN(3) == 0 {
+			if len(m.Spec.Taints) > 0 {
+				m.Spec.Taints = nil
+			} else {
+				m.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+			}
+			w.nodes[name], w.marked[name] = m, true
+			return "node taint toggled"
+		}
 		m.Spec.Unschedulable = !m.Spec.Unschedulable
 		w.nodes[name], w.marked[name] = m, true
 		return "node cordon toggled"
@@ -322,7 +331,7 @@ func compareSnapshots(t *testing.T, where string, got, want *snapshot) {
 		got, want any
 	}{
 		{"inventories", got.inv, want.inv}, {"node index", got.byName, want.byName}, {"GPU positions", got.uuidPos, want.uuidPos},
-		{"sharing", got.sharing, want.sharing}, {"usable", got.usable, want.usable}, {"capacity", got.capacity, want.capacity},
+		{"sharing", got.sharing, want.sharing}, {"sharing values", got.sharings, want.sharings}, {"tainted nodes", got.tainted, want.tainted}, {"capacity", got.capacity, want.capacity},
 	} {
 		if !reflect.DeepEqual(f.got, f.want) {
 			t.Errorf("%s: %s differ:\n got %v\nwant %v", where, f.what, f.got, f.want)

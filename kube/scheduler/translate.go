@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -51,21 +52,37 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workloa
 		}
 	}
 	parts[0].CPUMilli, parts[0].MemoryMiB = cpu, mem
-	aff := nodeaffinity.GetRequiredNodeAffinity(pod)
 	gpus, needs := sharingNeeds(gpuReqs, pod.Spec.HostIPC)
-	exclude := func(i int) string {
-		if why := snap.usable[i]; why != "" {
-			return why
+	// The nodes that take nothing (not Ready, unschedulable) are closed in
+	// the engine's cluster. A pod that no node's taints, the pod's own node
+	// constraints or any node's sharing rule out needs no check per node:
+	// the policy then places it on the cluster itself, by class.
+	var exclude func(int) string
+	if snap.tainted > 0 || hasNodeConstraints(pod) || slices.ContainsFunc(snap.sharings, func(ns placement.NodeSharing) bool {
+		return sharingRule(gpus, needs, ns) != ""
+	}) {
+		aff := nodeaffinity.GetRequiredNodeAffinity(pod)
+		exclude = func(i int) string {
+			if why := admits(pod, aff, snap.nodes[i]); why != "" {
+				return why
+			}
+			return sharingRule(gpus, needs, snap.sharing[i])
 		}
-		if why := admits(pod, aff, snap.nodes[i]); why != "" {
-			return why
-		}
-		return sharingRule(gpus, needs, snap.sharing[i])
 	}
 	return cycle.Workload{
 		ID: name, Queue: s.queueOf(pod), Priority: priority(pod), Gang: s.groupKey(pod),
 		Parts: parts, Policy: pol, Exclude: exclude,
 	}, reqs, nil
+}
+
+// hasNodeConstraints reports whether pod names nodes by their labels or
+// fields (spec.nodeSelector, required node affinity).
+func hasNodeConstraints(pod *corev1.Pod) bool {
+	if len(pod.Spec.NodeSelector) > 0 {
+		return true
+	}
+	a := pod.Spec.Affinity
+	return a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil
 }
 
 // workloadsOf is workloadOf for several pods, in order.
