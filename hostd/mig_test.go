@@ -65,11 +65,7 @@ func TestMIGStaticInstances(t *testing.T) {
 		}
 	}
 	gates := t.TempDir()
-	mig := func(p string) api.SubmitRequest {
-		r := gatedJob(gates, map[string]string{"mig-profile": p}, 0)
-		r.Command[2] = envScript
-		return r
-	}
+	mig := func(p string) api.SubmitRequest { return migJob(gates, p) }
 	a := submit(t, d, mig("1g.10gb")).ID
 	b := submit(t, d, mig("1g.10gb")).ID
 	c := submit(t, d, mig("3g.40gb")).ID
@@ -119,11 +115,7 @@ func TestMIGDynamicInstances(t *testing.T) {
 	d := startMIGDaemon(t, `nodes: [{name: h, gpus: 1xH100-SXM, overrides: [{index: 0, migManaged: true}]}]`)
 	parent := d.cfg.Nodes[0].GPUs[0].UUID
 	gates := t.TempDir()
-	mig := func(p string) api.SubmitRequest {
-		r := gatedJob(gates, map[string]string{"mig-profile": p}, 0)
-		r.Command[2] = envScript
-		return r
-	}
+	mig := func(p string) api.SubmitRequest { return migJob(gates, p) }
 	// The start the engine picks for a first 3g.40gb on the idle GPU.
 	idle := d.empty.Clone()
 	pol, err := placement.New(d.cfg.Policy, placement.Options{})
@@ -198,11 +190,7 @@ func TestMIGCreatedAndConfiguredUUIDsDiffer(t *testing.T) {
 	}
 	configured := g.MIGInstances[0].UUID
 	gates := t.TempDir()
-	mig := func(p string) api.SubmitRequest {
-		r := gatedJob(gates, map[string]string{"mig-profile": p}, 0)
-		r.Command[2] = envScript
-		return r
-	}
+	mig := func(p string) api.SubmitRequest { return migJob(gates, p) }
 	taken := submit(t, d, mig("3g.40gb")).ID
 	created := submit(t, d, mig("4g.40gb")).ID
 	eventually(t, "both jobs run", func() bool { return started(t, d, taken) && started(t, d, created) })

@@ -190,11 +190,6 @@ func benchDRA(b *testing.B) {
 	steadyPods, rate := envInt(b, "TESSERA_BENCH_STEADY_PODS", 2000), envInt(b, "TESSERA_BENCH_RATE", 10)
 	limitNames := envList(b, "TESSERA_BENCH_LIMITS", "stock,equal,unlimited", "stock", "equal", "unlimited")
 	arrivals := envList(b, "TESSERA_BENCH_ARRIVAL", "burst,steady", "burst", "steady")
-	limits := map[string][2][2]int{ // tessera, kube-scheduler: qps, burst (0: the program's defaults)
-		"stock":     {{0, 0}, {0, 0}},
-		"equal":     {{200, 400}, {200, 400}},
-		"unlimited": {{5000, 10000}, {5000, 10000}},
-	}
 	bin, env := benchBinary(b)
 
 	ctx, cl, cfg := testcluster.ForTest(b, true)
@@ -238,20 +233,7 @@ func benchDRA(b *testing.B) {
 					// the claim controller.
 					claims.waitCount(b, draClaimCount(plan))
 				}
-				l := limits[lim][1]
-				if tessera {
-					l = limits[lim][0]
-				}
-				var proc *testcluster.Process
-				if tessera {
-					args := []string{"scheduler", "--kubeconfig=" + cl.Kubeconfig, "--leader-elect=false", "--metrics-addr="}
-					if l[0] > 0 {
-						args = append(args, fmt.Sprintf("--kube-api-qps=%d", l[0]), fmt.Sprintf("--kube-api-burst=%d", l[1]))
-					}
-					proc = startBenchProcess(b, cl, "tessera-"+ns, bin, env, args...)
-				} else {
-					proc = startKubeSchedulerProcess(ctx, b, cl, ns, l[0], l[1])
-				}
+				proc := startRowScheduler(ctx, b, cl, ns, tessera, lim, bin, env)
 				want := len(plan)
 				if arr == "steady" {
 					// As in the mix scenario: the stream starts once the

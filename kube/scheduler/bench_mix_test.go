@@ -179,11 +179,6 @@ func benchMix(b *testing.B) {
 			b.Fatalf("TESSERA_BENCH_PROFILE: %v", err)
 		}
 	}
-	limits := map[string][2][2]int{ // tessera, kube-scheduler: qps, burst (0: the program's defaults)
-		"stock":     {{0, 0}, {0, 0}},
-		"equal":     {{200, 400}, {200, 400}},
-		"unlimited": {{5000, 10000}, {5000, 10000}},
-	}
 	bin, env := benchBinary(b)
 	scheds := []string{"tessera", "kube-scheduler"}
 	baseline := os.Getenv("TESSERA_BENCH_BASELINE_BIN")
@@ -233,29 +228,17 @@ func benchMix(b *testing.B) {
 				if arr == "burst" {
 					parallel(b, len(plan), create)
 				}
-				l := limits[lim][1]
-				if tessera {
-					l = limits[lim][0]
-				}
-				var proc *testcluster.Process
 				var profAddr string
-				if tessera {
-					args := []string{"scheduler", "--kubeconfig=" + cl.Kubeconfig, "--leader-elect=false", "--metrics-addr="}
-					if l[0] > 0 {
-						args = append(args, fmt.Sprintf("--kube-api-qps=%d", l[0]), fmt.Sprintf("--kube-api-burst=%d", l[1]))
-					}
-					if profDir != "" {
-						profAddr = fmt.Sprintf("127.0.0.1:%d", loopbackPort(b))
-						args = append(args, "--profiling-addr="+profAddr)
-					}
-					run := bin
-					if sc == baselineRow {
-						run = baseline
-					}
-					proc = startBenchProcess(b, cl, "tessera-"+ns, run, env, args...)
-				} else {
-					proc = startKubeSchedulerProcess(ctx, b, cl, ns, l[0], l[1])
+				var extra []string
+				if tessera && profDir != "" {
+					profAddr = fmt.Sprintf("127.0.0.1:%d", loopbackPort(b))
+					extra = append(extra, "--profiling-addr="+profAddr)
 				}
+				run := bin
+				if sc == baselineRow {
+					run = baseline
+				}
+				proc := startRowScheduler(ctx, b, cl, ns, tessera, lim, run, env, extra...)
 				var profWG sync.WaitGroup
 				profileCPU := func() { // from now, for profSecs
 					if profAddr == "" {
@@ -314,6 +297,36 @@ func benchMix(b *testing.B) {
 		}
 	}
 	b.Log("\n" + mixTable(nodes, rows))
+}
+
+// rowLimits are a row's client limits by name: Tessera's and
+// kube-scheduler's queries per second and burst (0: the program's
+// defaults).
+func rowLimits(name string, tessera bool) [2]int {
+	l := map[string][2][2]int{
+		"stock":     {{0, 0}, {0, 0}},
+		"equal":     {{200, 400}, {200, 400}},
+		"unlimited": {{5000, 10000}, {5000, 10000}},
+	}[name]
+	if tessera {
+		return l[0]
+	}
+	return l[1]
+}
+
+// startRowScheduler starts a benchmark row's scheduler at the row's
+// client limits: `tessera scheduler` (bin with env, plus extra flags) or
+// kube-scheduler.
+func startRowScheduler(ctx context.Context, b *testing.B, cl *testcluster.Cluster, ns string, tessera bool, limits, bin string, env []string, extra ...string) *testcluster.Process {
+	l := rowLimits(limits, tessera)
+	if !tessera {
+		return startKubeSchedulerProcess(ctx, b, cl, ns, l[0], l[1])
+	}
+	args := []string{"scheduler", "--kubeconfig=" + cl.Kubeconfig, "--leader-elect=false", "--metrics-addr="}
+	if l[0] > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-qps=%d", l[0]), fmt.Sprintf("--kube-api-burst=%d", l[1]))
+	}
+	return startBenchProcess(b, cl, "tessera-"+ns, bin, env, append(args, extra...)...)
 }
 
 // baselineRow names the row of TESSERA_BENCH_BASELINE_BIN's scheduler.

@@ -50,7 +50,7 @@ func BenchmarkCycleEngine(b *testing.B) {
 			}
 			nodes, pods := w.lists()
 			var c snapshotCache
-			snap := c.update(log, src, nodes, nodeChanges{}, pods)
+			snap := c.update(log, src, nodes, nodeChanges{}, pods, nil)
 			def, err := placement.New(placement.DefaultPolicy, placement.Options{})
 			if err != nil {
 				b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +92,9 @@ type Scheduler struct {
 	nodes   corelisters.NodeLister
 	pods    corelisters.PodLister
 	jobs    batchlisters.JobLister // Jobs, for automatic gangs
+	// claims lists DRA ResourceClaims (claims.go); nil where the API
+	// server does not serve resource.k8s.io/v1.
+	claims  resourcelisters.ResourceClaimLister
 	wake    chan struct{}
 	events  *eventSink
 	metrics *metrics
@@ -183,11 +188,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// handlers are waited for as well as the caches: the first cycle
 	// starts only once every object listed at start has reached them.
 	var handlers []cache.InformerSynced
-	for _, h := range []struct {
+	type watched struct {
 		what string
 		inf  cache.SharedIndexInformer
 		h    cache.ResourceEventHandler
-	}{{"nodes", nodeInf.Informer(), s.nodeEvents()}, {"pods", podInf.Informer(), s.podEvents()}, {"jobs", jobInf.Informer(), s.jobEvents()}} {
+	}
+	watches := []watched{{"nodes", nodeInf.Informer(), s.nodeEvents()}, {"pods", podInf.Informer(), s.podEvents()}, {"jobs", jobInf.Informer(), s.jobEvents()}}
+	if servesClaims(s.cfg.Client, s.cfg.Log) {
+		claimInf := f.Resource().V1().ResourceClaims()
+		s.claims = claimInf.Lister()
+		watches = append(watches, watched{"resource claims", claimInf.Informer(), s.claimEvents()})
+	}
+	for _, h := range watches {
 		reg, err := h.inf.AddEventHandler(h.h)
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", h.what, err)
@@ -330,7 +342,13 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		n, err := s.nodes.Get(name)
 		return n, err == nil
 	}}
-	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying)
+	var claims []*resourceapi.ResourceClaim
+	if s.claims != nil {
+		if claims, err = s.claims.List(labels.Everything()); err != nil {
+			return st, fmt.Errorf("list resource claims: %w", err)
+		}
+	}
+	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying, claims)
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
 	groups := s.gangs(pending, occupying)

@@ -37,6 +37,8 @@ type snapshot struct {
 	// tainted counts the nodes with a NoSchedule or NoExecute taint: while
 	// none has, only a pod with node affinity needs a per-node check.
 	tainted int
+	// claims counts the allocated DRA claims booked (claims.go).
+	claims int
 	// capacity is what the nodes hold in all (capacityOf), for queue
 	// shares: a snapshot's capacities never change (a node that reports
 	// others makes a new snapshot).

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -54,6 +55,8 @@ type snapshotCache struct {
 	versions []inventoryVersion
 	// gen numbers the updates (cachedPod.seen).
 	gen uint64
+	// claimed are the allocated claims the snapshot booked.
+	claimed claimSet
 	// rebuilds and updates count the snapshots built from scratch and
 	// brought up to date (tests and benchmarks read them).
 	rebuilds, updates int
@@ -125,9 +128,16 @@ func (m *nodeMarks) take() map[string]bool {
 // update returns the snapshot of nodes with pods booked (as
 // buildSnapshot), from the last one and what changed since when it can:
 // of the nodes, those changed says may have.
-func (c *snapshotCache) update(log *slog.Logger, src InventorySource, nodes []*corev1.Node, changed nodeChanges, pods []*corev1.Pod) *snapshot {
-	if c.snap == nil || !c.takeBackCycle() || !c.syncNodes(src, nodes, changed) || !c.syncPods(log, pods) {
-		return c.rebuild(log, src, nodes, pods)
+//
+// claims are the DRA ResourceClaims (claims.go): any change to the
+// allocated ones of Tessera's driver rebuilds the snapshot.
+func (c *snapshotCache) update(log *slog.Logger, src InventorySource, nodes []*corev1.Node, changed nodeChanges, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim) *snapshot {
+	held, set := allocatedClaims(claims)
+	if c.snap == nil || !set.equal(c.claimed) || !c.takeBackCycle() || !c.syncNodes(src, nodes, changed) || !c.syncPods(log, pods) {
+		s := c.rebuild(log, src, nodes, pods)
+		s.bookClaims(log, held)
+		c.claimed = set
+		return s
 	}
 	c.updates++
 	return c.snap

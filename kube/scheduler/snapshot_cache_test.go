@@ -282,7 +282,7 @@ func TestSnapshotCacheMatchesRebuild(t *testing.T) {
 					history = append(history, w.change(room, at))
 				}
 				nodes, pods := w.lists()
-				got := c.update(log, src, nodes, w.changes(), pods)
+				got := c.update(log, src, nodes, w.changes(), pods, nil)
 				want := buildSnapshot(log, src, nodes, pods)
 				where := fmt.Sprintf("step %d (last changes %q)", step, history[max(0, len(history)-changes):])
 				compareSnapshots(t, where, got, want)
@@ -418,9 +418,9 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.Run("update", func(b *testing.B) {
 		var c snapshotCache
 		none := nodeChanges{names: map[string]bool{}, get: func(string) (*corev1.Node, bool) { return nil, false }}
-		c.update(log, src, nodes, none, step())
+		c.update(log, src, nodes, none, step(), nil)
 		for b.Loop() {
-			c.update(log, src, nodes, none, step())
+			c.update(log, src, nodes, none, step(), nil)
 		}
 		if c.rebuilds != 1 {
 			b.Fatalf("%d rebuilds, want 1", c.rebuilds)
@@ -455,17 +455,17 @@ func TestSnapshotCacheSaturated(t *testing.T) {
 		{"p4 gone from the other node", []*corev1.Pod{p2, p3}, 2, 0},
 		{"p3 gone", []*corev1.Pod{p2}, 3, 400},
 	} {
-		got := c.update(log, src, nodes, nodeChanges{}, step.pods)
+		got := c.update(log, src, nodes, nodeChanges{}, step.pods, nil)
 		compareSnapshots(t, step.what, got, buildSnapshot(log, src, nodes, step.pods))
 		if c.rebuilds != step.rebuilds || gpuFree(got, "a") != step.freeA {
 			t.Errorf("%s: %d rebuilds, a's GPU %d free; want %d and %d", step.what, c.rebuilds, gpuFree(got, "a"), step.rebuilds, step.freeA)
 		}
 	}
 	// A cycle's booking that had to saturate is not released in place.
-	got := c.update(log, src, nodes, nodeChanges{}, []*corev1.Pod{p2})
+	got := c.update(log, src, nodes, nodeChanges{}, []*corev1.Pod{p2}, nil)
 	got.record(got.byName["b"], booking{pod: p4, exact: false})
 	before := c.rebuilds
-	got = c.update(log, src, nodes, nodeChanges{}, []*corev1.Pod{p2, p4})
+	got = c.update(log, src, nodes, nodeChanges{}, []*corev1.Pod{p2, p4}, nil)
 	compareSnapshots(t, "after an inexact cycle booking", got, buildSnapshot(log, src, nodes, []*corev1.Pod{p2, p4}))
 	if c.rebuilds != before+1 {
 		t.Errorf("an inexact cycle booking: %d rebuilds, want %d", c.rebuilds, before+1)
@@ -483,7 +483,7 @@ func TestSnapshotCacheListedTwice(t *testing.T) {
 	p := w.pod("a", 0, 300)
 	var c snapshotCache
 	for i, pods := range [][]*corev1.Pod{{p, p}, {p}, {p, p}, {p}} {
-		got := c.update(log, src, nodes, nodeChanges{}, pods)
+		got := c.update(log, src, nodes, nodeChanges{}, pods, nil)
 		compareSnapshots(t, fmt.Sprint("update ", i), got, buildSnapshot(log, src, nodes, pods))
 	}
 	if c.rebuilds != 4 {

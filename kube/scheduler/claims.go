@@ -1,0 +1,146 @@
+package scheduler
+
+import (
+	"log/slog"
+	"maps"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	kdra "github.com/tessera-gpu/tessera/kube/dra"
+	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+// Allocated DRA claims of Tessera's driver hold GPU shares as bound pods'
+// assignments do: a node may run the device plugin's pods and the DRA
+// driver's claims side by side (or claims allocated by kube-scheduler next
+// to pods this scheduler binds), and the snapshot books both, so no GPU
+// share is handed out twice. A claim is booked once, however many pods
+// name it (a shared claim), for as long as it is allocated: its pods'
+// own CPU and memory are booked with the pods.
+//
+// Claims change the snapshot only through a rebuild (snapshotCache.update
+// compares the set of allocated claims): their bookings are never released
+// in place.
+
+// claimSet identifies the allocated claims of Tessera's driver a snapshot
+// booked: UID -> resourceVersion.
+type claimSet map[types.UID]string
+
+// allocatedClaims returns the claims that hold devices of Tessera's driver.
+func allocatedClaims(claims []*resourceapi.ResourceClaim) ([]*resourceapi.ResourceClaim, claimSet) {
+	var out []*resourceapi.ResourceClaim
+	set := claimSet{}
+	for _, c := range claims {
+		if holdsTesseraDevice(c) {
+			out = append(out, c)
+			set[c.UID] = c.ResourceVersion
+		}
+	}
+	return out, set
+}
+
+func holdsTesseraDevice(c *resourceapi.ResourceClaim) bool {
+	a := c.Status.Allocation
+	if a == nil {
+		return false
+	}
+	for _, r := range a.Devices.Results {
+		if r.Driver == kdra.DriverName {
+			return true
+		}
+	}
+	return false
+}
+
+func (cs claimSet) equal(o claimSet) bool { return maps.Equal(cs, o) }
+
+// bookClaims books the GPU shares of allocated claims (allocatedClaims) on
+// their nodes: each device as one share, saturating as a pod's booking
+// does when it no longer fits. A claim on a node the snapshot does not
+// hold, or one that cannot be read, is logged and left out.
+func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceClaim) {
+	for _, c := range claims {
+		name := c.Namespace + "/" + c.Name
+		node := ""
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver == kdra.DriverName {
+				node = r.Pool // Tessera's pools are its nodes (kdra.Resources)
+				break
+			}
+		}
+		ni, ok := s.byName[node]
+		if !ok {
+			continue
+		}
+		shares, err := kdra.Shares(c, &s.inv[ni])
+		if err != nil {
+			log.Warn("allocated DRA claim cannot be read; its GPUs are not counted", "claim", name, "err", err)
+			continue
+		}
+		for _, sh := range shares {
+			pos, ok := s.uuidPos[ni][sh.UUID]
+			if !ok {
+				continue
+			}
+			p := placement.Pod{Name: "claim " + name, GPU: request.GPU{Count: 1, ComputeMilli: sh.ComputeMilli,
+				ComputeLimitMilli: sh.ComputeLimitMilli, MemoryMiB: sh.MemoryMiB, MemoryLimitMiB: sh.MemoryLimitMiB}}
+			s.apply(log, &p, placement.Decision{Node: ni, GPUs: []int{pos}})
+		}
+		s.claims++
+	}
+}
+
+// servesClaims reports whether the API server serves ResourceClaims of
+// resource.k8s.io/v1 (Kubernetes 1.34 and later); where it does not, the
+// scheduler books no claims.
+func servesClaims(c kubernetes.Interface, log *slog.Logger) bool {
+	list, err := c.Discovery().ServerResourcesForGroupVersion(resourceapi.SchemeGroupVersion.String())
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			log.Warn("cannot tell whether the API server serves DRA ResourceClaims; their GPUs are not counted", "err", err)
+		}
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "resourceclaims" {
+			return true
+		}
+	}
+	return false
+}
+
+// claimEvents pokes the loop when a claim of Tessera's driver is allocated,
+// changes while allocated, or goes: the snapshot books it again.
+func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
+	holds := func(obj any) bool {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		c, ok := obj.(*resourceapi.ResourceClaim)
+		return !ok || holdsTesseraDevice(c)
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if holds(obj) {
+				s.poke()
+			}
+		},
+		UpdateFunc: func(o, n any) {
+			if holds(o) || holds(n) {
+				s.backoff.clusterChanged() // a claim let go may make room
+				s.poke()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if holds(obj) {
+				s.backoff.clusterChanged()
+				s.poke()
+			}
+		},
+	}
+}

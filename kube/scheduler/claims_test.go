@@ -1,0 +1,133 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/inventory"
+	kdra "github.com/tessera-gpu/tessera/kube/dra"
+)
+
+// allocatedClaim is a claim of one request allocated on node: one device
+// of driver per entry of devices, consuming compute where given (else the
+// whole device).
+func allocatedClaim(name, node, driver string, devices map[string]string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), ResourceVersion: "1"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: kdra.ClassGPU}}}}}}
+	if devices == nil {
+		return c
+	}
+	a := &resourceapi.AllocationResult{}
+	for dev, compute := range devices {
+		r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: driver, Pool: node, Device: dev}
+		if compute != "" {
+			r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{kdra.CapacityCompute: resource.MustParse(compute)}
+		}
+		a.Devices.Results = append(a.Devices.Results, r)
+	}
+	c.Status.Allocation = a
+	return c
+}
+
+// TestSnapshotBooksAllocatedClaims: the allocated claims of Tessera's
+// driver take their GPUs' shares on the snapshot, each claim once; claims
+// of other drivers and claims not allocated take nothing; a claim let go
+// rebuilds the snapshot with its GPU free again, and an unchanged set of
+// claims keeps the snapshot.
+func TestSnapshotBooksAllocatedClaims(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gpu := func(i int) inventory.GPU {
+		return inventory.GPU{UUID: fmt.Sprintf("GPU-%d", i), Index: i, Model: "H100", MemoryMiB: 81920, NUMANode: -1, Health: inventory.Healthy}
+	}
+	inv := fixedInventory{inventory.Node{CPUMilli: 64000, MemoryMiB: 262144, GPUs: []inventory.GPU{gpu(0), gpu(1), gpu(2)}}}
+	nodes := []*corev1.Node{labelNode("n0", "3", "H100")}
+	whole := allocatedClaim("whole", "n0", kdra.DriverName, map[string]string{"gpu-0": ""})
+	half := allocatedClaim("half", "n0", kdra.DriverName, map[string]string{"gpu-1": "500m"})
+	other := allocatedClaim("other", "n0", "gpu.example.com", map[string]string{"gpu-2": ""})
+	pending := allocatedClaim("pending", "n0", kdra.DriverName, nil)
+	var c snapshotCache
+	free := func(snap *snapshot) [3]int64 {
+		var out [3]int64
+		for i, g := range snap.cluster.Nodes[0].GPUs {
+			out[i] = g.FreeMilli
+		}
+		return out
+	}
+	snap := c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{whole, half, other, pending})
+	if got, want := free(snap), [3]int64{0, 500, 1000}; got != want || snap.claims != 2 {
+		t.Fatalf("free compute %v with %d claims booked, want %v with 2", got, snap.claims, want)
+	}
+	rebuilds := c.rebuilds
+	snap = c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{pending, other, half, whole})
+	if c.rebuilds != rebuilds || free(snap) != [3]int64{0, 500, 1000} {
+		t.Errorf("the same claims rebuilt the snapshot (%d rebuilds, free %v)", c.rebuilds-rebuilds, free(snap))
+	}
+	let := half.DeepCopy()
+	let.ResourceVersion, let.Status.Allocation = "2", nil
+	snap = c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{whole, let})
+	if got, want := free(snap), [3]int64{0, 1000, 1000}; got != want || snap.claims != 1 {
+		t.Errorf("after the half claim was let go: free %v with %d claims, want %v with 1", got, snap.claims, want)
+	}
+}
+
+// TestClaimsAndPodsShareOneInventory, on a real control plane: a GPU held
+// by an allocated DRA claim of Tessera's driver (as kube-scheduler's DRA
+// plugin writes it) is not given to a pod this scheduler binds, and is
+// given once the claim goes.
+func TestClaimsAndPodsShareOneInventory(t *testing.T) {
+	ctx, c := controlPlane(t)
+	createGPUNode(ctx, t, c, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	claim := allocatedClaim("held", "gpu-0", kdra.DriverName, map[string]string{"gpu-0": ""})
+	status := claim.Status
+	claim.UID, claim.ResourceVersion, claim.Status = "", "", resourceapi.ResourceClaimStatus{}
+	created, err := c.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = status
+	if _, err := c.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("write the claim's allocation: %v", err)
+	}
+	defer startScheduler(ctx, t, c, nil, nil)()
+	createPod(ctx, t, c, "first", "1", nil)
+	waitFor(t, "first bound to the GPU the claim leaves", func() error { return onGPU(ctx, c, "first", 1) })
+	createPod(ctx, t, c, "second", "1", nil)
+	waitFor(t, "second unschedulable while the claim holds GPU 0", func() error {
+		return hasCondition(ctx, c, "second", corev1.PodReasonUnschedulable, "")
+	})
+	if err := c.ResourceV1().ResourceClaims("default").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "second bound to GPU 0 once the claim is gone", func() error { return onGPU(ctx, c, "second", 0) })
+}
+
+// onGPU checks that pod name is bound with one GPU share, on GPU index.
+func onGPU(ctx context.Context, c kubernetes.Interface, name string, index int) error {
+	p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if p.Spec.NodeName == "" {
+		return fmt.Errorf("pod %s not bound", name)
+	}
+	a, err := binding.Decode(p.Annotations[binding.AnnotationKey])
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", name, err)
+	}
+	if len(a.Containers) != 1 || len(a.Containers[0].GPUs) != 1 || a.Containers[0].GPUs[0].Index != index {
+		return fmt.Errorf("pod %s assigned %+v, want GPU %d", name, a.Containers, index)
+	}
+	return nil
+}
