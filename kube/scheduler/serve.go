@@ -34,13 +34,19 @@ type pendingPod struct {
 func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, items []item, st *CycleStats) error {
 	start := time.Now()
 	before := *st
+	// fresh collects the bookings this cycle adds, for its ledger (and is
+	// emptied every cycle, so what the snapshot's updates record does not
+	// pile up).
+	clear(snap.fresh)
+	snap.fresh = snap.fresh[:0]
 	if len(items) == 0 {
 		// Nothing to place: the cycle only brought the snapshot up to date.
 		s.metrics.observeCycle(before, *st, start, 0)
 		s.metrics.observeQueues(tree, s.ledger(tree, snap))
 		return ctx.Err()
 	}
-	cs := cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap), Capacity: snap.capacity, Gangs: map[string]cycle.Gang{}}
+	usage := s.usage(snap)
+	cs := cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: usage, Capacity: snap.capacity, Gangs: map[string]cycle.Gang{}}
 	pend := map[string]pendingPod{}
 	for _, it := range items {
 		members := it.members()
@@ -98,7 +104,13 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 		s.maybeReserveGang(snap, g, g.pending[:need])
 	}
 	s.metrics.observeCycle(before, *st, start, len(items))
-	s.metrics.observeQueues(tree, s.ledger(tree, snap))
+	// The queues' usage after the cycle: before it, and what it booked
+	// (nothing is released during a cycle).
+	ledger := tree.NewLedger(snap.capacity, usage)
+	for _, b := range snap.fresh {
+		ledger.Charge(s.queueOf(b.pod), bookedResources(b))
+	}
+	s.metrics.observeQueues(tree, ledger)
 	return ctx.Err()
 }
 

@@ -39,6 +39,9 @@ type snapshot struct {
 	tainted int
 	// claims counts the allocated DRA claims booked (claims.go).
 	claims int
+	// fresh are the bookings recorded since a cycle last emptied it (the
+	// cycle's own, for its queues' ledger).
+	fresh []booking
 	// capacity is what the nodes hold in all (capacityOf), for queue
 	// shares: a snapshot's capacities never change (a node that reports
 	// others makes a new snapshot).
@@ -258,4 +261,5 @@ func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
 // record adds a booking on node ni.
 func (s *snapshot) record(ni int, b booking) {
 	s.onNode[ni] = append(s.onNode[ni], b)
+	s.fresh = append(s.fresh, b)
 }
