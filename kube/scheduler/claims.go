@@ -5,7 +5,6 @@ import (
 	"maps"
 
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -99,19 +98,11 @@ func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceCl
 // resource.k8s.io/v1 (Kubernetes 1.34 and later); where it does not, the
 // scheduler books no claims.
 func servesClaims(c kubernetes.Interface, log *slog.Logger) bool {
-	list, err := c.Discovery().ServerResourcesForGroupVersion(resourceapi.SchemeGroupVersion.String())
+	ok, err := served(c, resourceapi.SchemeGroupVersion.WithResource("resourceclaims"))
 	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			log.Warn("cannot tell whether the API server serves DRA ResourceClaims; their GPUs are not counted", "err", err)
-		}
-		return false
+		log.Warn("cannot tell whether the API server serves DRA ResourceClaims; their GPUs are not counted", "err", err)
 	}
-	for _, r := range list.APIResources {
-		if r.Name == "resourceclaims" {
-			return true
-		}
-	}
-	return false
+	return ok
 }
 
 // claimEvents pokes the loop when a claim of Tessera's driver is allocated,

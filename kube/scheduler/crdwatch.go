@@ -44,7 +44,7 @@ func (w *crdWatch) informer() (informers.GenericInformer, error) {
 	if w.inf != nil || time.Now().Before(w.next) {
 		return w.inf, nil
 	}
-	if !served(w.client, w.gvr) {
+	if ok, _ := served(w.client, w.gvr); !ok { // checked again after crdRecheck
 		w.next = time.Now().Add(crdRecheck)
 		return nil, nil
 	}
@@ -102,18 +102,23 @@ func (w *crdWatch) get(name string) (*unstructured.Unstructured, bool, error) {
 	return u, true, nil
 }
 
-// served reports whether the API server serves a resource.
-func served(c kubernetes.Interface, gvr schema.GroupVersionResource) bool {
+// served reports whether the API server serves a resource; err says why
+// it could not tell (a group version the server does not know is simply
+// not served).
+func served(c kubernetes.Interface, gvr schema.GroupVersionResource) (bool, error) {
 	list, err := c.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if errors.IsNotFound(err) {
+		return false, nil
+	}
 	if err != nil {
-		return false
+		return false, fmt.Errorf("discover %s: %w", gvr.GroupVersion(), err)
 	}
 	for _, r := range list.APIResources {
 		if r.Name == gvr.Resource {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // getIn returns the named object of a namespace; found is false when absent
