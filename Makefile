@@ -149,7 +149,7 @@ e2e-node:
 ## gang pods in two queues, latency percentiles, CPU and peak RSS of both
 ## (TESSERA_BENCH_TABLE=file, TESSERA_BENCH_PROFILE=dir; docs/benchmarks.md).
 ## TESSERA_BENCH_SCENARIO=dra: pods with ResourceClaims on Tessera's DRA
-## devices, allocated by kube-scheduler's DRA plugin (Tessera's row pending).
+## devices, allocated by Tessera's scheduler and by kube-scheduler's DRA plugin.
 bench-kube:
 	$(GO) test -run '^$$' -bench BindThroughput -benchtime 1x -timeout 120m ./kube/scheduler
 

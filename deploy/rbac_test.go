@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	agentkube "github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
+	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 )
@@ -66,10 +68,11 @@ func testRBAC(t *testing.T, s *apiServer) {
 	}
 
 	// The agent: publish the node's GPUs and read its pods.
-	for _, sa := range []struct {
+	agents := []struct {
 		ns, name        string
 		installCRD, dra bool
-	}{{ns, agentSA, false, false}, {"vs-pools", crdAgentSA, true, true}} {
+	}{{ns, agentSA, false, false}, {"vs-pools", crdAgentSA, true, true}}
+	for ai, sa := range agents {
 		cfg := serviceAccount(s.cfg, sa.ns, sa.name)
 		core, dyn := kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg)
 		src, err := discovery.Open("sim:2xH100-SXM", catalog.Default())
@@ -102,9 +105,12 @@ func testRBAC(t *testing.T, s *apiServer) {
 			})
 			slicePub.Stop()
 		}
-		// The next agent creates the GPUNode anew.
-		if err := s.dyn.Resource(gpunode.Resource()).Delete(ctx, "rbac-node", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
+		// The next agent creates the GPUNode anew; the last one's stays, for
+		// the scheduler to allocate a claim on its GPU 1.
+		if ai < len(agents)-1 {
+			if err := s.dyn.Resource(gpunode.Resource()).Delete(ctx, "rbac-node", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		pods := agentkube.Pods{Client: core, Node: "rbac-node"}
 		if _, err := pods.OnNode(ctx); err != nil {
@@ -135,10 +141,23 @@ func testRBAC(t *testing.T, s *apiServer) {
 	go func() {
 		done <- sched.RunWithLeaderElection(sctx, scheduler.LeaderElection{Namespace: ns, Name: "tessera-scheduler", Identity: "rbac-test"})
 	}()
-	for _, p := range []struct{ name, cpu string }{{"fits", "1"}, {"too-big", "64"}} {
+	// A DRA claim for a share, used by two pods: the first pod's binding
+	// allocates it, the second joins it.
+	req := resourceapi.ExactDeviceRequest{DeviceClassName: kdra.ClassSharedGPU, Count: 1,
+		Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
+			kdra.CapacityCompute: resource.MustParse("0.5"), kdra.CapacityMemory: resource.MustParse("10Gi")}}}
+	if _, err := s.core.ResourceV1().ResourceClaims("default").Create(ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "share"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct{ name, cpu, claim string }{{"fits", "1", ""}, {"too-big", "64", ""}, {"claim-a", "100m", "share"}, {"claim-b", "100m", "share"}} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: "default"}, Spec: corev1.PodSpec{
 			SchedulerName: scheduler.DefaultName, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(p.cpu)}}}}}}
+		if p.claim != "" {
+			pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &p.claim}}
+			pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		}
 		if _, err := s.core.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -159,6 +178,18 @@ func testRBAC(t *testing.T, s *apiServer) {
 			}
 		}
 		return false
+	})
+	ok = ok && waitFor(wctx, t, "claim share allocated and held by pods claim-a and claim-b, both bound", func() bool {
+		c, err := s.core.ResourceV1().ResourceClaims("default").Get(ctx, "share", metav1.GetOptions{})
+		if err != nil || c.Status.Allocation == nil || len(c.Status.ReservedFor) != 2 {
+			return false
+		}
+		for _, name := range []string{"claim-a", "claim-b"} {
+			if p, err := s.core.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "rbac-node" {
+				return false
+			}
+		}
+		return true
 	})
 	ok = ok && waitFor(wctx, t, "a FailedScheduling event", func() bool {
 		ev, err := s.core.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
@@ -220,6 +251,10 @@ var notExercised = map[string]string{
 	"scheduler: list podgroups":               "kube/scheduler/crdwatch.go starts the PodGroup informer at the first pod of a gang",
 	"scheduler: watch podgroups":              "kube/scheduler/crdwatch.go starts the PodGroup informer at the first pod of a gang",
 	"agent: delete resourceslices":            "the resourceslice helper (agent/kube/draslices.go) deletes a slice the node no longer needs",
+	// Not a request: the API server checks it when a status update
+	// changes status.allocation or status.reservedFor (this test's claim
+	// pods are refused without it), so the audit log never lists it.
+	"scheduler: update resourceclaims/binding": "kube/scheduler/claimalloc.go writeClaims and undoClaims (status.allocation and status.reservedFor)",
 }
 
 // audited is one request of the audit log.

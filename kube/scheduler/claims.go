@@ -105,8 +105,9 @@ func servesClaims(c kubernetes.Interface, log *slog.Logger) bool {
 	return ok
 }
 
-// claimEvents pokes the loop when a claim of Tessera's driver is allocated,
-// changes while allocated, or goes: the snapshot books it again.
+// claimEvents pokes the loop when a claim is made (a pod may wait for
+// it), or one of Tessera's driver is allocated, changes while allocated,
+// or goes: the snapshot books it again.
 func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
 	holds := func(obj any) bool {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -116,11 +117,8 @@ func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
 		return !ok || holdsTesseraDevice(c)
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if holds(obj) {
-				s.poke()
-			}
-		},
+		// Any new claim: a pod may wait for the claim of its template.
+		AddFunc: func(any) { s.poke() },
 		UpdateFunc: func(o, n any) {
 			if holds(o) || holds(n) {
 				s.backoff.clusterChanged() // a claim let go may make room
@@ -133,5 +131,19 @@ func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
 				s.poke()
 			}
 		},
+	}
+}
+
+// draEvents pokes the loop when ResourceSlices or DeviceClasses change: a
+// node that publishes devices, or a class, may let a pod's claims fit.
+func (s *Scheduler) draEvents() cache.ResourceEventHandler {
+	changed := func() {
+		s.backoff.clusterChanged()
+		s.poke()
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
 	}
 }

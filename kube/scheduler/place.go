@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -36,10 +38,11 @@ func (s *Scheduler) plan(snap *snapshot, pod *corev1.Pod) (plan, outcome, string
 // chooses the node, the others go beside it (a node that cannot take them
 // all is ruled out and the first placed again).
 func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[string]bool, what string) (plan, outcome, string) {
-	w, reqs, err := s.workloadOf(snap, pod)
+	pw, err := s.podWorkOf(snap, pod)
 	if err != nil {
-		return plan{}, outcomeInvalid, err.Error()
+		return plan{}, outcomeOf(err), err.Error()
 	}
+	w, reqs := pw.w, pw.reqs
 	if len(except) > 0 {
 		own := w.Exclude
 		w.Exclude = func(i int) string {
@@ -63,13 +66,24 @@ func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[strin
 	default:
 		return plan{}, outcomeUnschedulable, noFit(reqs, w.Parts, o)
 	}
-	return s.planFrom(snap, reqs, w.Parts, o.Decisions)
+	return s.planFrom(context.TODO(), snap, pod, pw, o.Decisions)
 }
 
-// planFrom turns the cycle's decisions for a pod's parts (nodes indexed in
-// snap; reqs the parts' container requests) into its plan: the assignment
-// with each GPU container's shares, encoded for its annotation.
-func (s *Scheduler) planFrom(snap *snapshot, reqs []workload.ContainerRequest, parts []placement.Pod, decisions []placement.Decision) (plan, outcome, string) {
+// outcomeOf is the outcome of a pod that could not be translated: it
+// waits for a claim (claimWait), or is refused.
+func outcomeOf(err error) outcome {
+	var wait claimWait
+	if errors.As(err, &wait) {
+		return outcomeUnschedulable
+	}
+	return outcomeInvalid
+}
+
+// planFrom turns the cycle's decisions for a pod's parts (pw; nodes
+// indexed in snap) into its plan: the assignment with each GPU container's
+// shares, encoded for its annotation, and the allocation of its claims.
+func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Pod, pw podWork, decisions []placement.Decision) (plan, outcome, string) {
+	reqs, parts := pw.reqs, pw.w.Parts
 	pl := plan{assignment: binding.Assignment{Version: binding.Version, Node: snap.nodes[decisions[0].Node].Name}}
 	for i, d := range decisions {
 		pl.placed = append(pl.placed, placed{pod: parts[i], dec: d})
@@ -85,6 +99,13 @@ func (s *Scheduler) planFrom(snap *snapshot, reqs []workload.ContainerRequest, p
 			return plan{}, outcomeError, fmt.Sprintf("annotation %s: %v", binding.AnnotationKey, err)
 		}
 	}
+	if pw.claims != nil {
+		var oc outcome
+		var msg string
+		if pl.claims, pl.claimUse, oc, msg = s.allocateClaims(ctx, snap, pw.claims, parts, decisions); oc != outcomeBound {
+			return plan{}, oc, fmt.Sprintf("pod %s/%s: DRA claims: %s", pod.Namespace, pod.Name, msg)
+		}
+	}
 	return pl, outcomeBound, ""
 }
 
@@ -96,6 +117,10 @@ type plan struct {
 	// which carries none (it asks nothing of the node agent).
 	encoded string
 	placed  []placed
+	// claims are the DRA claims the binding writes first, claimUse the GPU
+	// compute and memory the ones it allocates take.
+	claims   []claimWrite
+	claimUse queueing.Resources
 }
 
 // book applies a plan's bookings to snap.
@@ -109,7 +134,7 @@ func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
 	}
 	if len(pl.placed) > 0 {
 		ni := pl.placed[0].dec.Node
-		snap.record(ni, booking{pod: pod, parts: pl.placed, exact: exact, shares: shareResources(pl.assignment)})
+		snap.record(ni, booking{pod: pod, parts: pl.placed, exact: exact, shares: shareResources(pl.assignment).Add(pl.claimUse)})
 	}
 }
 
@@ -130,17 +155,26 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		bound.Annotations[binding.AnnotationKey] = pl.encoded
 	}
 	if booked {
-		snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true, shares: shareResources(pl.assignment)})
+		snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true, shares: shareResources(pl.assignment).Add(pl.claimUse)})
 	} else {
 		s.book(snap, bound, pl)
 	}
 	s.assume(bound)
+	s.assumeClaims(pod, pl.claims)
 	job := func(ctx context.Context) {
+		if err := s.writeClaims(ctx, pod, pl.claims); err != nil {
+			s.undoClaims(ctx, pod, pl.claims)
+			s.forgetClaims(pod, pl.claims)
+			s.bindFailed(ctx, key, pod, err)
+			return
+		}
 		if err := s.bind(ctx, pod, a.Node, pl.encoded); err != nil {
 			if s.settleFailedBind(ctx, pod, err) {
 				s.backoff.forget(key)
 				return
 			}
+			s.undoClaims(ctx, pod, pl.claims)
+			s.forgetClaims(pod, pl.claims)
 			s.bindFailed(ctx, key, pod, err)
 			return
 		}

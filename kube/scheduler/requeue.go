@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 )
@@ -197,13 +198,16 @@ func (s *Scheduler) podUpdateMatters(old, cur *corev1.Pod) bool {
 }
 
 // podChanged starts a waiting pod's backoff over when the pod itself
-// changed (not its status, which this scheduler writes).
+// changed (not its conditions, which this scheduler writes), or the
+// claims made from its templates did (kube-controller-manager names them
+// in its status).
 func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
 	keys := []string{s.backoffKey(old), s.backoffKey(cur)}
 	if !s.backoff.has(keys[0]) && !s.backoff.has(keys[1]) {
 		return
 	}
-	if maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) && equality.Semantic.DeepEqual(old.Spec, cur.Spec) {
+	if maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) && equality.Semantic.DeepEqual(old.Spec, cur.Spec) &&
+		resourceclaim.PodStatusEqual(old.Status.ResourceClaimStatuses, cur.Status.ResourceClaimStatuses) {
 		return
 	}
 	s.backoff.forget(keys...)

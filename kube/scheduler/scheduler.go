@@ -22,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -94,7 +95,13 @@ type Scheduler struct {
 	jobs    batchlisters.JobLister // Jobs, for automatic gangs
 	// claims lists DRA ResourceClaims (claims.go); nil where the API
 	// server does not serve resource.k8s.io/v1.
-	claims  resourcelisters.ResourceClaimLister
+	claims resourcelisters.ResourceClaimLister
+	// slices and classes list ResourceSlices and DeviceClasses for
+	// allocating claims (claimalloc.go), cel caches their compiled
+	// selectors; set with claims.
+	slices  resourcelisters.ResourceSliceLister
+	classes resourcelisters.DeviceClassLister
+	cel     *cel.Cache
 	wake    chan struct{}
 	events  *eventSink
 	metrics *metrics
@@ -115,6 +122,9 @@ type Scheduler struct {
 	preemptors map[types.UID]time.Time   // pods waiting for their victims, until when
 	blocked    map[string]blockedSince   // pods and gangs that did not fit, since when
 	reserved   *reservation              // at most one reservation at a time
+	// assumedClaims are the claims bindings allocate or join, as written,
+	// until the informer shows them (claimalloc.go).
+	assumedClaims map[types.UID]*assumedClaim
 
 	// snaps keeps the cycle's snapshot from one cycle to the next
 	// (snapshot_cache.go); snapMu is held while a cycle changes it, and by
@@ -175,7 +185,7 @@ func New(cfg Config) (*Scheduler, error) {
 		},
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
-		preemptors: map[types.UID]time.Time{}, blocked: map[string]blockedSince{}, arrived: map[types.UID]bool{},
+		preemptors: map[types.UID]time.Time{}, assumedClaims: map[types.UID]*assumedClaim{}, blocked: map[string]blockedSince{}, arrived: map[types.UID]bool{},
 		metrics: newMetrics(cfg.Metrics), backoff: newBackoff(cfg.PodInitialBackoff, cfg.PodMaxBackoff),
 	}, nil
 }
@@ -195,9 +205,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	watches := []watched{{"nodes", nodeInf.Informer(), s.nodeEvents()}, {"pods", podInf.Informer(), s.podEvents()}, {"jobs", jobInf.Informer(), s.jobEvents()}}
 	if servesClaims(s.cfg.Client, s.cfg.Log) {
-		claimInf := f.Resource().V1().ResourceClaims()
-		s.claims = claimInf.Lister()
-		watches = append(watches, watched{"resource claims", claimInf.Informer(), s.claimEvents()})
+		claimInf, sliceInf, classInf := f.Resource().V1().ResourceClaims(), f.Resource().V1().ResourceSlices(), f.Resource().V1().DeviceClasses()
+		s.claims, s.slices, s.classes = claimInf.Lister(), sliceInf.Lister(), classInf.Lister()
+		s.cel = cel.NewCache(100, cel.Features{})
+		watches = append(watches, watched{"resource claims", claimInf.Informer(), s.claimEvents()},
+			watched{"resource slices", sliceInf.Informer(), s.draEvents()}, watched{"device classes", classInf.Informer(), s.draEvents()})
 	}
 	for _, h := range watches {
 		reg, err := h.inf.AddEventHandler(h.h)
@@ -348,7 +360,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 			return st, fmt.Errorf("list resource claims: %w", err)
 		}
 	}
-	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying, claims)
+	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying, s.withAssumedClaims(claims, true))
 	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
 	groups := s.gangs(pending, occupying)

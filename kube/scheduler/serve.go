@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/cycle"
-	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -23,10 +22,9 @@ import (
 
 // pendingPod is what applying a workload's outcome needs.
 type pendingPod struct {
-	pod   *corev1.Pod
-	reqs  []workload.ContainerRequest
-	parts []placement.Pod
-	item  item
+	pod  *corev1.Pod
+	work podWork
+	item item
 }
 
 // serve runs one scheduling cycle over the items (in queue order) on snap
@@ -63,19 +61,26 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 			cs.Gangs[g.key] = cycle.Gang{MinMember: g.min, Running: g.bound}
 		}
 		for _, p := range members {
-			w, reqs, err := s.workloadOf(snap, p)
+			pw, err := s.podWorkOf(snap, p)
 			if err != nil {
+				if outcomeOf(err) == outcomeUnschedulable {
+					s.reject(ctx, it.key(), p, reasonUnschedulable, err.Error())
+					st.Unschedulable++
+					continue
+				}
 				s.reject(ctx, it.key(), p, reasonInvalid, err.Error())
 				st.Invalid++
 				continue
 			}
+			w := pw.w
 			// A gang is served in its first member's queue.
 			w.Queue = it.queue
 			if until, ok := s.preempting(p.UID); ok && start.Before(until) {
 				w.AwaitingVictims = true
 			}
 			cs.Pending = append(cs.Pending, w)
-			pend[w.ID] = pendingPod{pod: p, reqs: reqs, parts: w.Parts, item: it}
+			pw.w = w
+			pend[w.ID] = pendingPod{pod: p, work: pw, item: it}
 		}
 	}
 	cs.Running = s.running(snap, cs.Gangs)
@@ -135,11 +140,11 @@ func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o 
 	p, key := pp.pod, pp.item.key()
 	switch o.Status {
 	case cycle.Placed:
-		pl, oc, msg := s.planFrom(snap, pp.reqs, pp.parts, o.Decisions)
+		pl, oc, msg := s.planFrom(ctx, snap, p, pp.work, o.Decisions)
 		if oc != outcomeBound {
 			// The assignment cannot be recorded: give the room back.
 			for i, d := range o.Decisions {
-				if err := snap.cluster.Release(&pp.parts[i], d); err != nil {
+				if err := snap.cluster.Release(&pp.work.w.Parts[i], d); err != nil {
 					s.cfg.Log.Error("releasing an unrecorded placement failed", "pod", o.Workload, "err", err)
 				}
 			}
@@ -154,7 +159,7 @@ func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o 
 		}
 		st.count(s.commit(ctx, snap, p, pl, key, true))
 	case cycle.NoFit:
-		msg := noFit(pp.reqs, pp.parts, o)
+		msg := noFit(pp.work.reqs, pp.work.w.Parts, o)
 		switch {
 		case len(o.Victims) > 0:
 			msg += "; " + s.evict(ctx, snap, p, o, pods)

@@ -12,38 +12,56 @@ import (
 	"github.com/tessera-gpu/tessera/placement"
 )
 
-// workloadOf translates a pending pod into the scheduling cycle's terms:
-// its GPU containers as engine parts in container order (the first also
-// carries the pod's host CPU and memory; a pod without GPU containers is
-// one host-only part), its policy, queue, priority and gang, and the nodes
-// of snap its constraints and the nodes' sharing modes rule out, with why.
-// reqs are the parts' container requests, in the same order (one empty
-// request for a host-only pod).
-func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workload, reqs []workload.ContainerRequest, err error) {
-	reqs, err = workload.FromPod(pod, s.cfg.Catalog)
+// podWork is a pending pod in the scheduling cycle's terms.
+type podWork struct {
+	w cycle.Workload
+	// reqs are the parts' requests, in the same order: the GPU containers'
+	// (one empty request for a pod with no GPU container and no claim
+	// part), then the claims' (Container "").
+	reqs []workload.ContainerRequest
+	// claims are the pod's DRA claims; nil when it has none.
+	claims *podClaims
+}
+
+// workloadOf is podWorkOf's workload and requests.
+func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload, []workload.ContainerRequest, error) {
+	pw, err := s.podWorkOf(snap, pod)
+	return pw.w, pw.reqs, err
+}
+
+// podWorkOf translates a pending pod into the scheduling cycle's terms:
+// its GPU containers as engine parts in container order, then the
+// requests of its DRA claims to allocate (claimalloc.go); the first part
+// also carries the pod's host CPU and memory, and a pod with no such part
+// is one host-only part. Also its policy, queue, priority and gang, and
+// the nodes of snap its constraints, its claims and the nodes' sharing
+// modes rule out, with why. A claimWait error says the pod waits for a
+// claim.
+func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) {
+	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
 	if err != nil {
-		return cycle.Workload{}, nil, err
-	}
-	// A pod with DRA claims would be bound with its claims unallocated,
-	// and kubelet would wait for them for ever: say so instead.
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return cycle.Workload{}, nil, fmt.Errorf("spec.resourceClaims[0] (%s): this scheduler does not allocate DRA ResourceClaims yet; leave schedulerName unset so that kube-scheduler allocates them (docs/api.md, \"The same share as a DRA claim\")", pod.Spec.ResourceClaims[0].Name)
+		return podWork{}, err
 	}
 	// Queue and gang keys the webhook refuses: a pod that reached the
 	// scheduler unrewritten is refused alike, not read half-way.
 	if err := workload.CheckGangKeys(pod); err != nil {
-		return cycle.Workload{}, nil, err
+		return podWork{}, err
 	}
 	pol, err := s.policyFor(pod)
 	if err != nil {
-		return cycle.Workload{}, nil, err
+		return podWork{}, err
+	}
+	claims, err := s.podClaimsOf(pod)
+	if err != nil {
+		return podWork{}, err
+	}
+	var pools map[string]bool
+	if claims != nil && claims.tessera {
+		if pools, err = s.tesseraPools(); err != nil {
+			return podWork{}, err
+		}
 	}
 	name := pod.Namespace + "/" + pod.Name
-	gpuReqs := reqs
-	if len(reqs) == 0 {
-		reqs = []workload.ContainerRequest{{}}
-	}
-	cpu, mem := podHostRequests(pod)
 	parts := make([]placement.Pod, len(reqs))
 	for i, r := range reqs {
 		parts[i] = placement.Pod{Name: name, GPU: r.GPU}
@@ -51,14 +69,25 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workloa
 			parts[i].Name = name + "/" + r.Container
 		}
 	}
+	if claims != nil {
+		claims.first = len(parts)
+		cp, cr := claims.parts(name)
+		parts, reqs = append(parts, cp...), append(reqs, cr...)
+	}
+	gpuReqs := reqs
+	if len(reqs) == 0 {
+		reqs = []workload.ContainerRequest{{}}
+		parts = []placement.Pod{{Name: name}}
+	}
+	cpu, mem := podHostRequests(pod)
 	parts[0].CPUMilli, parts[0].MemoryMiB = cpu, mem
 	gpus, needs := sharingNeeds(gpuReqs, pod.Spec.HostIPC)
 	// The nodes that take nothing (not Ready, unschedulable) are closed in
 	// the engine's cluster. A pod that no node's taints, the pod's own node
-	// constraints or any node's sharing rule out needs no check per node:
-	// the policy then places it on the cluster itself, by class.
+	// constraints, its claims or any node's sharing rule out needs no check
+	// per node: the policy then places it on the cluster itself, by class.
 	var exclude func(int) string
-	if snap.tainted > 0 || hasNodeConstraints(pod) || slices.ContainsFunc(snap.sharings, func(ns placement.NodeSharing) bool {
+	if snap.tainted > 0 || claims != nil || hasNodeConstraints(pod) || slices.ContainsFunc(snap.sharings, func(ns placement.NodeSharing) bool {
 		return sharingRule(gpus, needs, ns) != ""
 	}) {
 		aff := nodeaffinity.GetRequiredNodeAffinity(pod)
@@ -66,13 +95,18 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (w cycle.Workloa
 			if why := admits(pod, aff, snap.nodes[i]); why != "" {
 				return why
 			}
+			if claims != nil {
+				if why := claims.excludes(snap.nodes[i], pools); why != "" {
+					return why
+				}
+			}
 			return sharingRule(gpus, needs, snap.sharing[i])
 		}
 	}
-	return cycle.Workload{
+	return podWork{w: cycle.Workload{
 		ID: name, Queue: s.queueOf(pod), Priority: priority(pod), Gang: s.groupKey(pod),
 		Parts: parts, Policy: pol, Exclude: exclude,
-	}, reqs, nil
+	}, reqs: reqs, claims: claims}, nil
 }
 
 // hasNodeConstraints reports whether pod names nodes by their labels or

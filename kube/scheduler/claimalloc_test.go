@@ -1,0 +1,290 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	kdra "github.com/tessera-gpu/tessera/kube/dra"
+)
+
+// shareClaim is a claim of one share of a Tessera GPU: compute and memory
+// requested, and a burst limit for compute when limit is not empty.
+func shareClaim(name, compute, memory, limit string) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: shareClaimSpec(compute, memory, limit)}
+}
+
+func shareClaimSpec(compute, memory, limit string) resourceapi.ResourceClaimSpec {
+	req := resourceapi.ExactDeviceRequest{DeviceClassName: kdra.ClassSharedGPU, Count: 1,
+		Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
+			kdra.CapacityCompute: resource.MustParse(compute), kdra.CapacityMemory: resource.MustParse(memory)}}}
+	spec := resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}}
+	if limit != "" {
+		raw := fmt.Appendf(nil, `{"apiVersion":%q,"kind":%q,"computeLimit":%q}`, kdra.ConfigAPIVersion, kdra.ConfigKind, limit)
+		spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{Requests: []string{"gpu"}, DeviceConfiguration: resourceapi.DeviceConfiguration{
+			Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: kdra.DriverName, Parameters: runtime.RawExtension{Raw: raw}}}}}
+	}
+	return spec
+}
+
+// claimPod creates a pod of this scheduler that asks for no GPU in its
+// containers, only through its claims (name -> claim or template).
+func claimPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, claims, templates map[string]string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{SchedulerName: DefaultName, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	for ref, claim := range claims {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: ref, ResourceClaimName: &claim})
+		p.Spec.Containers[0].Resources.Claims = append(p.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: ref})
+	}
+	for ref, tmpl := range templates {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: ref, ResourceClaimTemplateName: &tmpl})
+		p.Spec.Containers[0].Resources.Claims = append(p.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: ref})
+	}
+	created, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// claimOn checks that claim name is allocated on node, one device of
+// Tessera's driver consuming compute, reserved for exactly the pods
+// named, with the delete-protection finalizer, and returns its device.
+func claimOn(ctx context.Context, c kubernetes.Interface, name, node, compute string, pods ...string) (string, error) {
+	cl, err := c.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	a := cl.Status.Allocation
+	if a == nil {
+		return "", fmt.Errorf("claim %s not allocated", name)
+	}
+	if len(a.Devices.Results) != 1 {
+		return "", fmt.Errorf("claim %s: %d results, want 1", name, len(a.Devices.Results))
+	}
+	r := a.Devices.Results[0]
+	if r.Driver != kdra.DriverName || r.Pool != node {
+		return "", fmt.Errorf("claim %s allocated %s/%s/%s, want a device of %s on %s", name, r.Driver, r.Pool, r.Device, kdra.DriverName, node)
+	}
+	if compute != "" {
+		got, ok := r.ConsumedCapacity[kdra.CapacityCompute]
+		if !ok || got.Cmp(resource.MustParse(compute)) != 0 {
+			return "", fmt.Errorf("claim %s consumes compute %v, want %s", name, r.ConsumedCapacity, compute)
+		}
+	}
+	var reserved []string
+	for _, ref := range cl.Status.ReservedFor {
+		reserved = append(reserved, ref.Name)
+	}
+	slices.Sort(reserved)
+	slices.Sort(pods)
+	if !slices.Equal(reserved, pods) {
+		return "", fmt.Errorf("claim %s reserved for %v, want %v", name, reserved, pods)
+	}
+	if !slices.Contains(cl.Finalizers, resourceapi.Finalizer) {
+		return "", fmt.Errorf("claim %s lacks finalizer %s: %v", name, resourceapi.Finalizer, cl.Finalizers)
+	}
+	return r.Device, nil
+}
+
+// TestSchedulerAllocatesClaims, on a real control plane with the DRA API
+// of v1.37: this scheduler allocates the ResourceClaims of the pods it
+// binds on the GPUs its policy picks, only on nodes that publish Tessera's
+// devices, writes allocation, reservedFor and finalizer before binding,
+// counts a claim shared by two pods once, waits for a template's claim to
+// be made, books what it allocated (a third share finds no room where two
+// took the GPUs), and refuses a claim outside Tessera's request policy
+// with the field named.
+func TestSchedulerAllocatesClaims(t *testing.T) {
+	ctx, c := controlPlane(t)
+	for _, dc := range kdra.DeviceClasses("") {
+		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labels := map[string]string{LabelModel: "H100", LabelCount: "2"}
+	createGPUNode(ctx, t, c, "gpu-0", labels)   // publishes its GPUs through DRA
+	createGPUNode(ctx, t, c, "plain-0", labels) // runs the device plugin only
+	node, err := c.CoreV1().Nodes().Get(ctx, "gpu-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := LabelInventory{Catalog: catalog.Default()}.Node(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createSlices(ctx, c, inv, "gpu-0"); err != nil {
+		t.Fatal(err)
+	}
+	claims := c.ResourceV1().ResourceClaims("default")
+	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("shared", "0.5", "39Gi", "0.8"), shareClaim("bad", "2", "1Gi", "")} {
+		if _, err := claims.Create(ctx, cl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "whole", Namespace: "default"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: kdra.ClassGPU, Count: 1}}}}}}}
+	if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, whole, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer startScheduler(ctx, t, c, nil, nil)()
+
+	// A 0.5 share with burst 0.8: allocated on the DRA node, then joined.
+	claimPod(ctx, t, c, "a", map[string]string{"gpu": "shared"}, nil)
+	var sharedDev string
+	waitFor(t, "a bound to gpu-0 with claim shared allocated for it", func() error {
+		if err := boundTo(ctx, c, "a", "gpu-0"); err != nil {
+			return err
+		}
+		sharedDev, err = claimOn(ctx, c, "shared", "gpu-0", "500m", "a")
+		return err
+	})
+	cl, err := claims.Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := cl.Status.Allocation.Devices.Config; len(cfg) != 1 || cfg[0].Opaque == nil || cfg[0].Source != resourceapi.AllocationConfigSourceClaim {
+		t.Errorf("claim shared: allocation config %+v, want the claim's burst configuration", cfg)
+	}
+	claimPod(ctx, t, c, "b", map[string]string{"gpu": "shared"}, nil)
+	waitFor(t, "b joins claim shared on gpu-0", func() error {
+		if err := boundTo(ctx, c, "b", "gpu-0"); err != nil {
+			return err
+		}
+		_, err := claimOn(ctx, c, "shared", "gpu-0", "500m", "a", "b")
+		return err
+	})
+
+	// A template's claim: the pod waits until it is made (here by the test,
+	// as kube-controller-manager would), then gets a whole GPU: the one the
+	// shared claim leaves.
+	pc := claimPod(ctx, t, c, "c", nil, map[string]string{"gpu": "whole"})
+	waitFor(t, "c waits for its template's claim", func() error {
+		return hasCondition(ctx, c, "c", corev1.PodReasonUnschedulable, "waiting for the ResourceClaim of template whole")
+	})
+	made := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c-gpu", Namespace: "default",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "c", UID: pc.UID, Controller: ptrTo(true)}}},
+		Spec: whole.Spec.Spec}
+	if _, err := claims.Create(ctx, made, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler writes c's condition meanwhile: read, set, retry.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.CoreV1().Pods("default").Get(ctx, "c", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptrTo("c-gpu")}}
+		_, err = c.CoreV1().Pods("default").UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "c bound with its claim on the other GPU", func() error {
+		if err := boundTo(ctx, c, "c", "gpu-0"); err != nil {
+			return err
+		}
+		dev, err := claimOn(ctx, c, "c-gpu", "gpu-0", "", "c")
+		if err == nil && dev == sharedDev {
+			return fmt.Errorf("whole claim c-gpu given %s, which the shared claim holds half of", dev)
+		}
+		return err
+	})
+
+	// What is left on gpu-0 is half of the shared GPU: one more 0.5 share
+	// fits, a third does not (plain-0 publishes no DRA devices).
+	for _, name := range []string{"half-1", "half-2"} {
+		if _, err := claims.Create(ctx, shareClaim(name, "0.5", "39Gi", ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		claimPod(ctx, t, c, name, map[string]string{"gpu": name}, nil)
+	}
+	waitFor(t, "half-1 placed beside the shared claim, half-2 unschedulable", func() error {
+		if err := boundTo(ctx, c, "half-1", "gpu-0"); err != nil {
+			return err
+		}
+		if dev, err := claimOn(ctx, c, "half-1", "gpu-0", "500m", "half-1"); err != nil || dev != sharedDev {
+			return fmt.Errorf("half-1 on %s (%v), want the shared claim's GPU %s", dev, err, sharedDev)
+		}
+		return hasCondition(ctx, c, "half-2", corev1.PodReasonUnschedulable, "publishes no DRA devices")
+	})
+
+	// A claim outside the request policy is refused, naming the field.
+	claimPod(ctx, t, c, "bad", map[string]string{"gpu": "bad"}, nil)
+	waitFor(t, "bad refused", func() error {
+		return hasCondition(ctx, c, "bad", reasonInvalid, "capacity.requests.compute")
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestAssumedClaimsLayerPerPod: what each binding assumes of a shared
+// claim is given back on its own: a failed join keeps the allocation
+// another pod's binding writes, and the join waits for that write.
+func TestAssumedClaimsLayerPerPod(t *testing.T) {
+	s := &Scheduler{assumedClaims: map[types.UID]*assumedClaim{}}
+	base := shareClaim("shared", "0.5", "10Gi", "")
+	base.UID, base.ResourceVersion = "claim-uid", "7"
+	a := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "a-uid"}}
+	b := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default", UID: "b-uid"}}
+	alloc := &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: kdra.DriverName, Pool: "gpu-0", Device: "gpu-1"}}}}
+	reserved := func(c *resourceapi.ResourceClaim) []string {
+		var out []string
+		for _, r := range c.Status.ReservedFor {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+
+	if got := s.claimView(base); got != base {
+		t.Fatalf("nothing assumed: claimView gave %+v, want the claim itself", got.Status)
+	}
+	wa := []claimWrite{{claim: base, alloc: alloc, written: make(chan struct{})}}
+	s.assumeClaims(a, wa)
+	v := s.claimView(base)
+	if v.Status.Allocation == nil || !slices.Equal(reserved(v), []string{"a"}) {
+		t.Fatalf("after a allocates: allocation %v, reservedFor %v; want allocated, [a]", v.Status.Allocation != nil, reserved(v))
+	}
+	if base.Status.Allocation != nil || len(base.Status.ReservedFor) != 0 {
+		t.Fatal("assumeClaims changed the informer's claim")
+	}
+	jb := s.joinWrite(v)
+	if jb.wait != wa[0].written || jb.alloc != nil {
+		t.Fatalf("b's join: wait %v alloc %v; want a's written channel and no allocation", jb.wait, jb.alloc)
+	}
+	s.assumeClaims(b, []claimWrite{jb})
+	if v := s.claimView(base); !slices.Equal(reserved(v), []string{"a", "b"}) {
+		t.Fatalf("after b joins: reservedFor %v, want [a b]", reserved(v))
+	}
+	s.forgetClaims(b, []claimWrite{jb})
+	if v := s.claimView(base); v.Status.Allocation == nil || !slices.Equal(reserved(v), []string{"a"}) {
+		t.Fatalf("after b's join fails: allocated %v, reservedFor %v; want a's allocation kept, [a]", v.Status.Allocation != nil, reserved(v))
+	}
+	s.forgetClaims(a, wa)
+	if got := s.claimView(base); got != base || len(s.assumedClaims) != 0 {
+		t.Fatalf("after a's binding fails too: %d claims assumed, want none", len(s.assumedClaims))
+	}
+
+	// The informer's newer version replaces the assumption at the next
+	// cycle (withAssumedClaims with prune).
+	s.assumeClaims(a, wa)
+	newer := base.DeepCopy()
+	newer.ResourceVersion = "8"
+	if out := s.withAssumedClaims([]*resourceapi.ResourceClaim{newer}, true); out[0] != newer || len(s.assumedClaims) != 0 {
+		t.Fatalf("a newer informer version: got version %s and %d claims assumed, want it and none", out[0].ResourceVersion, len(s.assumedClaims))
+	}
+}
