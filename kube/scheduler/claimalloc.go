@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -281,17 +282,31 @@ func (d deviceClasses) List() ([]*resourceapi.DeviceClass, error) {
 func (d deviceClasses) Get(name string) (*resourceapi.DeviceClass, error) { return d.l.Get(name) }
 
 // assumedClaim is a claim as this scheduler's bindings write it, over
-// the version base it read: the allocation one binding writes and the
-// pods that join it. Each binding's part is given back on its own
-// (forgetClaims), so a failed join does not drop another pod's
-// allocation.
+// the informer's version base: the allocation one binding writes and the
+// pods that join it, each a layer given back on its own (forgetClaims),
+// so a failed join does not drop another pod's allocation.
+//
+// A binding writes a claim twice when it allocates it (finalizer, then
+// status), so the informer may show a version between the two: while a
+// layer's writes are in flight, a newer informer version becomes the base
+// and the layers stay on it. Once no write is in flight, the assumption
+// is dropped when the informer shows a version at least as new as the
+// last one this scheduler wrote (resourceVersions compared as numbers, as
+// kube-scheduler's assume cache does).
 type assumedClaim struct {
 	base    *resourceapi.ResourceClaim
-	alloc   *resourceapi.AllocationResult // nil: allocated in base already
+	alloc   *resourceapi.AllocationResult // nil: none written by this scheduler
 	allocBy types.UID                     // the pod whose binding writes alloc
 	written chan struct{}                 // closed once allocBy's binding wrote alloc or failed to
-	pods    []resourceapi.ResourceClaimConsumerReference
-	view    *resourceapi.ResourceClaim // base with alloc and pods
+	layers  []claimLayer
+	doneRV  int64                      // the newest version this scheduler's writes made
+	view    *resourceapi.ResourceClaim // base with alloc and the layers' pods
+}
+
+// claimLayer is one pod's reservation of an assumed claim.
+type claimLayer struct {
+	pod      resourceapi.ResourceClaimConsumerReference
+	inFlight bool // its binding has not written it yet
 }
 
 // assumeClaims records what pod's binding will write to its claims, so
@@ -302,34 +317,57 @@ func (s *Scheduler) assumeClaims(pod *corev1.Pod, ws []claimWrite) {
 	defer s.mu.Unlock()
 	for _, w := range ws {
 		a, ok := s.assumedClaims[w.claim.UID]
-		if !ok || a.base.ResourceVersion != w.claim.ResourceVersion {
-			// w.claim may be an assumed view: its base is the informer's
-			// version with the same resourceVersion; the view is rebuilt.
+		if !ok {
 			a = &assumedClaim{base: w.claim}
 			s.assumedClaims[w.claim.UID] = a
 		}
-		if w.alloc != nil {
+		// Another binding's allocation in flight is not replaced: this
+		// one's write of the same version then fails on a conflict.
+		if w.alloc != nil && a.alloc == nil {
 			a.alloc, a.allocBy, a.written = w.alloc, pod.UID, w.written
 		}
-		if !slices.ContainsFunc(a.pods, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == pod.UID }) {
-			a.pods = append(a.pods, consumerOf(pod))
+		if i := a.layer(pod.UID); i >= 0 {
+			a.layers[i].inFlight = true
+		} else {
+			a.layers = append(a.layers, claimLayer{pod: consumerOf(pod), inFlight: true})
 		}
 		a.rebuild()
 	}
 }
 
+func (a *assumedClaim) layer(uid types.UID) int {
+	return slices.IndexFunc(a.layers, func(l claimLayer) bool { return l.pod.UID == uid })
+}
+
 // rebuild makes a.view: the base claim with what bindings write.
 func (a *assumedClaim) rebuild() {
 	v := a.base.DeepCopy()
-	if a.alloc != nil {
+	if a.alloc != nil && v.Status.Allocation == nil {
 		v.Status.Allocation = a.alloc
 	}
-	for _, r := range a.pods {
-		if !slices.ContainsFunc(v.Status.ReservedFor, func(x resourceapi.ResourceClaimConsumerReference) bool { return x.UID == r.UID }) {
-			v.Status.ReservedFor = append(v.Status.ReservedFor, r)
+	for _, l := range a.layers {
+		if !slices.ContainsFunc(v.Status.ReservedFor, func(x resourceapi.ResourceClaimConsumerReference) bool { return x.UID == l.pod.UID }) {
+			v.Status.ReservedFor = append(v.Status.ReservedFor, l.pod)
 		}
 	}
 	a.view = v
+}
+
+// claimWritten records that pod's binding wrote claim uid, making
+// version rv.
+func (s *Scheduler) claimWritten(uid, pod types.UID, rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.assumedClaims[uid]
+	if !ok {
+		return
+	}
+	if i := a.layer(pod); i >= 0 {
+		a.layers[i].inFlight = false
+	}
+	if n, err := strconv.ParseInt(rv, 10, 64); err == nil && n > a.doneRV {
+		a.doneRV = n
+	}
 }
 
 // forgetClaims drops what assumeClaims recorded of pod's binding ws.
@@ -341,11 +379,13 @@ func (s *Scheduler) forgetClaims(pod *corev1.Pod, ws []claimWrite) {
 		if !ok {
 			continue
 		}
-		a.pods = slices.DeleteFunc(a.pods, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == pod.UID })
+		if i := a.layer(pod.UID); i >= 0 {
+			a.layers = slices.Delete(a.layers, i, i+1)
+		}
 		if a.allocBy == pod.UID {
 			a.alloc, a.allocBy, a.written = nil, "", nil
 		}
-		if len(a.pods) == 0 {
+		if len(a.layers) == 0 {
 			delete(s.assumedClaims, w.claim.UID)
 			continue
 		}
@@ -376,9 +416,10 @@ func (s *Scheduler) claimView(c *resourceapi.ResourceClaim) *resourceapi.Resourc
 }
 
 // withAssumedClaims is claims (the informer's) with the assumed versions
-// in place of those they were written over. With prune, assumed claims the
-// informer has seen change since (or go) are dropped: the informer's
-// version is the truth from then on.
+// in their place. With prune (once per cycle), an assumption whose claim
+// the informer shows changed is moved onto the new version while its
+// writes are in flight, and dropped once the informer has caught up with
+// them; one whose claim is gone is dropped.
 func (s *Scheduler) withAssumedClaims(claims []*resourceapi.ResourceClaim, prune bool) []*resourceapi.ResourceClaim {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -395,9 +436,19 @@ func (s *Scheduler) withAssumedClaims(claims []*resourceapi.ResourceClaim, prune
 		live[c.UID] = true
 		if a.base.ResourceVersion == c.ResourceVersion {
 			out[i] = a.view
-		} else if prune {
-			delete(s.assumedClaims, c.UID)
+			continue
 		}
+		if !prune {
+			continue
+		}
+		rv, err := strconv.ParseInt(c.ResourceVersion, 10, 64)
+		if slices.ContainsFunc(a.layers, func(l claimLayer) bool { return l.inFlight }) || (err == nil && rv < a.doneRV) {
+			a.base = c
+			a.rebuild()
+			out[i] = a.view
+			continue
+		}
+		delete(s.assumedClaims, c.UID)
 	}
 	if prune {
 		for uid := range s.assumedClaims {
@@ -445,11 +496,14 @@ func (s *Scheduler) writeClaims(ctx context.Context, pod *corev1.Pod, ws []claim
 			}
 			c.Status.Allocation = w.alloc
 			c.Status.ReservedFor = append(c.Status.ReservedFor, consumerOf(pod))
-			if _, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			out, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			if err != nil {
 				return fmt.Errorf("ResourceClaim %s: write its allocation: %w", w.claim.Name, err)
 			}
+			s.claimWritten(w.claim.UID, pod.UID, out.ResourceVersion)
 			continue
 		}
+		var rv string
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			c, err := api.Get(ctx, w.claim.Name, metav1.GetOptions{})
 			if err != nil {
@@ -458,18 +512,48 @@ func (s *Scheduler) writeClaims(ctx context.Context, pod *corev1.Pod, ws []claim
 			if c.UID != w.claim.UID || c.Status.Allocation == nil {
 				return fmt.Errorf("not allocated (any more): pod %s/%s cannot join it", pod.Namespace, pod.Name)
 			}
+			// The pod was placed for the allocation it was planned with:
+			// another binding may have allocated the claim elsewhere.
+			if !sameDevices(c.Status.Allocation, w.claim.Status.Allocation) {
+				return fmt.Errorf("allocated otherwise than pod %s/%s was placed for (another binding allocated it first); trying again", pod.Namespace, pod.Name)
+			}
 			if resourceclaim.IsReservedForPod(pod, c, false) {
+				rv = c.ResourceVersion
 				return nil
 			}
 			c.Status.ReservedFor = append(c.Status.ReservedFor, consumerOf(pod))
-			_, err = api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			out, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			if err == nil {
+				rv = out.ResourceVersion
+			}
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("ResourceClaim %s: reserve it for the pod: %w", w.claim.Name, err)
 		}
+		s.claimWritten(w.claim.UID, pod.UID, rv)
 	}
 	return nil
+}
+
+// sameDevices reports whether two allocations hold the same devices.
+func sameDevices(a, b *resourceapi.AllocationResult) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	key := func(r resourceapi.DeviceRequestAllocationResult) string {
+		return r.Request + "\x00" + r.Driver + "\x00" + r.Pool + "\x00" + r.Device
+	}
+	return slices.Equal(sortedKeys(a.Devices.Results, key), sortedKeys(b.Devices.Results, key))
+}
+
+func sortedKeys[T any](xs []T, key func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = key(x)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // undoClaims gives back what writeClaims wrote for pod: the pod leaves

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
+	"github.com/tessera-gpu/tessera/kube/queues"
 )
 
 // shareClaim is a claim of one share of a Tessera GPU: compute and memory
@@ -40,7 +42,7 @@ func shareClaimSpec(compute, memory, limit string) resourceapi.ResourceClaimSpec
 
 // claimPod creates a pod of this scheduler that asks for no GPU in its
 // containers, only through its claims (name -> claim or template).
-func claimPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, claims, templates map[string]string) *corev1.Pod {
+func claimPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, claims, templates map[string]string, mods ...func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: corev1.PodSpec{SchedulerName: DefaultName, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
@@ -53,11 +55,19 @@ func claimPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name st
 		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: ref, ResourceClaimTemplateName: &tmpl})
 		p.Spec.Containers[0].Resources.Claims = append(p.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: ref})
 	}
+	for _, m := range mods {
+		m(p)
+	}
 	created, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return created
+}
+
+// inQueue puts a pod in queue q.
+func inQueue(q string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Labels = map[string]string{queues.LabelQueue: q} }
 }
 
 // claimOn checks that claim name is allocated on node, one device of
@@ -104,12 +114,18 @@ func claimOn(ctx context.Context, c kubernetes.Interface, name, node, compute st
 // of v1.37: this scheduler allocates the ResourceClaims of the pods it
 // binds on the GPUs its policy picks, only on nodes that publish Tessera's
 // devices, writes allocation, reservedFor and finalizer before binding,
-// counts a claim shared by two pods once, waits for a template's claim to
-// be made, books what it allocated (a third share finds no room where two
+// counts a claim shared by two pods once (in its GPU and in their queue,
+// whose limit the claim fills: the second pod joins, a third with a claim
+// of its own is held by the limit), waits for a template's claim to be
+// made, books what it allocated (a third share finds no room where two
 // took the GPUs), and refuses a claim outside Tessera's request policy
 // with the field named.
 func TestSchedulerAllocatesClaims(t *testing.T) {
-	ctx, c := controlPlane(t)
+	ctx, c, dyn := controlPlaneDyn(t)
+	if err := queues.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	createQueue(ctx, t, dyn, "dra", map[string]any{"limit": map[string]any{"gpu": "0.5"}})
 	for _, dc := range kdra.DeviceClasses("") {
 		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -130,7 +146,7 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := c.ResourceV1().ResourceClaims("default")
-	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("shared", "0.5", "39Gi", "0.8"), shareClaim("bad", "2", "1Gi", "")} {
+	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("shared", "0.5", "39Gi", "0.8"), shareClaim("bad", "2", "1Gi", ""), shareClaim("over", "0.5", "1Gi", "")} {
 		if _, err := claims.Create(ctx, cl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +157,10 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 	if _, err := c.ResourceV1().ResourceClaimTemplates("default").Create(ctx, whole, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer startScheduler(ctx, t, c, nil, nil)()
+	defer startScheduler(ctx, t, c, dyn, nil)()
 
 	// A 0.5 share with burst 0.8: allocated on the DRA node, then joined.
-	claimPod(ctx, t, c, "a", map[string]string{"gpu": "shared"}, nil)
+	claimPod(ctx, t, c, "a", map[string]string{"gpu": "shared"}, nil, inQueue("dra"))
 	var sharedDev string
 	waitFor(t, "a bound to gpu-0 with claim shared allocated for it", func() error {
 		if err := boundTo(ctx, c, "a", "gpu-0"); err != nil {
@@ -160,13 +176,18 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 	if cfg := cl.Status.Allocation.Devices.Config; len(cfg) != 1 || cfg[0].Opaque == nil || cfg[0].Source != resourceapi.AllocationConfigSourceClaim {
 		t.Errorf("claim shared: allocation config %+v, want the claim's burst configuration", cfg)
 	}
-	claimPod(ctx, t, c, "b", map[string]string{"gpu": "shared"}, nil)
+	claimPod(ctx, t, c, "b", map[string]string{"gpu": "shared"}, nil, inQueue("dra"))
 	waitFor(t, "b joins claim shared on gpu-0", func() error {
 		if err := boundTo(ctx, c, "b", "gpu-0"); err != nil {
 			return err
 		}
 		_, err := claimOn(ctx, c, "shared", "gpu-0", "500m", "a", "b")
 		return err
+	})
+	// The shared claim fills queue dra's limit of 0.5 GPU, once.
+	claimPod(ctx, t, c, "over", map[string]string{"gpu": "over"}, nil, inQueue("dra"))
+	waitFor(t, "over held by queue dra's limit", func() error {
+		return hasCondition(ctx, c, "over", reasonQueueLimit, "queue dra: would use")
 	})
 
 	// A template's claim: the pod waits until it is made (here by the test,
@@ -279,12 +300,61 @@ func TestAssumedClaimsLayerPerPod(t *testing.T) {
 		t.Fatalf("after a's binding fails too: %d claims assumed, want none", len(s.assumedClaims))
 	}
 
-	// The informer's newer version replaces the assumption at the next
-	// cycle (withAssumedClaims with prune).
+	// While a's writes are in flight, a newer informer version (its
+	// finalizer written, not yet its allocation) takes the assumption
+	// over; once a wrote version 9, version 8 still shows the
+	// assumption, and version 9 replaces it.
 	s.assumeClaims(a, wa)
-	newer := base.DeepCopy()
-	newer.ResourceVersion = "8"
-	if out := s.withAssumedClaims([]*resourceapi.ResourceClaim{newer}, true); out[0] != newer || len(s.assumedClaims) != 0 {
-		t.Fatalf("a newer informer version: got version %s and %d claims assumed, want it and none", out[0].ResourceVersion, len(s.assumedClaims))
+	version := func(rv string, allocated bool) *resourceapi.ResourceClaim {
+		c := base.DeepCopy()
+		c.ResourceVersion, c.Finalizers = rv, []string{resourceapi.Finalizer}
+		if allocated {
+			c.Status.Allocation, c.Status.ReservedFor = alloc, []resourceapi.ResourceClaimConsumerReference{consumerOf(a)}
+		}
+		return c
+	}
+	out := s.withAssumedClaims([]*resourceapi.ResourceClaim{version("8", false)}, true)
+	if out[0].Status.Allocation == nil || out[0].ResourceVersion != "8" || s.claimView(version("8", false)).Status.Allocation == nil {
+		t.Fatalf("informer version 8 while a's writes are in flight: allocated %v (version %s), want the assumption on version 8", out[0].Status.Allocation != nil, out[0].ResourceVersion)
+	}
+	s.claimWritten(base.UID, a.UID, "9")
+	if out := s.withAssumedClaims([]*resourceapi.ResourceClaim{version("8", false)}, true); out[0].Status.Allocation == nil {
+		t.Fatal("informer version 8 after a wrote version 9: the assumption was dropped too early")
+	}
+	v9 := version("9", true)
+	if out := s.withAssumedClaims([]*resourceapi.ResourceClaim{v9}, true); out[0] != v9 || len(s.assumedClaims) != 0 {
+		t.Fatalf("informer version 9: got version %s and %d claims assumed, want it and none", out[0].ResourceVersion, len(s.assumedClaims))
+	}
+	// A claim gone from the informer takes its assumption with it.
+	s.assumeClaims(a, wa)
+	if s.withAssumedClaims(nil, true); len(s.assumedClaims) != 0 {
+		t.Fatalf("claim gone: %d claims still assumed", len(s.assumedClaims))
+	}
+}
+
+// TestSameDevices: a join checks the claim's allocation holds the devices
+// it was planned with, in any order.
+func TestSameDevices(t *testing.T) {
+	res := func(devs ...string) *resourceapi.AllocationResult {
+		a := &resourceapi.AllocationResult{}
+		for _, d := range devs {
+			pool, dev, _ := strings.Cut(d, "/")
+			a.Devices.Results = append(a.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: kdra.DriverName, Pool: pool, Device: dev})
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		a, b *resourceapi.AllocationResult
+		want bool
+	}{
+		{res("n1/gpu-0", "n1/gpu-1"), res("n1/gpu-1", "n1/gpu-0"), true},
+		{res("n1/gpu-0"), res("n2/gpu-0"), false},
+		{res("n1/gpu-0"), res("n1/gpu-0", "n1/gpu-1"), false},
+		{res("n1/gpu-0"), nil, false},
+		{nil, nil, true},
+	} {
+		if got := sameDevices(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameDevices(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -81,6 +82,7 @@ func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceCl
 			log.Warn("allocated DRA claim cannot be read; its GPUs are not counted", "claim", name, "err", err)
 			continue
 		}
+		hold := claimHold{pods: claimPods(c)}
 		for _, sh := range shares {
 			pos, ok := s.uuidPos[ni][sh.UUID]
 			if !ok {
@@ -89,9 +91,34 @@ func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceCl
 			p := placement.Pod{Name: "claim " + name, GPU: request.GPU{Count: 1, ComputeMilli: sh.ComputeMilli,
 				ComputeLimitMilli: sh.ComputeLimitMilli, MemoryMiB: sh.MemoryMiB, MemoryLimitMiB: sh.MemoryLimitMiB}}
 			s.apply(log, &p, placement.Decision{Node: ni, GPUs: []int{pos}})
+			hold.use.GPUMilli += sh.ComputeMilli
+			hold.use.GPUMemoryMiB += sh.MemoryMiB
 		}
 		s.claims++
+		s.claimHolds = append(s.claimHolds, hold)
 	}
+}
+
+// claimHold is what an allocated claim takes of its GPUs, and the pods
+// it is reserved for, in order: it is charged once, to the queue of the
+// first of them booked on the snapshot (usage), as a pod's extended
+// resources are charged to its queue. A claim shared by pods of several
+// queues is charged to the first one's; a claim no booked pod holds (its
+// pods gone, the claim not yet released) to none.
+type claimHold struct {
+	pods []types.UID
+	use  queueing.Resources
+}
+
+// claimPods are the pods claim c is reserved for, in order.
+func claimPods(c *resourceapi.ResourceClaim) []types.UID {
+	var out []types.UID
+	for _, r := range c.Status.ReservedFor {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			out = append(out, r.UID)
+		}
+	}
+	return out
 }
 
 // servesClaims reports whether the API server serves ResourceClaims of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,8 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
+	"github.com/tessera-gpu/tessera/kube/queues"
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // allocatedClaim is a claim of one request allocated on node: one device
@@ -130,4 +134,59 @@ func onGPU(ctx context.Context, c kubernetes.Interface, name string, index int) 
 		return fmt.Errorf("pod %s assigned %+v, want GPU %d", name, a.Containers, index)
 	}
 	return nil
+}
+
+// TestQueuesChargeClaimsOnce: an allocated claim's GPU share is charged to
+// the queue of the first booked pod it is reserved for, once however many
+// pods share it; when that pod goes, the next one's queue is charged; a
+// claim no booked pod holds is charged to no queue.
+func TestQueuesChargeClaimsOnce(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gpu := func(i int) inventory.GPU {
+		return inventory.GPU{UUID: fmt.Sprintf("GPU-%d", i), Index: i, Model: "H100", MemoryMiB: 81920, NUMANode: -1, Health: inventory.Healthy}
+	}
+	inv := fixedInventory{inventory.Node{CPUMilli: 64000, MemoryMiB: 262144, GPUs: []inventory.GPU{gpu(0), gpu(1), gpu(2)}}}
+	nodes := []*corev1.Node{labelNode("n0", "3", "H100")}
+	bound := func(name, queue string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
+			Labels: map[string]string{queues.LabelQueue: queue}},
+			Spec: corev1.PodSpec{NodeName: "n0", SchedulerName: DefaultName, Containers: []corev1.Container{{Name: "main",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	}
+	reserve := func(c *resourceapi.ResourceClaim, pods ...string) *resourceapi.ResourceClaim {
+		for _, p := range pods {
+			c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p, UID: types.UID("uid-" + p)})
+		}
+		return c
+	}
+	a, b, c := bound("a", "ml"), bound("b", "ops"), bound("c", "ops")
+	claims := []*resourceapi.ResourceClaim{
+		reserve(allocatedClaim("half", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"}), "a", "b"),
+		reserve(allocatedClaim("whole", "n0", kdra.DriverName, map[string]string{"gpu-1": ""}), "c"),
+		reserve(allocatedClaim("orphan", "n0", kdra.DriverName, map[string]string{"gpu-2": "250m"}), "gone"),
+	}
+	s := &Scheduler{cfg: Config{Catalog: catalog.Default(), Name: DefaultName, Log: log}}
+	gpuMilli := func(u map[string]queueing.Resources) map[string]int64 {
+		out := map[string]int64{}
+		for q, r := range u {
+			out[q] = r.GPUMilli
+		}
+		return out
+	}
+
+	var cache snapshotCache
+	snap := cache.update(log, inv, nodes, nodeChanges{}, []*corev1.Pod{a, b, c}, claims)
+	if got, want := gpuMilli(s.usage(snap)), map[string]int64{"ml": 500, "ops": 1000}; !maps.Equal(got, want) {
+		t.Errorf("GPU compute charged %v, want %v (the shared half once, to a's queue; the orphan to none)", got, want)
+	}
+	if got := s.usage(snap)["ops"].CPUMilli; got != 2000 {
+		t.Errorf("queue ops CPU %d milli, want 2000 (b and c's own requests)", got)
+	}
+	// a goes; kube-controller-manager drops it from the claim.
+	claims[0] = reserve(allocatedClaim("half", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"}), "b")
+	claims[0].ResourceVersion = "2"
+	snap = cache.update(log, inv, nodes, nodeChanges{}, []*corev1.Pod{b, c}, claims)
+	if got, want := gpuMilli(s.usage(snap)), map[string]int64{"ops": 1500}; !maps.Equal(got, want) {
+		t.Errorf("after a goes: GPU compute charged %v, want %v", got, want)
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/placement"
@@ -290,13 +291,30 @@ func (bp *bookedPods) get(id string) (*corev1.Pod, bool) {
 	return p, ok
 }
 
-// usage is what the pods booked on snap take from their queues.
+// usage is what the pods booked on snap take from their queues, with
+// the allocated DRA claims they hold (each once: claimHold).
 func (s *Scheduler) usage(snap *snapshot) map[string]queueing.Resources {
 	own := map[string]queueing.Resources{}
+	var queueOf map[types.UID]string
+	if len(snap.claimHolds) > 0 {
+		queueOf = map[types.UID]string{}
+	}
 	for ni := range snap.onNode {
 		for k := range snap.onNode[ni] {
-			r := s.runOf(&snap.onNode[ni][k])
+			b := &snap.onNode[ni][k]
+			r := s.runOf(b)
 			own[r.run.Queue] = own[r.run.Queue].Add(r.use)
+			if queueOf != nil {
+				queueOf[b.pod.UID] = r.run.Queue
+			}
+		}
+	}
+	for _, h := range snap.claimHolds {
+		for _, uid := range h.pods {
+			if q, ok := queueOf[uid]; ok {
+				own[q] = own[q].Add(h.use)
+				break
+			}
 		}
 	}
 	return own

@@ -37,8 +37,11 @@ type snapshot struct {
 	// tainted counts the nodes with a NoSchedule or NoExecute taint: while
 	// none has, only a pod with node affinity needs a per-node check.
 	tainted int
-	// claims counts the allocated DRA claims booked (claims.go).
-	claims int
+	// claims counts the allocated DRA claims booked (claims.go), and
+	// claimHolds are what each takes, for the queue of the pod that holds
+	// it (usage).
+	claims     int
+	claimHolds []claimHold
 	// fresh are the bookings recorded since a cycle last emptied it (the
 	// cycle's own, for its queues' ledger).
 	fresh []booking
