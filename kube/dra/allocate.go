@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -132,6 +133,9 @@ func Allocate(ctx context.Context, p Pinned) ([]resourceapi.AllocationResult, er
 		}
 		res, err := a.Allocate(ctx, p.Node, []*resourceapi.ResourceClaim{claim})
 		if err != nil {
+			if strings.Contains(err.Error(), "claim "+name) {
+				return nil, err // the allocator names the claim itself
+			}
 			return nil, fmt.Errorf("claim %s: %w", name, err)
 		}
 		if len(res) != 1 {

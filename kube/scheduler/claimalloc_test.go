@@ -146,7 +146,7 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := c.ResourceV1().ResourceClaims("default")
-	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("shared", "0.5", "39Gi", "0.8"), shareClaim("bad", "2", "1Gi", ""), shareClaim("over", "0.5", "1Gi", "")} {
+	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("shared", "0.5", "39Gi", "0.8"), shareClaim("bad", "2", "1Gi", ""), shareClaim("over", "0.5", "1Gi", ""), typoClaim()} {
 		if _, err := claims.Create(ctx, cl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -189,6 +189,16 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 	waitFor(t, "over held by queue dra's limit", func() error {
 		return hasCondition(ctx, c, "over", reasonQueueLimit, "queue dra: would use")
 	})
+	// A claim whose selector names an attribute Tessera's devices do not
+	// have is refused with the selector's error when the allocator runs
+	// (while gpu-0 has room for it).
+	claimPod(ctx, t, c, "typo", map[string]string{"gpu": "typo"}, nil)
+	waitFor(t, "typo refused", func() error {
+		return hasCondition(ctx, c, "typo", reasonInvalid, "modle")
+	})
+	if err := c.CoreV1().Pods("default").Delete(ctx, "typo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A template's claim: the pod waits until it is made (here by the test,
 	// as kube-controller-manager would), then gets a whole GPU: the one the
@@ -249,6 +259,15 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 	waitFor(t, "bad refused", func() error {
 		return hasCondition(ctx, c, "bad", reasonInvalid, "capacity.requests.compute")
 	})
+}
+
+// typoClaim asks for a share of a GPU whose "modle" is H100: an attribute
+// Tessera's devices do not have.
+func typoClaim() *resourceapi.ResourceClaim {
+	c := shareClaim("typo", "0.25", "1Gi", "")
+	c.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+		Expression: `device.attributes["` + kdra.DriverName + `"].modle == "H100"`}}}
+	return c
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -82,7 +82,7 @@ func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceCl
 			log.Warn("allocated DRA claim cannot be read; its GPUs are not counted", "claim", name, "err", err)
 			continue
 		}
-		hold := claimHold{pods: claimPods(c)}
+		hold := claimHold{pods: claimPods(c), exact: true}
 		for _, sh := range shares {
 			pos, ok := s.uuidPos[ni][sh.UUID]
 			if !ok {
@@ -90,7 +90,9 @@ func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceCl
 			}
 			p := placement.Pod{Name: "claim " + name, GPU: request.GPU{Count: 1, ComputeMilli: sh.ComputeMilli,
 				ComputeLimitMilli: sh.ComputeLimitMilli, MemoryMiB: sh.MemoryMiB, MemoryLimitMiB: sh.MemoryLimitMiB}}
-			s.apply(log, &p, placement.Decision{Node: ni, GPUs: []int{pos}})
+			d := placement.Decision{Node: ni, GPUs: []int{pos}}
+			hold.exact = s.apply(log, &p, d) && hold.exact
+			hold.parts, hold.decisions = append(hold.parts, p), append(hold.decisions, d)
 			hold.use.GPUMilli += sh.ComputeMilli
 			hold.use.GPUMemoryMiB += sh.MemoryMiB
 		}
@@ -105,9 +107,18 @@ func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceCl
 // resources are charged to its queue. A claim shared by pods of several
 // queues is charged to the first one's; a claim no booked pod holds (its
 // pods gone, the claim not yet released) to none.
+//
+// A claim only one pod holds is also part of that pod's running workload
+// (Scheduler.running): evicting the pod releases the claim (its template
+// claim is deleted, or kube-controller-manager deallocates a claim no pod
+// holds), so preemption and reclaim count its share as freed. A shared
+// claim outlives any one of its pods and is no pod's.
 type claimHold struct {
-	pods []types.UID
-	use  queueing.Resources
+	pods      []types.UID
+	use       queueing.Resources
+	parts     []placement.Pod // its shares as booked, one per device
+	decisions []placement.Decision
+	exact     bool // booked within capacity (releasable)
 }
 
 // claimPods are the pods claim c is reserved for, in order.

@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -17,9 +19,12 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/queues"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
@@ -188,5 +193,70 @@ func TestQueuesChargeClaimsOnce(t *testing.T) {
 	snap = cache.update(log, inv, nodes, nodeChanges{}, []*corev1.Pod{b, c}, claims)
 	if got, want := gpuMilli(s.usage(snap)), map[string]int64{"ops": 1500}; !maps.Equal(got, want) {
 		t.Errorf("after a goes: GPU compute charged %v, want %v", got, want)
+	}
+}
+
+// TestPreemptionFreesAPodsOwnClaim: a claim only one pod holds goes with
+// the pod, so preemption may evict the pod for the claim's GPU; a claim
+// two pods share is no one pod's, and evicting one frees nothing.
+func TestPreemptionFreesAPodsOwnClaim(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inv := fixedInventory{inventory.Node{CPUMilli: 64000, MemoryMiB: 262144, GPUs: []inventory.GPU{
+		{UUID: "GPU-0", Index: 0, Model: "H100", MemoryMiB: 81920, NUMANode: -1, Health: inventory.Healthy}}}}
+	node := labelNode("n0", "1", "H100")
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	nodes := []*corev1.Node{node}
+	bound := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+			Spec: corev1.PodSpec{NodeName: "n0", SchedulerName: DefaultName, Containers: []corev1.Container{{Name: "main",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	}
+	claim := func(pods ...string) *resourceapi.ResourceClaim {
+		c := allocatedClaim("held", "n0", kdra.DriverName, map[string]string{"gpu-0": ""})
+		for _, p := range pods {
+			c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p, UID: types.UID("uid-" + p)})
+		}
+		return c
+	}
+	def, err := placement.New(placement.DefaultPolicy, placement.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Scheduler{cfg: Config{Catalog: catalog.Default(), Name: DefaultName, Log: log}, policy: def}
+	tree, err := queueing.NewTree(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "high", Namespace: "default", UID: "uid-high"},
+		Spec: corev1.PodSpec{SchedulerName: DefaultName, Priority: ptrTo(int32(100)), Containers: []corev1.Container{{Name: "main",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}}}}}
+	victims := func(pods []*corev1.Pod, c *resourceapi.ResourceClaim) []string {
+		t.Helper()
+		var cache snapshotCache
+		snap := cache.update(log, inv, nodes, nodeChanges{}, pods, []*resourceapi.ResourceClaim{c})
+		wl, _, err := s.workloadOf(snap, high)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gangs := map[string]cycle.Gang{}
+		outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap),
+			Capacity: snap.capacity, Gangs: gangs, Pending: []cycle.Workload{wl}, Running: s.running(snap, gangs), Preemption: &cycle.Preemption{Now: time.Now()}})
+		if err != nil || len(outs) != 1 {
+			t.Fatalf("cycle: %v %+v", err, outs)
+		}
+		if outs[0].Status != cycle.NoFit {
+			t.Fatalf("high: %v, want no fit while the claim holds the only GPU", outs[0].Status)
+		}
+		var ids []string
+		for _, v := range outs[0].Victims {
+			ids = append(ids, v.ID)
+		}
+		return ids
+	}
+	if got := victims([]*corev1.Pod{bound("low")}, claim("low")); !slices.Equal(got, []string{"default/low"}) {
+		t.Errorf("claim held by low alone: victims %v, want [default/low]", got)
+	}
+	if got := victims([]*corev1.Pod{bound("low"), bound("low-2")}, claim("low", "low-2")); len(got) != 0 {
+		t.Errorf("claim shared by low and low-2: victims %v, want none (evicting one frees nothing)", got)
 	}
 }

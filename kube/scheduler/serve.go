@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -217,6 +218,15 @@ func (s *Scheduler) running(snap *snapshot, gangs map[string]cycle.Gang) []cycle
 		n += len(bs)
 	}
 	out := make([]cycle.Running, 0, n)
+	var own map[types.UID][]*claimHold // claims only one pod holds, by pod
+	for i := range snap.claimHolds {
+		if h := &snap.claimHolds[i]; len(h.pods) == 1 && h.exact && len(h.parts) > 0 {
+			if own == nil {
+				own = map[types.UID][]*claimHold{}
+			}
+			own[h.pods[0]] = append(own[h.pods[0]], h)
+		}
+	}
 	for ni := range snap.onNode {
 		for k := range snap.onNode[ni] {
 			r := s.runOf(&snap.onNode[ni][k])
@@ -225,7 +235,16 @@ func (s *Scheduler) running(snap *snapshot, gangs map[string]cycle.Gang) []cycle
 					gangs[r.run.Gang] = cycle.Gang{MinMember: n}
 				}
 			}
-			out = append(out, r.run)
+			run := r.run
+			if hs := own[r.pod.UID]; len(hs) > 0 {
+				// The pod's claims go with it: a copy, the booking's run
+				// is kept as it is.
+				run.Parts, run.Decisions = slices.Clone(run.Parts), slices.Clone(run.Decisions)
+				for _, h := range hs {
+					run.Parts, run.Decisions = append(run.Parts, h.parts...), append(run.Decisions, h.decisions...)
+				}
+			}
+			out = append(out, run)
 		}
 	}
 	return out
