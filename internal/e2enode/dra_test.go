@@ -32,9 +32,9 @@ const (
 )
 
 // TestRealNodeDRA is issue 21's acceptance test on a real node: Tessera
-// from its image and the chart (agent.dra on), kube-scheduler allocating
-// ResourceClaims on the devices the agent publishes with its structured
-// allocator, and the real kubelet and containerd preparing them through
+// from its image and the chart (agent.dra on), kube-scheduler and
+// Tessera's scheduler allocating ResourceClaims on the devices the agent
+// publishes with the structured allocator, and the real kubelet and containerd preparing them through
 // Tessera's kubelet plugin and its CDI specs. Steps build on each other:
 // a failed one ends the test.
 func TestRealNodeDRA(t *testing.T) {
@@ -214,32 +214,40 @@ func (n *node) shareClaim(name, compute, memory, computeLimit, memoryLimit strin
 	}
 }
 
-// claimPod is a probe pod that kube-scheduler places, using one claim.
-func (n *node) claimPod(name, claim string) *corev1.Pod {
+// claimPod is a probe pod that scheduler by places, using one claim.
+func (n *node) claimPod(name, claim, by string) *corev1.Pod {
 	p := n.podSpec(name, nil, nil)
-	p.Spec.SchedulerName = corev1.DefaultSchedulerName
+	p.Spec.SchedulerName = by
 	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim}}
 	p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
 	return p
 }
 
-// createClaimPod creates a claim and its pod, and records the claim's UID.
-func (n *node) createClaimPod(r *draRun, pod string, claim *resourceapi.ResourceClaim) types.UID {
+// createClaimPod creates a claim and its pod (placed by scheduler by), and
+// records the claim's UID.
+func (n *node) createClaimPod(r *draRun, pod string, claim *resourceapi.ResourceClaim, by string) types.UID {
 	n.t.Helper()
 	c, err := n.cs.ResourceV1().ResourceClaims("default").Create(n.ctx, claim, metav1.CreateOptions{FieldValidation: "Strict"})
 	if err != nil {
 		n.t.Fatalf("create claim %s: %v", claim.Name, err)
 	}
 	r.uids[c.Name] = c.UID
-	n.create(n.claimPod(pod, c.Name))
+	n.create(n.claimPod(pod, c.Name, by))
 	return c.UID
 }
 
 // runsShare creates a 0.5 share with burst 0.8 (memory 20Gi, cap 40Gi)
-// and a pod using it, and checks what the container got.
+// and a pod using it that kube-scheduler places (and allocates the claim
+// for), and checks what the container got.
 func (n *node) runsShare(r *draRun, pod, claim string) {
 	n.t.Helper()
-	uid := n.createClaimPod(r, pod, n.shareClaim(claim, "0.5", "20Gi", "0.8", "40Gi"))
+	n.runsShareBy(r, pod, claim, corev1.DefaultSchedulerName)
+}
+
+// runsShareBy is runsShare with the pod placed by scheduler by.
+func (n *node) runsShareBy(r *draRun, pod, claim, by string) {
+	n.t.Helper()
+	uid := n.createClaimPod(r, pod, n.shareClaim(claim, "0.5", "20Gi", "0.8", "40Gi"), by)
 	env := n.running(pod)
 	checkClaimHandoff(n.t, pod, env, r.uuid, uid)
 	n.checkAllocation(claim, pod)
@@ -276,8 +284,8 @@ func checkClaimHandoff(t *testing.T, name string, env map[string]string, uuid st
 	}
 }
 
-// checkAllocation checks that kube-scheduler allocated the claim on the
-// node's pool, booking the guarantee, and reserved it for the pod.
+// checkAllocation checks that the claim is allocated on the node's pool,
+// booking the guarantee, and reserved for the pod.
 func (n *node) checkAllocation(claim, pod string) {
 	n.t.Helper()
 	c, err := n.cs.ResourceV1().ResourceClaims("default").Get(n.ctx, claim, metav1.GetOptions{})
@@ -304,9 +312,24 @@ func claimedShareRuns(t *testing.T, n *node, r *draRun) {
 	n.runsShare(r, "dra-a", "share-a")
 }
 
+// secondClaimShares: Tessera's scheduler places the second pod and
+// allocates its claim, beside the claim kube-scheduler allocated (which it
+// books): checkClaimHandoff checks the same GPU UUID, the one GPU takes
+// both.
 func secondClaimShares(t *testing.T, n *node, r *draRun) {
-	// checkClaimHandoff checks the same GPU UUID: the one GPU takes both.
-	n.runsShare(r, "dra-b", "share-b")
+	n.runsShareBy(r, "dra-b", "share-b", schedulerName)
+	n.eventually(time.Minute, "dra-b's Scheduled event from Tessera's scheduler", func() error {
+		l, err := n.cs.CoreV1().Events("default").List(n.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=dra-b,reason=Scheduled"})
+		if err != nil {
+			return err
+		}
+		for _, e := range l.Items {
+			if e.Source.Component == schedulerName || e.ReportingController == schedulerName {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d Scheduled events, none from %s", len(l.Items), schedulerName)
+	})
 }
 
 // unprepared deletes a pod and checks that kubelet had its claim
@@ -392,7 +415,7 @@ func draAgentPodDeleted(t *testing.T, n *node, r *draRun) {
 // when kubelet prepares it; kubelet reports the plugin's message, naming
 // the field, on the pod, and nothing is left on the host.
 func badClaimRefused(t *testing.T, n *node, r *draRun) {
-	uid := n.createClaimPod(r, "dra-bad", n.shareClaim("share-bad", "0.25", "10Gi", "0.1", ""))
+	uid := n.createClaimPod(r, "dra-bad", n.shareClaim("share-bad", "0.25", "10Gi", "0.1", ""), corev1.DefaultSchedulerName)
 	var msg string
 	n.eventually(2*time.Minute, "an event on dra-bad with the plugin's refusal", func() error {
 		ev, err := n.cs.CoreV1().Events("default").List(n.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=dra-bad"})
