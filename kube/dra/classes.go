@@ -16,6 +16,14 @@ const (
 	ClassSharedGPU = "shared-gpu.tessera.io"
 )
 
+// mine selects Tessera's devices; whole selects its GPUs, not their MIG
+// instances (mig.go), which have the migProfile attribute.
+var (
+	mineExpr  = `device.driver == "` + DriverName + `"`
+	wholeExpr = `!has(device.attributes["` + DriverName + `"].` + string(AttrMIGProfile) + `)`
+	migExpr   = `has(device.attributes["` + DriverName + `"].` + string(AttrMIGProfile) + `)`
+)
+
 // DeviceClasses returns Tessera's DeviceClasses. extendedResource, when
 // not empty, maps that extended resource to ClassGPU
 // (spec.extendedResourceName): on nodes whose devices are published
@@ -23,12 +31,14 @@ const (
 // for it, while nodes that run the device plugin keep serving the
 // resource as before.
 func DeviceClasses(extendedResource string) []resourceapi.DeviceClass {
-	mine := resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "` + DriverName + `"`}}
-	shared := resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{
-		Expression: `device.attributes["` + DriverName + `"].` + string(AttrSharing) + ` != "exclusive"`}}
+	sel := func(expr string) resourceapi.DeviceSelector {
+		return resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}
+	}
+	mine, whole, mig := sel(mineExpr), sel(wholeExpr), sel(migExpr)
+	shared := sel(`device.attributes["` + DriverName + `"].` + string(AttrSharing) + ` != "exclusive"`)
 	gpu := resourceapi.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: ClassGPU},
-		Spec:       resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{mine}},
+		Spec:       resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{mine, whole}},
 	}
 	if extendedResource != "" {
 		gpu.Spec.ExtendedResourceName = ptr(extendedResource)
@@ -36,5 +46,8 @@ func DeviceClasses(extendedResource string) []resourceapi.DeviceClass {
 	return []resourceapi.DeviceClass{gpu, {
 		ObjectMeta: metav1.ObjectMeta{Name: ClassSharedGPU},
 		Spec:       resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{mine, shared}},
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Name: ClassMIG},
+		Spec:       resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{mine, mig}},
 	}}
 }

@@ -96,10 +96,10 @@ func TestResourcesSplitsLargePools(t *testing.T) {
 
 func TestDeviceClasses(t *testing.T) {
 	cs := DeviceClasses("tessera.io/gpu")
-	if len(cs) != 2 || cs[0].Name != ClassGPU || cs[1].Name != ClassSharedGPU {
+	if len(cs) != 3 || cs[0].Name != ClassGPU || cs[1].Name != ClassSharedGPU || cs[2].Name != ClassMIG {
 		t.Fatalf("classes %v", cs)
 	}
-	if cs[0].Spec.ExtendedResourceName == nil || *cs[0].Spec.ExtendedResourceName != "tessera.io/gpu" || cs[1].Spec.ExtendedResourceName != nil {
+	if cs[0].Spec.ExtendedResourceName == nil || *cs[0].Spec.ExtendedResourceName != "tessera.io/gpu" || cs[1].Spec.ExtendedResourceName != nil || cs[2].Spec.ExtendedResourceName != nil {
 		t.Error("the extended resource maps to the whole-GPU class only")
 	}
 	if DeviceClasses("")[0].Spec.ExtendedResourceName != nil {

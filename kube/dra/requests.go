@@ -72,6 +72,15 @@ func Requests(claim *resourceapi.ResourceClaim, cat *catalog.Catalog) (reqs []Cl
 		if err != nil {
 			return nil, false, fmt.Errorf("claim %s: %w", name, err)
 		}
+		if ex.DeviceClassName == ClassMIG {
+			g, err := migRequest(ex, cfg, cat, path)
+			if err != nil {
+				return nil, false, fmt.Errorf("claim %s: %w", name, err)
+			}
+			g.Count = int(count)
+			reqs = append(reqs, ClaimRequest{Name: reqName, GPU: g})
+			continue
+		}
 		var g request.GPU
 		if ex.Capacity == nil || len(ex.Capacity.Requests) == 0 {
 			g, err = Share(nil, cfg, cat)
@@ -91,7 +100,26 @@ func Requests(claim *resourceapi.ResourceClaim, cat *catalog.Catalog) (reqs []Cl
 }
 
 // IsClass reports whether class is one of Tessera's DeviceClasses.
-func IsClass(class string) bool { return class == ClassGPU || class == ClassSharedGPU }
+func IsClass(class string) bool {
+	return class == ClassGPU || class == ClassSharedGPU || class == ClassMIG
+}
+
+// migRequest reads a request of ClassMIG (at path): whole instances of
+// the profile its selector names, with no capacity and no ShareConfig (an
+// instance fixes its own compute and memory).
+func migRequest(ex *resourceapi.ExactDeviceRequest, cfg *ShareConfig, cat *catalog.Catalog, path string) (request.GPU, error) {
+	if ex.Capacity != nil && len(ex.Capacity.Requests) > 0 {
+		return request.GPU{}, fmt.Errorf("%s.capacity: must be empty for %s (a MIG instance is taken whole: its profile fixes its compute and memory)", path, ClassMIG)
+	}
+	if cfg != nil {
+		return request.GPU{}, fmt.Errorf("%s: a %s configures no %s (a MIG instance has no burst: its profile fixes its compute and memory)", path, ConfigKind, ClassMIG)
+	}
+	profile, err := migProfileOf(ex.Selectors, cat, path)
+	if err != nil {
+		return request.GPU{}, err
+	}
+	return request.GPU{Count: 1, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, MIGProfile: profile}, nil
+}
 
 // claimConfigFor returns the last ShareConfig among a claim's own
 // configurations that applies to req, or nil when none does.
