@@ -18,6 +18,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
+	"github.com/tessera-gpu/tessera/binding"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
@@ -236,7 +237,7 @@ func (s *Scheduler) allocateClaims(ctx context.Context, snap *snapshot, pc *podC
 		chosen[c.UID] = []string{}
 		for j := k; j < k+n; j++ {
 			for _, sh := range s.shares(snap, ni, decisions[j], parts[j].GPU) {
-				chosen[c.UID] = append(chosen[c.UID], kdra.DeviceName(sh.Index))
+				chosen[c.UID] = append(chosen[c.UID], chosenDevice(sh))
 				use.GPUMilli += sh.ComputeMilli
 				use.GPUMemoryMiB += sh.MemoryMiB
 			}
@@ -268,6 +269,18 @@ func (s *Scheduler) allocateClaims(ctx context.Context, snap *snapshot, pc *podC
 		writes = append(writes, claimWrite{claim: c, alloc: &res[i], written: make(chan struct{})})
 	}
 	return writes, use, outcomeBound, ""
+}
+
+// chosenDevice is the DRA device of a share the policy chose: the GPU,
+// or the MIG device of the instance's profile and start (kdra.MIGDevices).
+// An existing instance whose start the node did not report has no such
+// name: the GPU's is given, which the allocator refuses for a MIG claim
+// (the pod then waits, saying so).
+func chosenDevice(sh binding.Share) string {
+	if sh.MIGProfile != "" && sh.MIG != nil && sh.MIG.Start >= 0 {
+		return kdra.MIGDeviceName(sh.Index, sh.MIGProfile, sh.MIG.Start)
+	}
+	return kdra.DeviceName(sh.Index)
 }
 
 // deviceClasses is the structured allocator's view of the DeviceClass

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/queues"
@@ -374,6 +375,23 @@ func TestSameDevices(t *testing.T) {
 	} {
 		if got := sameDevices(tc.a, tc.b); got != tc.want {
 			t.Errorf("sameDevices(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestChosenDevice: the policy's share names the GPU's device, or for a
+// MIG instance the MIG device of its profile and start.
+func TestChosenDevice(t *testing.T) {
+	for _, tc := range []struct {
+		sh   binding.Share
+		want string
+	}{
+		{binding.Share{Index: 3, ComputeMilli: 500}, "gpu-3"},
+		{binding.Share{Index: 1, MIGProfile: "1g.10gb+me", MIG: &binding.MIGInstance{Start: 2, Create: true}}, "gpu-1-mig-1g-10gb-me-2"},
+		{binding.Share{Index: 1, MIGProfile: "3g.40gb", MIG: &binding.MIGInstance{Start: -1}}, "gpu-1"},
+	} {
+		if got := chosenDevice(tc.sh); got != tc.want {
+			t.Errorf("chosenDevice(%+v) = %q, want %q", tc.sh, got, tc.want)
 		}
 	}
 }
