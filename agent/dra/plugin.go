@@ -22,6 +22,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/handoff"
 	"github.com/tessera-gpu/tessera/agent/libinstall"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 )
@@ -73,7 +74,10 @@ type Config struct {
 	// HostRoot is where the host's /dev is seen ("" is "/"), for the
 	// driver's control nodes; used only with Locate.
 	HostRoot string
-	Log      *slog.Logger
+	// Catalog names the MIG profiles of MIG devices (kdra.Shares); nil
+	// refuses them.
+	Catalog *catalog.Catalog
+	Log     *slog.Logger
 }
 
 // Plugin prepares and unprepares claims (kubeletplugin.DRAPlugin).
@@ -223,7 +227,7 @@ func (p *Plugin) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		return nil, fmt.Errorf("claim %s: metadata.uid: %w", name, err)
 	}
 	node := p.cfg.Node()
-	shares, err := kdra.Shares(claim, &node)
+	shares, err := kdra.Shares(claim, &node, p.cfg.Catalog)
 	if err != nil {
 		return nil, err
 	}

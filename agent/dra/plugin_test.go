@@ -387,7 +387,7 @@ func TestSharesOfClaimMatchSeat(t *testing.T) {
 		t.Fatal(r.Error)
 	}
 	n := testNode()
-	want, err := kdra.Shares(c, &n)
+	want, err := kdra.Shares(c, &n, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,7 +233,7 @@ func draPlugin(ctx context.Context, o Options, a *agent.Agent, measured bool, ac
 	}
 	cfg := agentdra.Config{
 		Node: a.Inventory, Paths: paths, Enforcer: acfg.Enforcer, MPS: acfg.MPS,
-		StateDir: o.StateDir, CDIDir: o.DRACDIDir, Log: o.Log,
+		StateDir: o.StateDir, CDIDir: o.DRACDIDir, Catalog: o.Catalog, Log: o.Log,
 	}
 	if measured {
 		lib := nvml.New()

@@ -126,7 +126,7 @@ func TestAllocatePinned(t *testing.T) {
 		t.Errorf("claim a consumed %v, want compute 500m and 71885Mi (half the GPU's memory)", r.ConsumedCapacity)
 	}
 	// What the node will hand out reads the same share back.
-	if sh, err := Shares(kept[0], n); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-1" || sh[0].ComputeMilli != 500 || sh[0].MemoryMiB != 71885 {
+	if sh, err := Shares(kept[0], n, nil); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-1" || sh[0].ComputeMilli != 500 || sh[0].MemoryMiB != 71885 {
 		t.Errorf("shares of claim a %+v, %v; want 500m of GPU-1 with 71885 MiB", sh, err)
 	}
 

@@ -183,7 +183,7 @@ func TestDeviceModelOnRealControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh, err := Shares(stored, n); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-shared" || sh[0].ComputeMilli != 500 || sh[0].MemoryMiB != 20480 {
+	if sh, err := Shares(stored, n, nil); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-shared" || sh[0].ComputeMilli != 500 || sh[0].MemoryMiB != 20480 {
 		t.Errorf("half-b's shares %+v, %v; want 0.5 of GPU-shared with 20Gi", sh, err)
 	}
 	if _, dev := allocate("half-c", ClassSharedGPU, half); dev != "" {
@@ -254,7 +254,7 @@ func TestDeviceModelOnRealControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the API server refuses Tessera's allocation: %v", err)
 	}
-	if sh, err := Shares(quarter, n); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-shared" || sh[0].ComputeMilli != 250 || sh[0].MemoryMiB != 35942 {
+	if sh, err := Shares(quarter, n, nil); err != nil || len(sh) != 1 || sh[0].UUID != "GPU-shared" || sh[0].ComputeMilli != 250 || sh[0].MemoryMiB != 35942 {
 		t.Errorf("the stored quarter reads as %+v, %v; want 250m of GPU-shared with 35942 MiB", sh, err)
 	}
 }

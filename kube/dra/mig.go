@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/request"
 )
 
 // MIG instances as DRA devices (partitionable devices, beta and on in
@@ -228,4 +230,47 @@ func migProfileOf(sels []resourceapi.DeviceSelector, cat *catalog.Catalog, path 
 	}
 	slices.Sort(known)
 	return "", fmt.Errorf("%s.selectors: MIG profile %q is not a profile of any MIG-capable model; the catalog's profiles: %s", path, profile, strings.Join(known, ", "))
+}
+
+// migShare reads device, when it is a MIG device of one of n's GPUs in
+// MIG mode (ok), as the whole instance it stands for.
+func migShare(n *inventory.Node, device string, cat *catalog.Catalog) (sh binding.Share, ok bool, err error) {
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if g.MIGMode != inventory.MIGEnabled || !strings.HasPrefix(device, DeviceName(g.Index)+"-mig-") {
+			continue
+		}
+		whole := func(profile string, memoryMiB int64, mig *binding.MIGInstance, uuid string) binding.Share {
+			return binding.Share{UUID: uuid, Index: g.Index, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole,
+				MemoryMiB: memoryMiB, MemoryLimitMiB: memoryMiB, MIGProfile: profile, MIG: mig}
+		}
+		if !g.MIGManaged {
+			for k, in := range g.MIGInstances {
+				start, name := -1, fmt.Sprintf("%s-mig-instance-%d", DeviceName(g.Index), k)
+				if in.Start != nil {
+					start, name = *in.Start, MIGDeviceName(g.Index, in.Profile, *in.Start)
+				}
+				if name == device {
+					return whole(in.Profile, in.MemoryMiB, &binding.MIGInstance{GPU: g.UUID, Start: start}, in.UUID), true, nil
+				}
+			}
+			return binding.Share{}, false, fmt.Errorf("GPU %d (%s) has no MIG instance %s (the operator's layout changed?)", g.Index, g.UUID, device)
+		}
+		if cat == nil {
+			return binding.Share{}, false, fmt.Errorf("MIG device %s: no catalog to read its profile from", device)
+		}
+		m, found := cat.Lookup(g.Model)
+		if !found || !m.SupportsMIG() {
+			return binding.Share{}, false, fmt.Errorf("MIG device %s: the catalog has no MIG profiles for model %q", device, g.Model)
+		}
+		for _, p := range m.MIG.Profiles {
+			for _, start := range p.Starts {
+				if MIGDeviceName(g.Index, p.Name, start) == device {
+					return whole(p.Name, p.MemoryMiB, &binding.MIGInstance{GPU: g.UUID, Start: start, Create: true}, g.UUID), true, nil
+				}
+			}
+		}
+		return binding.Share{}, false, fmt.Errorf("GPU %d (%s, %s) offers no MIG device %s", g.Index, g.UUID, g.Model, device)
+	}
+	return binding.Share{}, false, nil
 }

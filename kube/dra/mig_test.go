@@ -20,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
@@ -314,5 +315,42 @@ func TestMIGDevicesOnRealControlPlane(t *testing.T) {
 	}
 	if s := allocate("static", ClassMIG, forty); s != MIGDeviceName(2, "3g.40gb", 0) && s != MIGDeviceName(2, "3g.40gb", 4) {
 		t.Errorf("3g.40gb anywhere took %q, want an instance of the static GPU", s)
+	}
+}
+
+// TestMIGShares: an allocation of a MIG device reads as its whole
+// instance: on the managed GPU one to create at its start (the parent's
+// UUID until created), on the static one the existing instance; without a
+// catalog a managed GPU's MIG device is refused, and a device the GPU
+// does not offer is an error naming it.
+func TestMIGShares(t *testing.T) {
+	cat := catalog.Default()
+	n := migNode()
+	claimOn := func(device string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default"},
+			Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: DriverName, Pool: n.Name, Device: device}}}}}}
+	}
+	m, _ := cat.Lookup("H100-SXM")
+	mem := m.MIG.Profiles[m.MIG.ProfileIndex("3g.40gb")].MemoryMiB
+	got, err := Shares(claimOn(MIGDeviceName(1, "3g.40gb", 4)), n, cat)
+	want := binding.Share{UUID: "GPU-dynamic", Index: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, MemoryMiB: mem, MemoryLimitMiB: mem,
+		MIGProfile: "3g.40gb", MIG: &binding.MIGInstance{GPU: "GPU-dynamic", Start: 4, Create: true}}
+	if err != nil || len(got) != 1 || got[0].MIG == nil || *got[0].MIG != *want.MIG {
+		t.Fatalf("managed 3g.40gb@4: %+v, %v; want %+v", got, err, want)
+	}
+	got[0].MIG, want.MIG = nil, nil
+	if got[0] != want {
+		t.Errorf("managed 3g.40gb@4: %+v, want %+v", got[0], want)
+	}
+	got, err = Shares(claimOn(MIGDeviceName(2, "3g.40gb", 4)), n, cat)
+	if err != nil || len(got) != 1 || got[0].UUID != "MIG-b" || got[0].MIG.Create || got[0].MIG.Start != 4 || got[0].MIG.GPU != "GPU-static" {
+		t.Errorf("static instance MIG-b: %+v, %v", got, err)
+	}
+	if _, err := Shares(claimOn(MIGDeviceName(1, "3g.40gb", 4)), n, nil); err == nil || !strings.Contains(err.Error(), "no catalog") {
+		t.Errorf("no catalog: %v, want an error", err)
+	}
+	if _, err := Shares(claimOn(MIGDeviceName(1, "3g.40gb", 2)), n, cat); err == nil || !strings.Contains(err.Error(), "offers no MIG device gpu-1-mig-3g-40gb-2") {
+		t.Errorf("3g.40gb at 2 (not a start of the profile): %v, want an error naming the device", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
@@ -23,7 +24,13 @@ import (
 // as the device plugin does with an assignment's shares. Errors name the
 // claim and what is wrong: not allocated, a device of another node, a
 // device the node does not have, a bad configuration.
-func Shares(claim *resourceapi.ResourceClaim, n *inventory.Node) ([]binding.Share, error) {
+//
+// A MIG device (mig.go) is read as its whole instance: on a GPU Tessera
+// manages, one the node creates at prepare (MIG.Create, with the parent
+// GPU's UUID until then); on a static one, the existing instance. cat
+// names the profiles of managed GPUs; with a nil catalog a MIG device of
+// a managed GPU is an error.
+func Shares(claim *resourceapi.ResourceClaim, n *inventory.Node, cat *catalog.Catalog) ([]binding.Share, error) {
 	name := claim.Namespace + "/" + claim.Name
 	alloc := claim.Status.Allocation
 	if alloc == nil {
@@ -37,6 +44,12 @@ func Shares(claim *resourceapi.ResourceClaim, n *inventory.Node) ([]binding.Shar
 		at := fmt.Sprintf("claim %s: status.allocation.devices.results[%d]", name, i)
 		if r.Pool != n.Name {
 			return nil, fmt.Errorf("%s: device %s of pool %s, not of this node %s", at, r.Device, r.Pool, n.Name)
+		}
+		if sh, ok, err := migShare(n, r.Device, cat); err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		} else if ok {
+			out = append(out, sh)
+			continue
 		}
 		gi := slices.IndexFunc(n.GPUs, func(g inventory.GPU) bool { return DeviceName(g.Index) == r.Device })
 		if gi < 0 {

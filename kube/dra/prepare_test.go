@@ -37,7 +37,7 @@ func TestShares(t *testing.T) {
 	classCfg := `{"apiVersion":"gpu.tessera.io/v1alpha1","kind":"ShareConfig","computeLimit":"0.6"}`
 	got, err := Shares(allocated([]resourceapi.DeviceRequestAllocationResult{other, half, whole},
 		opaque(resourceapi.AllocationConfigSourceClass, []string{"gpu"}, classCfg),
-		opaque(resourceapi.AllocationConfigSourceClaim, []string{"gpu"}, burst)), n)
+		opaque(resourceapi.AllocationConfigSourceClaim, []string{"gpu"}, burst)), n, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestShares(t *testing.T) {
 	}
 	// The class's config names the whole GPU's limit 0.6 below its 1: refused.
 	if _, err := Shares(allocated([]resourceapi.DeviceRequestAllocationResult{whole},
-		opaque(resourceapi.AllocationConfigSourceClass, []string{"big"}, classCfg)), n); err == nil || !strings.Contains(err.Error(), "computeLimit") {
+		opaque(resourceapi.AllocationConfigSourceClass, []string{"big"}, classCfg)), n, nil); err == nil || !strings.Contains(err.Error(), "computeLimit") {
 		t.Errorf("a limit below a whole GPU: error %v", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestSharesRefuses(t *testing.T) {
 			ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"cores": resource.MustParse("2")}}}), `unknown capacity "cores"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Shares(tc.claim, node()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := Shares(tc.claim, node(), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one saying %q", err, tc.want)
 			}
 		})

@@ -587,7 +587,7 @@ func checkDRAAllocations(ctx context.Context, c kubernetes.Interface, ns string,
 			fail("pod %s: claim %s is not reserved for it (reservedFor %v)", name, claimName, rc.Status.ReservedFor)
 		}
 		n := nodeInventory(inv, p.Spec.NodeName)
-		shares, err := kdra.Shares(rc, &n) // fails for a claim not allocated, or allocated on another node
+		shares, err := kdra.Shares(rc, &n, nil) // fails for a claim not allocated, or allocated on another node
 		if err != nil {
 			fail("pod %s on %s: %v", name, p.Spec.NodeName, err)
 			continue
@@ -631,7 +631,7 @@ func checkDRAAllocations(ctx context.Context, c kubernetes.Interface, ns string,
 			}
 		}
 		n := nodeInventory(inv, node)
-		shares, err := kdra.Shares(rc, &n)
+		shares, err := kdra.Shares(rc, &n, nil)
 		if err != nil {
 			fail("claim %s/%s: %v", rc.Namespace, rc.Name, err)
 			continue

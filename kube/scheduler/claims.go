@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/tessera-gpu/tessera/catalog"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -62,8 +63,9 @@ func (cs claimSet) equal(o claimSet) bool { return maps.Equal(cs, o) }
 // bookClaims books the GPU shares of allocated claims (allocatedClaims) on
 // their nodes: each device as one share, saturating as a pod's booking
 // does when it no longer fits. A claim on a node the snapshot does not
-// hold, or one that cannot be read, is logged and left out.
-func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceClaim) {
+// hold, or one that cannot be read, is logged and left out. A MIG
+// device books as the MIG instance it stands for (cat names its profile).
+func (s *snapshot) bookClaims(log *slog.Logger, cat *catalog.Catalog, claims []*resourceapi.ResourceClaim) {
 	for _, c := range claims {
 		name := c.Namespace + "/" + c.Name
 		node := ""
@@ -77,20 +79,29 @@ func (s *snapshot) bookClaims(log *slog.Logger, claims []*resourceapi.ResourceCl
 		if !ok {
 			continue
 		}
-		shares, err := kdra.Shares(c, &s.inv[ni])
+		shares, err := kdra.Shares(c, &s.inv[ni], cat)
 		if err != nil {
 			log.Warn("allocated DRA claim cannot be read; its GPUs are not counted", "claim", name, "err", err)
 			continue
 		}
 		hold := claimHold{pods: claimPods(c), exact: true}
 		for _, sh := range shares {
-			pos, ok := s.uuidPos[ni][sh.UUID]
+			uuid := sh.UUID
+			if sh.MIG != nil {
+				uuid = sh.MIG.GPU
+			}
+			pos, ok := s.uuidPos[ni][uuid]
 			if !ok {
 				continue
 			}
 			p := placement.Pod{Name: "claim " + name, GPU: request.GPU{Count: 1, ComputeMilli: sh.ComputeMilli,
 				ComputeLimitMilli: sh.ComputeLimitMilli, MemoryMiB: sh.MemoryMiB, MemoryLimitMiB: sh.MemoryLimitMiB}}
 			d := placement.Decision{Node: ni, GPUs: []int{pos}}
+			if sh.MIG != nil {
+				// As a bound pod's MIG share books (snapshot.book).
+				p.GPU = request.GPU{Count: 1, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, MIGProfile: sh.MIGProfile}
+				d.MIG = []placement.MIGChoice{s.migChoice(ni, pos, sh)}
+			}
 			hold.exact = s.apply(log, &p, d) && hold.exact
 			hold.parts, hold.decisions = append(hold.parts, p), append(hold.decisions, d)
 			hold.use.GPUMilli += sh.ComputeMilli

@@ -260,3 +260,28 @@ func TestPreemptionFreesAPodsOwnClaim(t *testing.T) {
 		t.Errorf("claim shared by low and low-2: victims %v, want none (evicting one frees nothing)", got)
 	}
 }
+
+// TestSnapshotBooksMIGClaims: a claim allocated on a MIG device of a
+// managed GPU books the instance it stands for (the engine then places
+// nothing over its memory slices); without a catalog to read it, the
+// claim is left out.
+func TestSnapshotBooksMIGClaims(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inv := fixedInventory{inventory.Node{CPUMilli: 64000, MemoryMiB: 262144, GPUs: []inventory.GPU{{UUID: "GPU-m", Index: 0, Model: "H100-SXM",
+		MemoryMiB: 81559, NUMANode: -1, Health: inventory.Healthy, MIGMode: inventory.MIGEnabled, MIGManaged: true}}}}
+	nodes := []*corev1.Node{labelNode("n0", "1", "H100-SXM")}
+	claim := allocatedClaim("mig", "n0", kdra.DriverName, map[string]string{kdra.MIGDeviceName(0, "3g.40gb", 4): ""})
+	cache := snapshotCache{cat: catalog.Default()}
+	snap := cache.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{claim})
+	if snap.claims != 1 || len(snap.claimHolds) != 1 || !snap.claimHolds[0].exact {
+		t.Fatalf("%d claims booked (holds %+v), want the MIG claim, exactly", snap.claims, snap.claimHolds)
+	}
+	got := snap.cluster.Nodes[0].GPUs[0].MIG.Instances
+	if len(got) != 1 || got[0].Profile != "3g.40gb" || got[0].Start != 4 || !got[0].InUse {
+		t.Errorf("MIG instances on the snapshot %+v, want the claim's 3g.40gb at 4, in use", got)
+	}
+	var none snapshotCache
+	if snap := none.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{claim}); snap.claims != 0 {
+		t.Errorf("without a catalog %d claims booked, want none", snap.claims)
+	}
+}

@@ -187,6 +187,7 @@ func New(cfg Config) (*Scheduler, error) {
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
 		preemptors: map[types.UID]time.Time{}, assumedClaims: map[types.UID]*assumedClaim{}, blocked: map[string]blockedSince{}, arrived: map[types.UID]bool{},
 		metrics: newMetrics(cfg.Metrics), backoff: newBackoff(cfg.PodInitialBackoff, cfg.PodMaxBackoff),
+		snaps: snapshotCache{cat: cfg.Catalog},
 	}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
 )
 
 // snapshotCache keeps the scheduling snapshot from one cycle to the next
@@ -41,6 +42,9 @@ import (
 //
 // Only the scheduling cycle uses it (one goroutine).
 type snapshotCache struct {
+	// cat reads the MIG devices of allocated claims (bookClaims); nil
+	// leaves claims on MIG devices out, logged.
+	cat  *catalog.Catalog
 	snap *snapshot
 	// left are the nodes the snapshot leaves out (their inventory could
 	// not be read), by name.
@@ -135,7 +139,7 @@ func (c *snapshotCache) update(log *slog.Logger, src InventorySource, nodes []*c
 	held, set := allocatedClaims(claims)
 	if c.snap == nil || !set.equal(c.claimed) || !c.takeBackCycle() || !c.syncNodes(src, nodes, changed) || !c.syncPods(log, pods) {
 		s := c.rebuild(log, src, nodes, pods)
-		s.bookClaims(log, held)
+		s.bookClaims(log, c.cat, held)
 		c.claimed = set
 		return s
 	}
