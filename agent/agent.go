@@ -70,6 +70,11 @@ type Config struct {
 	// Tessera, creates and destroys the MIG instances assignments ask for
 	// (migctl.Manager).
 	MIG MIGInstances
+	// MIGWanted are the MIG instances other front doors' workloads hold on
+	// the managed GPUs (the DRA plugin's prepared claims, from its
+	// journal), by workload key: adopted at start as containers' are,
+	// never destroyed as ended.
+	MIGWanted map[string][]migctl.Want
 	// ReconcileInterval is how often finished pods' allocations are
 	// released (default 30s); PluginCheckInterval how often a kubelet
 	// restart is looked for (default 1s).
@@ -210,6 +215,11 @@ func (a *Agent) SetHealth(gpuUUID string, h inventory.Health, reason string) {
 	poke(a.publish)
 }
 
+// MIGChanged asks for the node to be published again after MIG instances
+// were created or destroyed for workloads the agent does not allocate
+// itself (DRA claims). It does not block.
+func (a *Agent) MIGChanged() { poke(a.publish) }
+
 // poke asks the publisher loop to publish again without waiting: requests
 // made while one is pending are one publish.
 func poke(publish chan<- struct{}) {
@@ -323,6 +333,9 @@ func reconcileMIG(cfg Config, entries []checkpoint.Entry) ([]migctl.Instance, er
 		return nil, err
 	}
 	wanted := map[string][]migctl.Want{}
+	for k, ws := range cfg.MIGWanted {
+		wanted[k] = slices.Clone(ws)
+	}
 	for _, e := range entries {
 		for _, g := range e.GPUs {
 			if g.MIG != nil && g.MIG.Create {

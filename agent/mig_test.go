@@ -263,6 +263,39 @@ func TestMIGAgentCrashMidAllocateLeaksNothing(t *testing.T) {
 	}
 }
 
+// An instance a DRA claim holds (recorded in the DRA plugin's journal,
+// which the agent is given as MIGWanted) is no container's, yet the next
+// agent adopts it instead of destroying it as ended; one nobody wants
+// beside it is destroyed.
+func TestMIGAgentRestartKeepsClaimsInstances(t *testing.T) {
+	m := newMIGNode(t, 1)
+	cfg := m.config()
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dead := m.manager()
+	if _, err := dead.Journal(filepath.Join(cfg.StateDir, agent.MIGJournalFile)); err != nil {
+		t.Fatal(err)
+	}
+	claim := migctl.Want{GPU: m.gpus[0].UUID(), Profile: "3g.40gb", Start: 4}
+	made, err := dead.Acquire("dra-claim", claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dead.Acquire("never-recorded", migctl.Want{GPU: m.gpus[0].UUID(), Profile: "3g.40gb", Start: 0}); err != nil {
+		t.Fatal(err)
+	}
+	mgr := m.manager()
+	cfg.MIG, cfg.MIGWanted = mgr, map[string][]migctl.Want{"dra-claim": {claim}}
+	m.startAgent(cfg)
+	if l := m.gpus[0].Layout(); l != "3g.40gb@4" {
+		t.Errorf("layout %q after restart, want the claim's 3g.40gb@4 only", l)
+	}
+	if held := mgr.Holds("dra-claim"); len(held) != 1 || held[0].UUID != made.UUID {
+		t.Errorf("the new manager holds %+v for the claim, want its instance %s adopted", held, made.UUID)
+	}
+}
+
 // With its own CDI spec, the agent adds the device of an instance created
 // for a container (its parent's node and the /dev/nvidia-caps nodes of
 // its GPU and compute instance, from the driver's mig-minors list) before

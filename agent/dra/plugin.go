@@ -25,6 +25,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
+	"github.com/tessera-gpu/tessera/migctl"
 )
 
 // CDI identity of the claims' specs.
@@ -47,6 +48,16 @@ type Enforcer interface {
 // arbiter in MPS mode).
 type MPS interface {
 	ClientEnv(ctx context.Context, key string) (map[string]string, error)
+}
+
+// MIGInstances creates and destroys the MIG instances that claims on
+// managed MIG GPUs ask for, by claim key (migctl.Manager, the one the
+// device plugin's allocator uses, so that neither takes the other's
+// slices).
+type MIGInstances interface {
+	Acquire(workload string, w migctl.Want) (migctl.Instance, error)
+	Release(workload string) error
+	Holds(workload string) []migctl.Instance
 }
 
 // Config configures a Plugin.
@@ -77,7 +88,13 @@ type Config struct {
 	// Catalog names the MIG profiles of MIG devices (kdra.Shares); nil
 	// refuses them.
 	Catalog *catalog.Catalog
-	Log     *slog.Logger
+	// MIG, set on a node with managed MIG GPUs, creates the instance a
+	// claim's MIG device stands for at prepare and destroys it at
+	// unprepare; MIGChanged, when set, is called after either (the agent
+	// publishes the node again). Without MIG such claims are refused.
+	MIG        MIGInstances
+	MIGChanged func()
+	Log        *slog.Logger
 }
 
 // Plugin prepares and unprepares claims (kubeletplugin.DRAPlugin).
@@ -192,6 +209,7 @@ func (p *Plugin) restore(ctx context.Context) error {
 		if err := p.seat(ctx, c.Key, c.Shares); err != nil {
 			p.cfg.Log.Warn("cannot seat a prepared claim again", "claim", c.Namespace+"/"+c.Name, "uid", c.UID, "key", c.Key, "error", err)
 		}
+		p.checkMIG(c)
 	}
 	if n := len(recorded); n > 0 {
 		p.cfg.Log.Info("restored prepared DRA claims", "count", n)
@@ -231,6 +249,10 @@ func (p *Plugin) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 	if err != nil {
 		return nil, err
 	}
+	key := Key(claim.UID)
+	if err := p.createMIG(key, shares); err != nil {
+		return nil, fmt.Errorf("claim %s: %w", name, err)
+	}
 	var results []resourceapi.DeviceRequestAllocationResult
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver == kdra.DriverName {
@@ -240,26 +262,25 @@ func (p *Plugin) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 	if p.cfg.MPS != nil && len(shares) != 1 {
 		return nil, fmt.Errorf("claim %s: status.allocation.devices.results: allocates %d GPUs of %s; on an MPS node (--sharing mps) a claim must have exactly one GPU, since CUDA_MPS_PIPE_DIRECTORY names one GPU's MPS daemon", name, len(shares), kdra.DriverName)
 	}
-	key := Key(claim.UID)
-	paths := p.cfg.Paths
-	if paths.HostInterceptLibrary != "" {
-		if paths.HostInterceptLibrary, err = libinstall.Resolve(paths.HostInterceptLibrary); err != nil {
-			return nil, fmt.Errorf("claim %s: %w", name, err)
-		}
-	}
 	c := Claim{UID: uid, Namespace: claim.Namespace, Name: claim.Name, Key: key, Shares: byIndex(shares), Prepared: p.now().UTC()}
 	for _, r := range claim.Status.ReservedFor {
 		if r.Resource == "pods" && r.APIGroup == "" {
 			c.Pods = append(c.Pods, r.Name)
 		}
 	}
-	h := handoff.Build(paths, key, c.Shares)
-	if err := os.MkdirAll(p.cfg.Paths.HostStateDir(key), 0o755); err != nil {
-		return nil, fmt.Errorf("claim %s: create state folder: %w", name, err)
-	}
 	undo := func(err error) ([]kubeletplugin.Device, error) {
 		p.release(ctx, c)
 		return nil, fmt.Errorf("claim %s: %w", name, err)
+	}
+	paths := p.cfg.Paths
+	if paths.HostInterceptLibrary != "" {
+		if paths.HostInterceptLibrary, err = libinstall.Resolve(paths.HostInterceptLibrary); err != nil {
+			return undo(err)
+		}
+	}
+	h := handoff.Build(paths, key, c.Shares)
+	if err := os.MkdirAll(p.cfg.Paths.HostStateDir(key), 0o755); err != nil {
+		return undo(fmt.Errorf("create state folder: %w", err))
 	}
 	if err := p.seat(ctx, key, c.Shares); err != nil {
 		return undo(err)
@@ -299,7 +320,78 @@ func (p *Plugin) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 		return undo(fmt.Errorf("record prepared claim: %w", err))
 	}
 	p.cfg.Log.Info("prepared claim", "claim", name, "uid", uid, "key", key, "gpus", len(c.Shares))
+	if createsMIG(c.Shares) && p.cfg.MIGChanged != nil {
+		p.cfg.MIGChanged()
+	}
 	return answer(c.Devices), nil
+}
+
+// createMIG creates, for claim key, each MIG instance its shares ask the
+// node to create, and names it in the share (its UUID). On a failure
+// nothing created for key is kept.
+func (p *Plugin) createMIG(key string, shares []binding.Share) error {
+	for i, sh := range shares {
+		if sh.MIG == nil || !sh.MIG.Create {
+			continue
+		}
+		if p.cfg.MIG == nil {
+			return fmt.Errorf("status.allocation: a %s instance at slice %d of GPU %s is to be created, but the agent manages no MIG GPU", sh.MIGProfile, sh.MIG.Start, sh.MIG.GPU)
+		}
+		inst, err := p.cfg.MIG.Acquire(key, migctl.Want{GPU: sh.MIG.GPU, Profile: sh.MIGProfile, Start: sh.MIG.Start})
+		if err != nil {
+			if rerr := p.cfg.MIG.Release(key); rerr != nil {
+				p.cfg.Log.Warn("cannot destroy the MIG instances of a claim not prepared", "key", key, "error", rerr)
+			}
+			return fmt.Errorf("create MIG instance: %w", err)
+		}
+		shares[i].UUID = inst.UUID
+	}
+	return nil
+}
+
+// checkMIG warns when a restored claim's MIG instances are not the ones
+// the agent holds for it now (agent.Config.MIGWanted adopts them; one
+// recreated after it vanished has another UUID, and the claim's
+// containers must be started again).
+func (p *Plugin) checkMIG(c Claim) {
+	if !createsMIG(c.Shares) {
+		return
+	}
+	var held []migctl.Instance
+	if p.cfg.MIG != nil {
+		held = p.cfg.MIG.Holds(c.Key)
+	}
+	for _, sh := range c.Shares {
+		if sh.MIG != nil && sh.MIG.Create && !slices.ContainsFunc(held, func(in migctl.Instance) bool { return in.UUID == sh.UUID }) {
+			p.cfg.Log.Warn("a prepared claim's MIG instance is not the one it was given; its containers have to be started again",
+				"claim", c.Namespace+"/"+c.Name, "uid", c.UID, "instance", sh.UUID)
+		}
+	}
+}
+
+// createsMIG reports whether shares hold MIG instances made for them.
+func createsMIG(shares []binding.Share) bool {
+	return slices.ContainsFunc(shares, func(s binding.Share) bool { return s.MIG != nil && s.MIG.Create })
+}
+
+// RecordedMIG reads node's journal in stateDir (none: no claims) and
+// returns the MIG instances its prepared claims hold, by claim key: the
+// agent adopts them when it starts (agent.Config.MIGWanted) instead of
+// destroying them as ended.
+func RecordedMIG(stateDir, node string) (map[string][]migctl.Want, error) {
+	j, err := openJournal(filepath.Join(stateDir, JournalFile), node)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]migctl.Want{}
+	for _, c := range j.claims() {
+		for _, sh := range c.Shares {
+			if sh.MIG != nil && sh.MIG.Create {
+				out[c.Key] = append(out[c.Key], migctl.Want{GPU: sh.MIG.GPU, Profile: sh.MIGProfile, Start: sh.MIG.Start})
+			}
+		}
+	}
+	return out, nil
 }
 
 // UnprepareResourceClaims releases each claim (kubeletplugin.DRAPlugin):
@@ -384,6 +476,13 @@ func (p *Plugin) release(ctx context.Context, c Claim) error {
 	if err := os.RemoveAll(p.cfg.Paths.HostStateDir(c.Key)); err != nil {
 		errs = append(errs, fmt.Errorf("remove state folder: %w", err))
 	}
+	if p.cfg.MIG != nil && createsMIG(c.Shares) {
+		if err := p.cfg.MIG.Release(c.Key); err != nil {
+			errs = append(errs, fmt.Errorf("destroy MIG instance: %w", err))
+		} else if p.cfg.MIGChanged != nil {
+			p.cfg.MIGChanged()
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -410,11 +509,23 @@ func (p *Plugin) buildSpec(uid string, h handoff.Handoff, shares []binding.Share
 		if err != nil {
 			return cdi.Spec{}, fmt.Errorf("GPU device nodes: %w", err)
 		}
-		for _, u := range units {
-			if u.MIG != nil {
-				return cdi.Spec{}, fmt.Errorf("GPU %s is a MIG instance; DRA claims get whole GPUs or shares of them", u.UUID)
+		var minors cdi.MIGMinors
+		if slices.ContainsFunc(units, func(u cdi.Unit) bool { return u.MIG != nil }) {
+			if minors, err = p.migMinors(); err != nil {
+				return cdi.Spec{}, err
 			}
-			edits = edits.WithNodes(fmt.Sprintf("/dev/nvidia%d", u.GPUMinor))
+		}
+		// A unit's device nodes as the node's own spec gives them: the
+		// GPU's, and for a MIG instance its GPU and compute instance
+		// capabilities.
+		own, err := cdi.Build(units, minors, cdi.ContainerEdits{})
+		if err != nil {
+			return cdi.Spec{}, fmt.Errorf("GPU device nodes: %w", err)
+		}
+		for _, d := range own.Devices {
+			for _, n := range d.ContainerEdits.DeviceNodes {
+				edits = edits.WithNodes(n.Path)
+			}
 		}
 	}
 	version := cdi.Version
@@ -422,6 +533,16 @@ func (p *Plugin) buildSpec(uid string, h handoff.Handoff, shares []binding.Share
 		version = "0.7.0"
 	}
 	return cdi.Spec{Version: version, Kind: CDIKind, Devices: []cdi.Device{{Name: uid, ContainerEdits: edits}}}, nil
+}
+
+// migMinors reads the driver's list of MIG capabilities' device minors.
+func (p *Plugin) migMinors() (cdi.MIGMinors, error) {
+	f, err := os.Open(filepath.Join(p.cfg.HostRoot, cdi.MIGMinorsFile))
+	if err != nil {
+		return nil, fmt.Errorf("MIG instances need the driver's list of MIG capabilities: %w", err)
+	}
+	defer f.Close()
+	return cdi.ParseMIGMinors(f)
 }
 
 // writeSpec writes c's spec file (atomically: a runtime reads the old

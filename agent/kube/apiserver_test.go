@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +157,28 @@ func testSlices(ctx context.Context, t *testing.T, core kubernetes.Interface, dy
 			}
 		}
 		return len(d) == len(node.GPUs)
+	})
+
+	// With the catalog, a GPU in MIG mode that Tessera manages is its MIG
+	// devices (one per profile and start slot), not a whole GPU.
+	sp.Sharing, sp.Catalog = gpunode.SharingShared, catalog.Default()
+	mig := node
+	mig.GPUs = slices.Clone(node.GPUs)
+	mig.GPUs[0].MIGMode, mig.GPUs[0].MIGManaged = inventory.MIGEnabled, true
+	if err := sp.Publish(ctx, mig); err != nil {
+		t.Fatal(err)
+	}
+	devices(func(d []resourceapi.Device) bool {
+		migs := 0
+		for _, x := range d {
+			if x.Name == dra.DeviceName(mig.GPUs[0].Index) {
+				return false
+			}
+			if strings.HasPrefix(x.Name, dra.DeviceName(mig.GPUs[0].Index)+"-mig-") && len(x.ConsumesCounters) == 1 {
+				migs++
+			}
+		}
+		return migs > 0 && len(d) == len(node.GPUs)-1+migs
 	})
 }
 

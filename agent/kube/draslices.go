@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/dra"
 )
@@ -25,6 +26,11 @@ type SlicePublisher struct {
 	// Sharing is the agent's sharing mode of its GPUs not in MIG mode
 	// (the devices' sharing attribute and whether they take shares).
 	Sharing string
+	// Catalog, when set, adds the MIG devices of GPUs in MIG mode
+	// (dra.ResourcesWithMIG: a managed GPU's profiles and start slots with
+	// its counters, a static GPU's instances); nil publishes GPUs not in
+	// MIG mode only.
+	Catalog *catalog.Catalog
 	Log     *slog.Logger
 
 	ctrl *resourceslice.Controller
@@ -38,14 +44,22 @@ func (p *SlicePublisher) Publish(ctx context.Context, node inventory.Node) error
 			node.GPUs[i].Sharing = p.Sharing
 		}
 	}
-	res := dra.Resources(&node)
-	if p.ctrl != nil {
-		p.ctrl.Update(res)
-		return nil
-	}
 	log := p.Log
 	if log == nil {
 		log = slog.Default()
+	}
+	res := dra.Resources(&node)
+	if p.Catalog != nil {
+		withMIG, err := dra.ResourcesWithMIG(&node, p.Catalog)
+		if err != nil {
+			log.Warn("MIG devices left out of the ResourceSlices", "node", node.Name, "error", err)
+		} else {
+			res = withMIG
+		}
+	}
+	if p.ctrl != nil {
+		p.ctrl.Update(res)
+		return nil
 	}
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
 		DriverName: dra.DriverName, KubeClient: p.Client, Owner: dra.NodeOwner(node.Name), Resources: res,

@@ -111,10 +111,17 @@ func Run(ctx context.Context, o Options) error {
 		Log:       o.Log,
 	}
 	if o.DRAPublish {
-		acfg.Publisher = kube.Publishers{acfg.Publisher, &kube.SlicePublisher{Client: core, Sharing: o.Sharing, Log: o.Log}}
+		acfg.Publisher = kube.Publishers{acfg.Publisher, &kube.SlicePublisher{Client: core, Sharing: o.Sharing, Catalog: o.Catalog, Log: o.Log}}
 	}
 	if mig != nil {
 		acfg.MIG = mig
+		if o.DRA {
+			// The instances prepared claims hold are adopted, not
+			// destroyed as ended, when the agent reconciles MIG.
+			if acfg.MIGWanted, err = agentdra.RecordedMIG(o.StateDir, o.NodeName); err != nil {
+				return err
+			}
+		}
 	}
 	if o.PodResourcesSocket != "" {
 		pr, err := kube.NewPodResources(o.PodResourcesSocket, kube.ResourceGPU)
@@ -234,6 +241,9 @@ func draPlugin(ctx context.Context, o Options, a *agent.Agent, measured bool, ac
 	cfg := agentdra.Config{
 		Node: a.Inventory, Paths: paths, Enforcer: acfg.Enforcer, MPS: acfg.MPS,
 		StateDir: o.StateDir, CDIDir: o.DRACDIDir, Catalog: o.Catalog, Log: o.Log,
+	}
+	if acfg.MIG != nil {
+		cfg.MIG, cfg.MIGChanged = acfg.MIG, a.MIGChanged
 	}
 	if measured {
 		lib := nvml.New()

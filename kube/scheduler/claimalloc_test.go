@@ -15,10 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/discovery/simulated"
+	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
+	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/queues"
 )
 
@@ -393,5 +397,85 @@ func TestChosenDevice(t *testing.T) {
 		if got := chosenDevice(tc.sh); got != tc.want {
 			t.Errorf("chosenDevice(%+v) = %q, want %q", tc.sh, got, tc.want)
 		}
+	}
+}
+
+// TestSchedulerAllocatesMIGClaims, on a real control plane: a node whose
+// one H100 is in MIG mode, managed by Tessera, publishes its GPUNode and
+// its MIG devices with their counters (as the agent does with the
+// catalog); pods with claims for a 3g.40gb instance are placed by the
+// engine's MIG placement and get the MIG device of the instance it chose
+// (two fit, at different starts), and a third waits; the claims' share is
+// booked as MIG instances.
+func TestSchedulerAllocatesMIGClaims(t *testing.T) {
+	ctx, c, dyn := controlPlaneDyn(t)
+	if err := gpunode.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range kdra.DeviceClasses("") {
+		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createGPUNode(ctx, t, c, "mig-0", nil)
+	sim, err := simulated.FromSpec("1xH100-SXM", catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := sim.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := nodes[0]
+	inv.Name = "mig-0"
+	inv.GPUs[0].MIGMode, inv.GPUs[0].MIGManaged, inv.GPUs[0].MIGInstances = inventory.MIGEnabled, true, nil
+	if _, err := dyn.Resource(gpunode.Resource()).Create(ctx, gpunode.Object(inv, 16, gpunode.SharingShared), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := kdra.ResourcesWithMIG(&inv, catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: kdra.DriverName, KubeClient: c, Owner: kdra.NodeOwner("mig-0"), Resources: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctrl.Stop()
+	defer startScheduler(ctx, t, c, dyn, nil)()
+
+	forty := func(name string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
+				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: kdra.ClassMIG, Count: 1,
+					Selectors: []resourceapi.DeviceSelector{kdra.MIGProfileSelector("3g.40gb")}}}}}}}
+	}
+	for _, name := range []string{"m-1", "m-2", "m-3"} {
+		if _, err := c.ResourceV1().ResourceClaims("default").Create(ctx, forty(name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		claimPod(ctx, t, c, name, map[string]string{"gpu": name}, nil)
+	}
+	devices := map[string]string{}
+	waitFor(t, "two 3g.40gb claims allocated on MIG devices of mig-0, a third waiting", func() error {
+		for _, name := range []string{"m-1", "m-2"} {
+			if err := boundTo(ctx, c, name, "mig-0"); err != nil {
+				return err
+			}
+			cl, err := c.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cl.Status.Allocation == nil || len(cl.Status.Allocation.Devices.Results) != 1 {
+				return fmt.Errorf("claim %s not allocated", name)
+			}
+			devices[name] = cl.Status.Allocation.Devices.Results[0].Device
+		}
+		return hasCondition(ctx, c, "m-3", corev1.PodReasonUnschedulable, "")
+	})
+	want := []string{kdra.MIGDeviceName(0, "3g.40gb", 0), kdra.MIGDeviceName(0, "3g.40gb", 4)}
+	got := []string{devices["m-1"], devices["m-2"]}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("MIG devices allocated %v, want %v", got, want)
 	}
 }
