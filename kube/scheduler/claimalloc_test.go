@@ -479,3 +479,59 @@ func TestSchedulerAllocatesMIGClaims(t *testing.T) {
 		t.Errorf("MIG devices allocated %v, want %v", got, want)
 	}
 }
+
+// TestGangClaimsAllOrNothing, on a real control plane: a gang of two pods
+// with claims, whose second member's claim no device can take (its
+// selector names a GPU that does not exist), binds neither member and
+// allocates neither claim; each says which member failed and why.
+func TestGangClaimsAllOrNothing(t *testing.T) {
+	ctx, c := controlPlane(t)
+	for _, dc := range kdra.DeviceClasses("") {
+		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createGPUNode(ctx, t, c, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	node, err := c.CoreV1().Nodes().Get(ctx, "gpu-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := LabelInventory{Catalog: catalog.Default()}.Node(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createSlices(ctx, c, inv, "gpu-0"); err != nil {
+		t.Fatal(err)
+	}
+	nowhere := shareClaim("g-b", "0.5", "1Gi", "")
+	nowhere.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+		Expression: `device.attributes["` + kdra.DriverName + `"].uuid == "GPU-none"`}}}
+	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("g-a", "0.5", "1Gi", ""), nowhere} {
+		if _, err := c.ResourceV1().ResourceClaims("default").Create(ctx, cl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer startScheduler(ctx, t, c, nil, nil)()
+	gang := func(p *corev1.Pod) {
+		p.Labels = map[string]string{LabelPodGroup: "pair"}
+		p.Annotations = map[string]string{AnnotationMinMember: "2"}
+	}
+	claimPod(ctx, t, c, "a", map[string]string{"gpu": "g-a"}, nil, gang)
+	claimPod(ctx, t, c, "b", map[string]string{"gpu": "g-b"}, nil, gang)
+	waitFor(t, "neither member bound, each saying member b's claim fits nowhere", func() error {
+		for _, name := range []string{"a", "b"} {
+			if err := hasCondition(ctx, c, name, corev1.PodReasonUnschedulable, "gang default/pair: member default/b cannot be bound"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, name := range []string{"a", "b"} {
+		if p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+			t.Errorf("pod %s bound to %q (%v), want unbound", name, p.Spec.NodeName, err)
+		}
+		if cl, err := c.ResourceV1().ResourceClaims("default").Get(ctx, "g-"+name, metav1.GetOptions{}); err != nil || cl.Status.Allocation != nil {
+			t.Errorf("claim g-%s allocated (%v), want not", name, err)
+		}
+	}
+}

@@ -96,9 +96,25 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 		return fmt.Errorf("scheduling cycle: %w", err)
 	}
 	misfitGangs := map[string]*gang{}
-	for _, o := range outs {
+	for i := 0; i < len(outs); i++ {
+		o := outs[i]
 		pp, ok := pend[o.Workload]
 		if !ok {
+			continue
+		}
+		if g := pp.item.gang; g != nil && o.Status == cycle.Placed {
+			// A gang's placed members are consecutive: planned together,
+			// committed all or none.
+			members := []placedMember{{pp, o}}
+			for i+1 < len(outs) {
+				next, ok := pend[outs[i+1].Workload]
+				if !ok || next.item.gang == nil || next.item.gang.key != g.key || outs[i+1].Status != cycle.Placed {
+					break
+				}
+				i++
+				members = append(members, placedMember{next, outs[i]})
+			}
+			s.applyGang(ctx, snap, members, st)
 			continue
 		}
 		s.apply(ctx, snap, pp, o, pods, st)
@@ -134,6 +150,50 @@ func (s *Scheduler) rejectAll(ctx context.Context, it item, members []*corev1.Po
 	for _, p := range members {
 		s.reject(ctx, it.key(), p, reason, msg)
 		*count++
+	}
+}
+
+// placedMember is a gang member the cycle placed, with its outcome.
+type placedMember struct {
+	pp pendingPod
+	o  cycle.Outcome
+}
+
+// applyGang commits a gang's placed members all or none: each is planned
+// first (its claims allocated, assumed so that the next members see them);
+// when one cannot be (the allocator refuses a claim on the GPUs the
+// policy chose), every plan is given back, every member's room released,
+// and each is left pending saying which member failed and why.
+func (s *Scheduler) applyGang(ctx context.Context, snap *snapshot, members []placedMember, st *CycleStats) {
+	g := members[0].pp.item.gang
+	plans := make([]plan, 0, len(members))
+	for _, m := range members {
+		pl, oc, msg := s.planFrom(ctx, snap, m.pp.pod, m.pp.work, m.o.Decisions)
+		if oc == outcomeBound {
+			s.assumeClaims(m.pp.pod, pl.claims)
+			plans = append(plans, pl)
+			continue
+		}
+		for i, done := range plans {
+			s.forgetClaims(members[i].pp.pod, done.claims)
+		}
+		for _, r := range members {
+			for i, d := range r.o.Decisions {
+				if err := snap.cluster.Release(&r.pp.work.w.Parts[i], d); err != nil {
+					s.cfg.Log.Error("releasing an unrecorded placement failed", "pod", r.o.Workload, "err", err)
+				}
+			}
+		}
+		why := fmt.Sprintf("gang %s: member %s/%s cannot be bound (%s), so none is (all or nothing)", g.key, m.pp.pod.Namespace, m.pp.pod.Name, msg)
+		for _, r := range members {
+			s.reject(ctx, r.pp.item.key(), r.pp.pod, reasonFor(oc), why)
+			st.count(oc)
+		}
+		return
+	}
+	s.unblockKey(gangBlockKey(g.key))
+	for i, m := range members {
+		st.count(s.commit(ctx, snap, m.pp.pod, plans[i], m.pp.item.key(), true))
 	}
 }
 
