@@ -246,13 +246,7 @@ func TestMIGAgentRestartReconciles(t *testing.T) {
 func TestMIGAgentCrashMidAllocateLeaksNothing(t *testing.T) {
 	m := newMIGNode(t, 1)
 	cfg := m.config()
-	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dead := m.manager()
-	if _, err := dead.Journal(filepath.Join(cfg.StateDir, agent.MIGJournalFile)); err != nil {
-		t.Fatal(err)
-	}
+	dead := m.deadManager(cfg)
 	if _, err := dead.Acquire("never-recorded", migctl.Want{GPU: m.gpus[0].UUID(), Profile: "4g.40gb", Start: 0}); err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +257,20 @@ func TestMIGAgentCrashMidAllocateLeaksNothing(t *testing.T) {
 	}
 }
 
+// deadManager is the MIG manager of an agent that ran on cfg's state
+// folder before (its journal there), to act out what it did before dying.
+func (m *migNode) deadManager(cfg agent.Config) *migctl.Manager {
+	m.t.Helper()
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		m.t.Fatal(err)
+	}
+	dead := m.manager()
+	if _, err := dead.Journal(filepath.Join(cfg.StateDir, agent.MIGJournalFile)); err != nil {
+		m.t.Fatal(err)
+	}
+	return dead
+}
+
 // An instance a DRA claim holds (recorded in the DRA plugin's journal,
 // which the agent is given as MIGWanted) is no container's, yet the next
 // agent adopts it instead of destroying it as ended; one nobody wants
@@ -270,13 +278,7 @@ func TestMIGAgentCrashMidAllocateLeaksNothing(t *testing.T) {
 func TestMIGAgentRestartKeepsClaimsInstances(t *testing.T) {
 	m := newMIGNode(t, 1)
 	cfg := m.config()
-	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dead := m.manager()
-	if _, err := dead.Journal(filepath.Join(cfg.StateDir, agent.MIGJournalFile)); err != nil {
-		t.Fatal(err)
-	}
+	dead := m.deadManager(cfg)
 	claim := migctl.Want{GPU: m.gpus[0].UUID(), Profile: "3g.40gb", Start: 4}
 	made, err := dead.Acquire("dra-claim", claim)
 	if err != nil {

@@ -41,6 +41,64 @@ func (c classes) Get(name string) (*resourceapi.DeviceClass, error) {
 	return nil, fmt.Errorf("device class %q not found", name)
 }
 
+// installClasses creates Tessera's DeviceClasses (the extended resource
+// tessera.io/gpu mapped) with strict field validation and returns them as
+// the API server stored them.
+func installClasses(ctx context.Context, t *testing.T, client kubernetes.Interface) classes {
+	t.Helper()
+	var installed classes
+	for _, dc := range DeviceClasses("tessera.io/gpu") {
+		got, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{FieldValidation: "Strict"})
+		if err != nil {
+			t.Fatalf("create DeviceClass %s: %v", dc.Name, err)
+		}
+		installed = append(installed, got)
+	}
+	return installed
+}
+
+// publishSlices creates the Node named node and publishes res through the
+// resourceslice helper (owned by the Node, as the agent does), and
+// returns the slices once the API server holds them all.
+func publishSlices(ctx context.Context, t *testing.T, client kubernetes.Interface, node string, res *resourceslice.DriverResources) []*resourceapi.ResourceSlice {
+	t.Helper()
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 10)
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+		DriverName: DriverName, KubeClient: client, Owner: NodeOwner(node), Resources: res,
+		ErrorHandler: func(_ context.Context, err error, msg string) { errs <- fmt.Errorf("%s: %w", msg, err) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctrl.Stop)
+	want := len(res.Pools[node].Slices)
+	var published []*resourceapi.ResourceSlice
+	deadline := time.Now().Add(time.Minute) // a liveness bound, not a performance one
+	for len(published) < want {
+		select {
+		case err := <-errs:
+			t.Fatalf("publishing slices: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d ResourceSlices published within a minute", len(published), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		published = published[:0]
+		for i := range list.Items {
+			published = append(published, &list.Items[i])
+		}
+	}
+	return published
+}
+
 // TestDeviceModelOnRealControlPlane publishes a node's GPUs through the
 // resourceslice helper to the real API server (v1.37, its default feature
 // gates), installs the DeviceClasses with strict field validation, and
@@ -56,14 +114,7 @@ func TestDeviceModelOnRealControlPlane(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(cfg)
 	strict := metav1.CreateOptions{FieldValidation: "Strict"}
 
-	var installed classes
-	for _, dc := range DeviceClasses("tessera.io/gpu") {
-		got, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, strict)
-		if err != nil {
-			t.Fatalf("create DeviceClass %s: %v", dc.Name, err)
-		}
-		installed = append(installed, got)
-	}
+	installed := installClasses(ctx, t, client)
 	if e := installed[0].Spec.ExtendedResourceName; e == nil || *e != "tessera.io/gpu" {
 		t.Fatalf("the API server dropped extendedResourceName: %+v", installed[0].Spec)
 	}
@@ -73,38 +124,7 @@ func TestDeviceModelOnRealControlPlane(t *testing.T) {
 		{UUID: "GPU-exclusive", Index: 1, Model: "H200", MemoryMiB: 143771, NUMANode: 0, Health: inventory.Healthy, Sharing: inventory.SharingExclusive},
 		{UUID: "GPU-sick", Index: 2, Model: "H200", MemoryMiB: 143771, NUMANode: 1, Health: inventory.Unhealthy},
 	}}
-	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, strict); err != nil {
-		t.Fatal(err)
-	}
-	errs := make(chan error, 10)
-	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
-		DriverName: DriverName, KubeClient: client, Owner: NodeOwner(n.Name), Resources: Resources(n),
-		ErrorHandler: func(_ context.Context, err error, msg string) { errs <- fmt.Errorf("%s: %w", msg, err) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrl.Stop()
-	var published []*resourceapi.ResourceSlice
-	deadline := time.Now().Add(time.Minute) // a liveness bound, not a performance one
-	for len(published) == 0 {
-		select {
-		case err := <-errs:
-			t.Fatalf("publishing slices: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no ResourceSlice published within a minute")
-		}
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range list.Items {
-			published = append(published, &list.Items[i])
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	published := publishSlices(ctx, t, client, n.Name, Resources(n))
 	if len(published) != 1 || published[0].Spec.Driver != DriverName || published[0].Spec.Pool.Name != "gpu-node" ||
 		published[0].Spec.NodeName == nil || *published[0].Spec.NodeName != "gpu-node" {
 		t.Fatalf("slices %+v, want one of %s for pool gpu-node", published, DriverName)

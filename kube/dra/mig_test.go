@@ -1,12 +1,10 @@
 package dra
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -199,53 +197,13 @@ func TestMIGDevicesOnRealControlPlane(t *testing.T) {
 	ctx, _, cfg := testcluster.ForTest(t, false)
 	client := kubernetes.NewForConfigOrDie(cfg)
 	strict := metav1.CreateOptions{FieldValidation: "Strict"}
-	var installed classes
-	for _, dc := range DeviceClasses("tessera.io/gpu") {
-		got, err := client.ResourceV1().DeviceClasses().Create(ctx, &dc, strict)
-		if err != nil {
-			t.Fatalf("create DeviceClass %s: %v", dc.Name, err)
-		}
-		installed = append(installed, got)
-	}
+	installed := installClasses(ctx, t, client)
 	n := migNode()
 	res, err := ResourcesWithMIG(n, catalog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, strict); err != nil {
-		t.Fatal(err)
-	}
-	errs := make(chan error, 10)
-	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
-		DriverName: DriverName, KubeClient: client, Owner: NodeOwner(n.Name), Resources: res,
-		ErrorHandler: func(_ context.Context, err error, msg string) { errs <- fmt.Errorf("%s: %w", msg, err) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctrl.Stop()
-	want := len(res.Pools[n.Name].Slices)
-	var published []*resourceapi.ResourceSlice
-	deadline := time.Now().Add(time.Minute) // a liveness bound, not a performance one
-	for len(published) < want {
-		select {
-		case err := <-errs:
-			t.Fatalf("publishing slices: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d ResourceSlices published within a minute", len(published), want)
-		}
-		time.Sleep(100 * time.Millisecond)
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		published = published[:0]
-		for i := range list.Items {
-			published = append(published, &list.Items[i])
-		}
-	}
+	published := publishSlices(ctx, t, client, n.Name, res)
 	var stored []resourceapi.Device
 	counters := 0
 	for _, s := range published {

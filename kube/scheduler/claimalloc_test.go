@@ -19,7 +19,6 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
@@ -68,6 +67,34 @@ func claimPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name st
 		t.Fatal(err)
 	}
 	return created
+}
+
+// installClasses creates Tessera's DeviceClasses.
+func installClasses(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	t.Helper()
+	for _, dc := range kdra.DeviceClasses("") {
+		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// draGPUNode creates a KWOK node of two H100s (label inventory) that
+// publishes them as DRA devices, as its agent would with --dra.
+func draGPUNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name string) {
+	t.Helper()
+	createGPUNode(ctx, t, c, name, map[string]string{LabelModel: "H100", LabelCount: "2"})
+	node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := LabelInventory{Catalog: catalog.Default()}.Node(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createSlices(ctx, c, inv, name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // inQueue puts a pod in queue q.
@@ -131,25 +158,9 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	createQueue(ctx, t, dyn, "dra", map[string]any{"limit": map[string]any{"gpu": "0.5"}})
-	for _, dc := range kdra.DeviceClasses("") {
-		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	labels := map[string]string{LabelModel: "H100", LabelCount: "2"}
-	createGPUNode(ctx, t, c, "gpu-0", labels)   // publishes its GPUs through DRA
-	createGPUNode(ctx, t, c, "plain-0", labels) // runs the device plugin only
-	node, err := c.CoreV1().Nodes().Get(ctx, "gpu-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := LabelInventory{Catalog: catalog.Default()}.Node(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := createSlices(ctx, c, inv, "gpu-0"); err != nil {
-		t.Fatal(err)
-	}
+	installClasses(ctx, t, c)
+	draGPUNode(ctx, t, c, "gpu-0")                                                              // publishes its GPUs through DRA
+	createGPUNode(ctx, t, c, "plain-0", map[string]string{LabelModel: "H100", LabelCount: "2"}) // runs the device plugin only
 	claims := c.ResourceV1().ResourceClaims("default")
 	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("shared", "0.5", "39Gi", "0.8"), shareClaim("bad", "2", "1Gi", ""), shareClaim("over", "0.5", "1Gi", ""), typoClaim()} {
 		if _, err := claims.Create(ctx, cl, metav1.CreateOptions{}); err != nil {
@@ -171,6 +182,7 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 		if err := boundTo(ctx, c, "a", "gpu-0"); err != nil {
 			return err
 		}
+		var err error
 		sharedDev, err = claimOn(ctx, c, "shared", "gpu-0", "500m", "a")
 		return err
 	})
@@ -412,26 +424,10 @@ func TestSchedulerAllocatesMIGClaims(t *testing.T) {
 	if err := gpunode.InstallCRD(ctx, dyn); err != nil {
 		t.Fatal(err)
 	}
-	for _, dc := range kdra.DeviceClasses("") {
-		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	createGPUNode(ctx, t, c, "mig-0", nil)
-	sim, err := simulated.FromSpec("1xH100-SXM", catalog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := sim.Discover(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv := nodes[0]
-	inv.Name = "mig-0"
-	inv.GPUs[0].MIGMode, inv.GPUs[0].MIGManaged, inv.GPUs[0].MIGInstances = inventory.MIGEnabled, true, nil
-	if _, err := dyn.Resource(gpunode.Resource()).Create(ctx, gpunode.Object(inv, 16, gpunode.SharingShared), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	installClasses(ctx, t, c)
+	inv := publishSimulated(ctx, t, c, dyn, "mig-0", "1xH100-SXM", func(inv *inventory.Node) {
+		inv.GPUs[0].MIGMode, inv.GPUs[0].MIGManaged, inv.GPUs[0].MIGInstances = inventory.MIGEnabled, true, nil
+	})
 	res, err := kdra.ResourcesWithMIG(&inv, catalog.Default())
 	if err != nil {
 		t.Fatal(err)
@@ -486,23 +482,8 @@ func TestSchedulerAllocatesMIGClaims(t *testing.T) {
 // allocates neither claim; each says which member failed and why.
 func TestGangClaimsAllOrNothing(t *testing.T) {
 	ctx, c := controlPlane(t)
-	for _, dc := range kdra.DeviceClasses("") {
-		if _, err := c.ResourceV1().DeviceClasses().Create(ctx, &dc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	createGPUNode(ctx, t, c, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
-	node, err := c.CoreV1().Nodes().Get(ctx, "gpu-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := LabelInventory{Catalog: catalog.Default()}.Node(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := createSlices(ctx, c, inv, "gpu-0"); err != nil {
-		t.Fatal(err)
-	}
+	installClasses(ctx, t, c)
+	draGPUNode(ctx, t, c, "gpu-0")
 	nowhere := shareClaim("g-b", "0.5", "1Gi", "")
 	nowhere.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 		Expression: `device.attributes["` + kdra.DriverName + `"].uuid == "GPU-none"`}}}

@@ -25,8 +25,15 @@ import (
 // publish: one H100, memory oversubscribed or not (--oversubscribe).
 func publishGPUNode(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, name string, oversubscribe bool) inventory.Node {
 	t.Helper()
+	return publishSimulated(ctx, t, client, dyn, name, "1xH100", func(inv *inventory.Node) { inv.MemoryOversubscription = oversubscribe })
+}
+
+// publishSimulated creates a KWOK node and the GPUNode its agent would
+// publish for the simulated source spec ("1xH100-SXM"), after edit.
+func publishSimulated(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, name, spec string, edit func(*inventory.Node)) inventory.Node {
+	t.Helper()
 	createGPUNode(ctx, t, client, name, nil)
-	sim, err := simulated.FromSpec("1xH100", catalog.Default())
+	sim, err := simulated.FromSpec(spec, catalog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +42,8 @@ func publishGPUNode(ctx context.Context, t *testing.T, client kubernetes.Interfa
 		t.Fatal(err)
 	}
 	inv := nodes[0]
-	inv.Name, inv.MemoryOversubscription = name, oversubscribe
+	inv.Name = name
+	edit(&inv)
 	if _, err := dyn.Resource(gpunode.Resource()).Create(ctx, gpunode.Object(inv, 16, gpunode.SharingShared), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
