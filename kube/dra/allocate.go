@@ -126,7 +126,7 @@ func Allocate(ctx context.Context, p Pinned) ([]resourceapi.AllocationResult, er
 		if claim.Status.Allocation != nil {
 			return nil, fmt.Errorf("claim %s: already allocated", name)
 		}
-		shown := showOnly(p.Slices, p.Node.Name, p.Chosen[claim.UID])
+		shown := showOnly(p.Slices, p.Node.Name, append(slices.Clone(p.Chosen[claim.UID]), taken(p.State, p.Node.Name)...))
 		a, err := structured.NewAllocator(ctx, p.Features, *p.State, p.Classes, shown, p.CEL)
 		if err != nil {
 			return nil, fmt.Errorf("claim %s: %w", name, err)
@@ -153,6 +153,11 @@ func Allocate(ctx context.Context, p Pinned) ([]resourceapi.AllocationResult, er
 // showOnly returns slices with the devices of DriverName in node's pool
 // cut down to those named (and none of DriverName's other pools). Slices
 // keep their number in the pool, so the allocator still sees it complete.
+//
+// Allocate names also the devices allocated claims hold whole (taken):
+// the allocator takes none of them again, but it counts what they consume
+// of their counter sets (a MIG device's memory slices), so the chosen
+// device is checked against them.
 func showOnly(all []*resourceapi.ResourceSlice, node string, names []string) []*resourceapi.ResourceSlice {
 	out := make([]*resourceapi.ResourceSlice, 0, len(all))
 	for _, s := range all {
@@ -166,6 +171,18 @@ func showOnly(all []*resourceapi.ResourceSlice, node string, names []string) []*
 		cut := s.DeepCopy()
 		cut.Spec.Devices = slices.DeleteFunc(cut.Spec.Devices, func(d resourceapi.Device) bool { return !slices.Contains(names, d.Name) })
 		out = append(out, cut)
+	}
+	return out
+}
+
+// taken names the devices of Tessera's pool node that allocated claims
+// hold whole.
+func taken(st *structured.AllocatedState, node string) []string {
+	var out []string
+	for id := range st.AllocatedDevices {
+		if id.Driver.String() == DriverName && id.Pool.String() == node {
+			out = append(out, id.Device.String())
+		}
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package dra
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -310,5 +313,41 @@ func TestMIGShares(t *testing.T) {
 	}
 	if _, err := Shares(claimOn(MIGDeviceName(1, "3g.40gb", 2)), n, cat); err == nil || !strings.Contains(err.Error(), "offers no MIG device gpu-1-mig-3g-40gb-2") {
 		t.Errorf("3g.40gb at 2 (not a start of the profile): %v, want an error naming the device", err)
+	}
+}
+
+// TestAllocatePinnedMIG: a MIG device the policy chose is allocated, and
+// one whose memory slices a device another claim holds covers is refused
+// (ErrNoFit): the allocator still counts the held device's counters though
+// it only shows the chosen ones.
+func TestAllocatePinnedMIG(t *testing.T) {
+	n := migNode()
+	res, err := ResourcesWithMIG(n, catalog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sl []*resourceapi.ResourceSlice
+	pool := res.Pools[n.Name]
+	for i, s := range pool.Slices {
+		sl = append(sl, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%d", i)}, Spec: resourceapi.ResourceSliceSpec{
+			Driver: DriverName, NodeName: &n.Name, Devices: s.Devices, SharedCounters: s.SharedCounters,
+			Pool: resourceapi.ResourcePool{Name: n.Name, Generation: 1, ResourceSliceCount: int64(len(pool.Slices))}}})
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+	state := NewAllocatedState(nil)
+	allocate := func(name, profile, device string) error {
+		c := claimFor(name, ClassMIG, nil, MIGProfileSelector(profile).CEL.Expression)
+		_, err := Allocate(context.Background(), Pinned{Node: node, Inventory: n, Claims: []*resourceapi.ResourceClaim{c},
+			Chosen: map[types.UID][]string{c.UID: {device}}, Slices: sl, Classes: classList(DeviceClasses("")), State: &state, Features: SchedulerFeatures()})
+		return err
+	}
+	if err := allocate("four", "4g.40gb", MIGDeviceName(1, "4g.40gb", 0)); err != nil {
+		t.Fatalf("4g.40gb at 0: %v", err)
+	}
+	if err := allocate("ten", "1g.10gb", MIGDeviceName(1, "1g.10gb", 2)); !errors.Is(err, ErrNoFit) {
+		t.Errorf("1g.10gb at 2, inside the 4g.40gb at 0: %v, want ErrNoFit", err)
+	}
+	if err := allocate("ten-b", "1g.10gb", MIGDeviceName(1, "1g.10gb", 4)); err != nil {
+		t.Errorf("1g.10gb at 4, beside the 4g.40gb: %v", err)
 	}
 }
