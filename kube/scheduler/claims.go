@@ -1,8 +1,8 @@
 package scheduler
 
 import (
+	"encoding/json"
 	"log/slog"
-	"maps"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,8 +29,16 @@ import (
 // in place.
 
 // claimSet identifies the allocated claims of Tessera's driver a snapshot
-// booked: UID -> resourceVersion.
-type claimSet map[types.UID]string
+// booked, by UID: the version read and what was booked of it.
+type claimSet map[types.UID]bookedClaim
+
+// bookedClaim is one claim of a claimSet: its resourceVersion, the claim
+// (to read what it books, on demand) and that, once worked out.
+type bookedClaim struct {
+	rv    string
+	claim *resourceapi.ResourceClaim
+	key   string // claimKey, "" until worked out
+}
 
 // allocatedClaims returns the claims that hold devices of Tessera's driver.
 func allocatedClaims(claims []*resourceapi.ResourceClaim) ([]*resourceapi.ResourceClaim, claimSet) {
@@ -39,10 +47,24 @@ func allocatedClaims(claims []*resourceapi.ResourceClaim) ([]*resourceapi.Resour
 	for _, c := range claims {
 		if holdsTesseraDevice(c) {
 			out = append(out, c)
-			set[c.UID] = c.ResourceVersion
+			set[c.UID] = bookedClaim{rv: c.ResourceVersion, claim: c}
 		}
 	}
 	return out, set
+}
+
+// claimKey is what a snapshot books of c: its allocation (devices,
+// consumed capacity, configuration: the shares and their limits) and the
+// pods it is reserved for (whose queue it is charged to), as JSON.
+func claimKey(c *resourceapi.ResourceClaim) string {
+	b, err := json.Marshal(struct {
+		A *resourceapi.AllocationResult                `json:"a"`
+		R []resourceapi.ResourceClaimConsumerReference `json:"r"`
+	}{c.Status.Allocation, c.Status.ReservedFor})
+	if err != nil {
+		return "unreadable " + string(c.UID) + " " + c.ResourceVersion // never equal to another version's
+	}
+	return string(b)
 }
 
 func holdsTesseraDevice(c *resourceapi.ResourceClaim) bool {
@@ -58,7 +80,33 @@ func holdsTesseraDevice(c *resourceapi.ResourceClaim) bool {
 	return false
 }
 
-func (cs claimSet) equal(o claimSet) bool { return maps.Equal(cs, o) }
+// sameBookings reports whether the snapshot that booked cs books the same
+// for o: the same claims, each at the same version or at a version whose
+// allocation and reservations are unchanged (a finalizer added, the
+// status this scheduler assumed written): only those are compared, and
+// cs then records the newer version.
+func (cs claimSet) sameBookings(o claimSet) bool {
+	if len(cs) != len(o) {
+		return false
+	}
+	for uid, b := range cs {
+		n, ok := o[uid]
+		if !ok {
+			return false
+		}
+		if n.rv == b.rv {
+			continue
+		}
+		if b.key == "" {
+			b.key = claimKey(b.claim)
+		}
+		if n.key = claimKey(n.claim); n.key != b.key {
+			return false
+		}
+		cs[uid] = n
+	}
+	return true
+}
 
 // bookClaims books the GPU shares of allocated claims (allocatedClaims) on
 // their nodes: each device as one share, saturating as a pod's booking

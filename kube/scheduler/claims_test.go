@@ -285,3 +285,35 @@ func TestSnapshotBooksMIGClaims(t *testing.T) {
 		t.Errorf("without a catalog %d claims booked, want none", snap.claims)
 	}
 }
+
+// TestClaimVersionsWithoutNewBookingsKeepTheSnapshot: a claim's newer
+// version that books the same (a finalizer added, the status this
+// scheduler assumed written) keeps the snapshot; one whose reservations
+// or allocation changed rebuilds it.
+func TestClaimVersionsWithoutNewBookingsKeepTheSnapshot(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	inv := fixedInventory{inventory.Node{CPUMilli: 64000, MemoryMiB: 262144, GPUs: []inventory.GPU{
+		{UUID: "GPU-0", Index: 0, Model: "H100", MemoryMiB: 81920, NUMANode: -1, Health: inventory.Healthy}}}}
+	nodes := []*corev1.Node{labelNode("n0", "1", "H100")}
+	half := allocatedClaim("half", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
+	var c snapshotCache
+	c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{half})
+	rebuilds := c.rebuilds
+	version := func(rv string, edit func(*resourceapi.ResourceClaim)) []*resourceapi.ResourceClaim {
+		v := half.DeepCopy()
+		v.ResourceVersion = rv
+		edit(v)
+		return []*resourceapi.ResourceClaim{v}
+	}
+	c.update(log, inv, nodes, nodeChanges{}, nil, version("2", func(v *resourceapi.ResourceClaim) { v.Finalizers = []string{resourceapi.Finalizer} }))
+	c.update(log, inv, nodes, nodeChanges{}, nil, version("2", func(v *resourceapi.ResourceClaim) { v.Finalizers = []string{resourceapi.Finalizer} }))
+	if c.rebuilds != rebuilds {
+		t.Errorf("a version with only a finalizer added rebuilt the snapshot (%d rebuilds)", c.rebuilds-rebuilds)
+	}
+	c.update(log, inv, nodes, nodeChanges{}, nil, version("3", func(v *resourceapi.ResourceClaim) {
+		v.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "uid-p"}}
+	}))
+	if c.rebuilds != rebuilds+1 {
+		t.Errorf("a version reserved for a pod: %d rebuilds, want 1 (the queue it is charged to changed)", c.rebuilds-rebuilds)
+	}
+}

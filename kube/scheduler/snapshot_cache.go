@@ -137,7 +137,7 @@ func (m *nodeMarks) take() map[string]bool {
 // allocated ones of Tessera's driver rebuilds the snapshot.
 func (c *snapshotCache) update(log *slog.Logger, src InventorySource, nodes []*corev1.Node, changed nodeChanges, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim) *snapshot {
 	held, set := allocatedClaims(claims)
-	if c.snap == nil || !set.equal(c.claimed) || !c.takeBackCycle() || !c.syncNodes(src, nodes, changed) || !c.syncPods(log, pods) {
+	if c.snap == nil || !c.claimed.sameBookings(set) || !c.takeBackCycle() || !c.syncNodes(src, nodes, changed) || !c.syncPods(log, pods) {
 		s := c.rebuild(log, src, nodes, pods)
 		s.bookClaims(log, c.cat, held)
 		c.claimed = set
