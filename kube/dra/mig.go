@@ -196,6 +196,17 @@ func MIGProfileSelector(profile string) resourceapi.DeviceSelector {
 // profileExpr matches MIGProfileSelector's expression (spaces aside).
 var profileExpr = regexp.MustCompile(`^device\.attributes\["` + regexp.QuoteMeta(DriverName) + `"\]\.` + string(AttrMIGProfile) + `\s*==\s*"([^"]+)"$`)
 
+// namesMIGProfile reports whether a selector reads the migProfile
+// attribute (only MIG devices have it), and which.
+func namesMIGProfile(sels []resourceapi.DeviceSelector) (int, bool) {
+	for i, s := range sels {
+		if s.CEL != nil && strings.Contains(s.CEL.Expression, string(AttrMIGProfile)) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // migProfileOf reads the profile a request of ClassMIG names: exactly one
 // of its selectors must be MIGProfileSelector's, for a profile of a model
 // in the catalog. path is the request's field path, for errors.

@@ -172,11 +172,14 @@ func TestMIGRequests(t *testing.T) {
 	if g := reqs[0].GPU; g.MIGProfile != "3g.40gb" || g.Count != 2 || g.ComputeMilli != request.Whole || g.Validate(cat) != nil {
 		t.Errorf("3g.40gb x2 reads as %+v (valid: %v)", g, g.Validate(cat))
 	}
+	onWhole := claim([]resourceapi.DeviceSelector{MIGProfileSelector("1g.10gb")}, 1, false, false)
+	onWhole.Spec.Devices.Requests[0].Exactly.DeviceClassName = ClassGPU
 	for _, tc := range []struct {
 		name string
 		c    *resourceapi.ResourceClaim
 		want string
 	}{
+		{"a MIG profile on the whole-GPU class", onWhole, `spec.devices.requests[0].selectors[0]: names a MIG profile, but gpu.tessera.io gives GPUs that are not in MIG mode`},
 		{"no profile", claim(nil, 1, false, false), `spec.devices.requests[0].selectors: a request of mig.tessera.io must name its MIG profile with the selector device.attributes["gpu.tessera.io"].migProfile == "1g.10gb"`},
 		{"unknown profile", claim([]resourceapi.DeviceSelector{MIGProfileSelector("5g.55gb")}, 1, false, false), `MIG profile "5g.55gb" is not a profile of any MIG-capable model; the catalog's profiles: 1g.`},
 		{"two profiles", claim([]resourceapi.DeviceSelector{MIGProfileSelector("1g.10gb"), MIGProfileSelector("2g.20gb")}, 1, false, false), `selectors[1]: names a second MIG profile`},

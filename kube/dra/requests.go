@@ -81,6 +81,9 @@ func Requests(claim *resourceapi.ResourceClaim, cat *catalog.Catalog) (reqs []Cl
 			reqs = append(reqs, ClaimRequest{Name: reqName, GPU: g})
 			continue
 		}
+		if i, named := namesMIGProfile(ex.Selectors); named {
+			return nil, false, fmt.Errorf("claim %s: %s.selectors[%d]: names a MIG profile, but %s gives GPUs that are not in MIG mode (no device of it has one); ask %s for a MIG instance", name, path, i, ex.DeviceClassName, ClassMIG)
+		}
 		var g request.GPU
 		if ex.Capacity == nil || len(ex.Capacity.Requests) == 0 {
 			g, err = Share(nil, cfg, cat)

@@ -474,6 +474,18 @@ func TestSchedulerAllocatesMIGClaims(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("MIG devices allocated %v, want %v", got, want)
 	}
+
+	// A MIG profile asked of the whole-GPU class is refused, saying which
+	// class gives MIG instances.
+	wrong := forty("wrong")
+	wrong.Spec.Devices.Requests[0].Exactly.DeviceClassName = kdra.ClassGPU
+	if _, err := c.ResourceV1().ResourceClaims("default").Create(ctx, wrong, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimPod(ctx, t, c, "wrong", map[string]string{"gpu": "wrong"}, nil)
+	waitFor(t, "a MIG profile on the whole-GPU class refused", func() error {
+		return hasCondition(ctx, c, "wrong", reasonInvalid, "names a MIG profile, but gpu.tessera.io gives GPUs that are not in MIG mode")
+	})
 }
 
 // TestGangClaimsAllOrNothing, on a real control plane: a gang of two pods
