@@ -3,6 +3,8 @@ package scheduler
 import (
 	"encoding/json"
 	"log/slog"
+	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,19 +82,17 @@ func holdsTesseraDevice(c *resourceapi.ResourceClaim) bool {
 	return false
 }
 
-// sameBookings reports whether the snapshot that booked cs books the same
-// for o: the same claims, each at the same version or at a version whose
-// allocation and reservations are unchanged (a finalizer added, the
-// status this scheduler assumed written): only those are compared, and
-// cs then records the newer version.
-func (cs claimSet) sameBookings(o claimSet) bool {
-	if len(cs) != len(o) {
-		return false
-	}
+// diff compares the claims the snapshot booked (cs) with the allocated
+// claims now (o). same is false when one it booked is gone or books
+// something else now (its allocation or reservations changed); a newer
+// version that books the same (a finalizer added, the status this
+// scheduler assumed written) is recorded in cs instead. added are the
+// claims of o the snapshot has not booked yet.
+func (cs claimSet) diff(o claimSet) (added []*resourceapi.ResourceClaim, same bool) {
 	for uid, b := range cs {
 		n, ok := o[uid]
 		if !ok {
-			return false
+			return nil, false
 		}
 		if n.rv == b.rv {
 			continue
@@ -101,11 +101,17 @@ func (cs claimSet) sameBookings(o claimSet) bool {
 			b.key = claimKey(b.claim)
 		}
 		if n.key = claimKey(n.claim); n.key != b.key {
-			return false
+			return nil, false
 		}
 		cs[uid] = n
 	}
-	return true
+	for uid, n := range o {
+		if _, ok := cs[uid]; !ok {
+			added = append(added, n.claim)
+		}
+	}
+	slices.SortFunc(added, func(a, b *resourceapi.ResourceClaim) int { return strings.Compare(string(a.UID), string(b.UID)) })
+	return added, true
 }
 
 // bookClaims books the GPU shares of allocated claims (allocatedClaims) on

@@ -289,7 +289,8 @@ func TestSnapshotBooksMIGClaims(t *testing.T) {
 // TestClaimVersionsWithoutNewBookingsKeepTheSnapshot: a claim's newer
 // version that books the same (a finalizer added, the status this
 // scheduler assumed written) keeps the snapshot; one whose reservations
-// or allocation changed rebuilds it.
+// or allocation changed rebuilds it; a newly allocated claim is booked in
+// place unless it no longer fits.
 func TestClaimVersionsWithoutNewBookingsKeepTheSnapshot(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	inv := fixedInventory{inventory.Node{CPUMilli: 64000, MemoryMiB: 262144, GPUs: []inventory.GPU{
@@ -315,5 +316,22 @@ func TestClaimVersionsWithoutNewBookingsKeepTheSnapshot(t *testing.T) {
 	}))
 	if c.rebuilds != rebuilds+1 {
 		t.Errorf("a version reserved for a pod: %d rebuilds, want 1 (the queue it is charged to changed)", c.rebuilds-rebuilds)
+	}
+
+	// A newly allocated claim is booked in place; one that no longer fits
+	// rebuilds the snapshot (a saturated booking depends on the order).
+	rebuilds = c.rebuilds
+	now := version("3", func(v *resourceapi.ResourceClaim) {
+		v.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "uid-p"}}
+	})
+	second := allocatedClaim("second", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
+	snap := c.update(log, inv, nodes, nodeChanges{}, nil, append(now, second))
+	if c.rebuilds != rebuilds || snap.claims != 2 || snap.cluster.Nodes[0].GPUs[0].FreeMilli != 0 {
+		t.Errorf("a second half: %d rebuilds, %d claims, %d free; want it booked in place (0, 2, 0)", c.rebuilds-rebuilds, snap.claims, snap.cluster.Nodes[0].GPUs[0].FreeMilli)
+	}
+	third := allocatedClaim("third", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
+	snap = c.update(log, inv, nodes, nodeChanges{}, nil, append(now, second, third))
+	if c.rebuilds != rebuilds+1 || snap.claims != 3 {
+		t.Errorf("a third half on a full GPU: %d rebuilds, %d claims; want a rebuild booking all 3", c.rebuilds-rebuilds, snap.claims)
 	}
 }

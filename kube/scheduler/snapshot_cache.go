@@ -133,11 +133,14 @@ func (m *nodeMarks) take() map[string]bool {
 // buildSnapshot), from the last one and what changed since when it can:
 // of the nodes, those changed says may have.
 //
-// claims are the DRA ResourceClaims (claims.go): any change to the
-// allocated ones of Tessera's driver rebuilds the snapshot.
+// claims are the DRA ResourceClaims (claims.go): a newly allocated claim
+// of Tessera's driver is booked in place; one that is gone or books
+// something else now rebuilds the snapshot (claims are never released in
+// place).
 func (c *snapshotCache) update(log *slog.Logger, src InventorySource, nodes []*corev1.Node, changed nodeChanges, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim) *snapshot {
 	held, set := allocatedClaims(claims)
-	if c.snap == nil || !c.claimed.sameBookings(set) || !c.takeBackCycle() || !c.syncNodes(src, nodes, changed) || !c.syncPods(log, pods) {
+	added, same := c.claimed.diff(set)
+	if c.snap == nil || !same || !c.takeBackCycle() || !c.syncNodes(src, nodes, changed) || !c.syncPods(log, pods) || !c.addClaims(log, added, set) {
 		s := c.rebuild(log, src, nodes, pods)
 		s.bookClaims(log, c.cat, held)
 		c.claimed = set
@@ -145,6 +148,26 @@ func (c *snapshotCache) update(log *slog.Logger, src InventorySource, nodes []*c
 	}
 	c.updates++
 	return c.snap
+}
+
+// addClaims books newly allocated claims on the kept snapshot; false when
+// one does not fit exactly (the snapshot is then built anew, so that the
+// result does not depend on the order of booking).
+func (c *snapshotCache) addClaims(log *slog.Logger, added []*resourceapi.ResourceClaim, set claimSet) bool {
+	if len(added) == 0 {
+		return true
+	}
+	from := len(c.snap.claimHolds)
+	c.snap.bookClaims(log, c.cat, added)
+	for _, h := range c.snap.claimHolds[from:] {
+		if !h.exact {
+			return false
+		}
+	}
+	for _, cl := range added {
+		c.claimed[cl.UID] = set[cl.UID]
+	}
+	return true
 }
 
 // drop forgets the snapshot: the next update builds one from scratch.
