@@ -420,12 +420,7 @@ func (s *Scheduler) joinWrite(c *resourceapi.ResourceClaim) claimWrite {
 // claimView is c as this scheduler assumes it (its own allocation or
 // reservation not yet seen by the informer), else c.
 func (s *Scheduler) claimView(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a, ok := s.assumedClaims[c.UID]; ok && a.base.ResourceVersion == c.ResourceVersion {
-		return a.view
-	}
-	return c
+	return s.joinWrite(c).claim
 }
 
 // withAssumedClaims is claims (the informer's) with the assumed versions
