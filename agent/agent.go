@@ -339,7 +339,7 @@ func reconcileMIG(cfg Config, entries []checkpoint.Entry) ([]migctl.Instance, er
 	for _, e := range entries {
 		for _, g := range e.GPUs {
 			if g.MIG != nil && g.MIG.Create {
-				wanted[e.Key] = append(wanted[e.Key], migctl.Want{GPU: g.MIG.GPU, Profile: g.MIGProfile, Start: g.MIG.Start})
+				wanted[e.Key] = append(wanted[e.Key], migctl.WantOf(g))
 			}
 		}
 	}

@@ -228,7 +228,7 @@ func (a *Allocator) createMIG(key string, gpus []binding.Share) ([]binding.Share
 		if a.cfg.MIG == nil {
 			return nil, fmt.Errorf("annotation %s: gpus[%d].mig asks this node to create a %s instance at slice %d of GPU %s, but the agent manages no MIG GPU", binding.AnnotationKey, i, g.MIGProfile, g.MIG.Start, g.MIG.GPU)
 		}
-		inst, err := a.cfg.MIG.Acquire(key, migctl.Want{GPU: g.MIG.GPU, Profile: g.MIGProfile, Start: g.MIG.Start})
+		inst, err := a.cfg.MIG.Acquire(key, migctl.WantOf(g))
 		if err != nil {
 			a.releaseMIG(key)
 			return nil, fmt.Errorf("annotation %s: gpus[%d]: create MIG instance: %w", binding.AnnotationKey, i, err)

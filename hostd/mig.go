@@ -234,7 +234,7 @@ func (d *Daemon) createMIGLocked(j api.Job, run int, shares []binding.Share) ([]
 		if s.MIG == nil || !s.MIG.Create {
 			continue
 		}
-		inst, err := d.cfg.MIG.Acquire(migWorkload(j.ID, run), migctl.Want{GPU: s.MIG.GPU, Profile: s.MIGProfile, Start: s.MIG.Start})
+		inst, err := d.cfg.MIG.Acquire(migWorkload(j.ID, run), migctl.WantOf(s))
 		if err != nil {
 			d.releaseMIGLocked(migWorkload(j.ID, run), j.ID, nil)
 			return nil, fmt.Errorf("GPU %d: create MIG instance %s at slice %d: %w", s.Index, s.MIGProfile, s.MIG.Start, err)
@@ -327,7 +327,7 @@ func (d *Daemon) reconcileMIG(prev map[string][]migctl.Want) {
 		for _, s := range j.Shares {
 			if s.MIG != nil && s.MIG.Create {
 				w := migWorkload(j.ID, j.Runs)
-				wanted[w] = append(wanted[w], migctl.Want{GPU: s.MIG.GPU, Profile: s.MIGProfile, Start: s.MIG.Start})
+				wanted[w] = append(wanted[w], migctl.WantOf(s))
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 )
 
@@ -26,6 +27,12 @@ type Want struct {
 	GPU     string `json:"gpu"`
 	Profile string `json:"profile"`
 	Start   int    `json:"start"`
+}
+
+// WantOf is the instance a share asks the node to create (its MIG
+// placement with Create set; binding.Share.MIG must be set).
+func WantOf(s binding.Share) Want {
+	return Want{GPU: s.MIG.GPU, Profile: s.MIGProfile, Start: s.MIG.Start}
 }
 
 // Ended returns the bookings of prev (an earlier run's, from Journal) that

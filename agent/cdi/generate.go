@@ -169,6 +169,22 @@ func (w *Writer) inBaseLocked(uuid string) bool {
 	return false
 }
 
+// MIGMinorsFor reads the driver's list of MIG capabilities (MIGMinorsFile
+// under hostRoot) when one of units is a MIG instance, which Build needs
+// for its capability nodes; nil when none is.
+func MIGMinorsFor(hostRoot string, units []Unit) (MIGMinors, error) {
+	i := slices.IndexFunc(units, func(u Unit) bool { return u.MIG != nil })
+	if i < 0 {
+		return nil, nil
+	}
+	f, err := os.Open(filepath.Join(hostRoot, MIGMinorsFile))
+	if err != nil {
+		return nil, fmt.Errorf("MIG instance %s needs the driver's list of MIG capabilities: %w", units[i].UUID, err)
+	}
+	defer f.Close()
+	return ParseMIGMinors(f)
+}
+
 // writeLocked builds and writes the spec of the node's units and extra,
 // and makes extra the writer's on success.
 func (w *Writer) writeLocked(extra map[string]Unit) error {
@@ -176,20 +192,9 @@ func (w *Writer) writeLocked(extra map[string]Unit) error {
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		units = append(units, extra[k])
 	}
-	var minors MIGMinors
-	for _, u := range units {
-		if u.MIG != nil {
-			f, err := os.Open(filepath.Join(w.o.HostRoot, MIGMinorsFile))
-			if err != nil {
-				return fmt.Errorf("MIG instance %s needs the driver's list of MIG capabilities: %w", u.UUID, err)
-			}
-			minors, err = ParseMIGMinors(f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-			break
-		}
+	minors, err := MIGMinorsFor(w.o.HostRoot, units)
+	if err != nil {
+		return err
 	}
 	spec, err := Build(units, minors, w.common)
 	if err != nil {

@@ -337,7 +337,7 @@ func (p *Plugin) createMIG(key string, shares []binding.Share) error {
 		if p.cfg.MIG == nil {
 			return fmt.Errorf("status.allocation: a %s instance at slice %d of GPU %s is to be created, but the agent manages no MIG GPU", sh.MIGProfile, sh.MIG.Start, sh.MIG.GPU)
 		}
-		inst, err := p.cfg.MIG.Acquire(key, migctl.Want{GPU: sh.MIG.GPU, Profile: sh.MIGProfile, Start: sh.MIG.Start})
+		inst, err := p.cfg.MIG.Acquire(key, migctl.WantOf(sh))
 		if err != nil {
 			if rerr := p.cfg.MIG.Release(key); rerr != nil {
 				p.cfg.Log.Warn("cannot destroy the MIG instances of a claim not prepared", "key", key, "error", rerr)
@@ -387,7 +387,7 @@ func RecordedMIG(stateDir, node string) (map[string][]migctl.Want, error) {
 	for _, c := range j.claims() {
 		for _, sh := range c.Shares {
 			if sh.MIG != nil && sh.MIG.Create {
-				out[c.Key] = append(out[c.Key], migctl.Want{GPU: sh.MIG.GPU, Profile: sh.MIGProfile, Start: sh.MIG.Start})
+				out[c.Key] = append(out[c.Key], migctl.WantOf(sh))
 			}
 		}
 	}
@@ -509,11 +509,9 @@ func (p *Plugin) buildSpec(uid string, h handoff.Handoff, shares []binding.Share
 		if err != nil {
 			return cdi.Spec{}, fmt.Errorf("GPU device nodes: %w", err)
 		}
-		var minors cdi.MIGMinors
-		if slices.ContainsFunc(units, func(u cdi.Unit) bool { return u.MIG != nil }) {
-			if minors, err = p.migMinors(); err != nil {
-				return cdi.Spec{}, err
-			}
+		minors, err := cdi.MIGMinorsFor(p.cfg.HostRoot, units)
+		if err != nil {
+			return cdi.Spec{}, err
 		}
 		// A unit's device nodes as the node's own spec gives them: the
 		// GPU's, and for a MIG instance its GPU and compute instance
@@ -533,16 +531,6 @@ func (p *Plugin) buildSpec(uid string, h handoff.Handoff, shares []binding.Share
 		version = "0.7.0"
 	}
 	return cdi.Spec{Version: version, Kind: CDIKind, Devices: []cdi.Device{{Name: uid, ContainerEdits: edits}}}, nil
-}
-
-// migMinors reads the driver's list of MIG capabilities' device minors.
-func (p *Plugin) migMinors() (cdi.MIGMinors, error) {
-	f, err := os.Open(filepath.Join(p.cfg.HostRoot, cdi.MIGMinorsFile))
-	if err != nil {
-		return nil, fmt.Errorf("MIG instances need the driver's list of MIG capabilities: %w", err)
-	}
-	defer f.Close()
-	return cdi.ParseMIGMinors(f)
 }
 
 // writeSpec writes c's spec file (atomically: a runtime reads the old

@@ -116,30 +116,48 @@ func Devices(n *inventory.Node) []resourceapi.Device {
 				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr(resource.MustParse("0")), Max: ptr(memory.DeepCopy()), Step: ptr(resource.MustParse("1Mi"))},
 			}}
 		}
-		if g.Health != inventory.Healthy {
-			health := string(g.Health)
-			if health == "" {
-				health = "Unknown"
-			}
-			d.Taints = []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Value: health, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
-		}
+		d.Taints = healthTaints(g)
 		out = append(out, d)
 	}
 	return out
+}
+
+// healthTaints taints the devices of a GPU whose health is not Healthy
+// (NoSchedule, valued with the health); none for a healthy one.
+func healthTaints(g *inventory.GPU) []resourceapi.DeviceTaint {
+	if g.Health == inventory.Healthy {
+		return nil
+	}
+	health := string(g.Health)
+	if health == "" {
+		health = "Unknown"
+	}
+	return []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Value: health, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 }
 
 // Resources is n's pool (named after the node) for the resourceslice
 // helper, which writes and updates its ResourceSlices (owned by the node:
 // NodeOwner).
 func Resources(n *inventory.Node) *resourceslice.DriverResources {
-	devs := Devices(n)
-	var slices []resourceslice.Slice
+	return pool(n.Name, Devices(n), nil)
+}
+
+// pool is a node's pool of devs, in slices of at most maxDevicesPerSlice
+// devices, and of counter sets in slices of their own (a slice holds
+// devices or counter sets, at most ResourceSliceMaxCounterSets of them).
+func pool(node string, devs []resourceapi.Device, sets []resourceapi.CounterSet) *resourceslice.DriverResources {
+	var out []resourceslice.Slice
 	for len(devs) > maxDevicesPerSlice {
-		slices = append(slices, resourceslice.Slice{Devices: devs[:maxDevicesPerSlice]})
+		out = append(out, resourceslice.Slice{Devices: devs[:maxDevicesPerSlice]})
 		devs = devs[maxDevicesPerSlice:]
 	}
-	slices = append(slices, resourceslice.Slice{Devices: devs})
-	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.Name: {Slices: slices}}}
+	out = append(out, resourceslice.Slice{Devices: devs})
+	for len(sets) > 0 {
+		k := min(len(sets), resourceapi.ResourceSliceMaxCounterSets)
+		out = append(out, resourceslice.Slice{SharedCounters: sets[:k]})
+		sets = sets[k:]
+	}
+	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{node: {Slices: out}}}
 }
 
 // NodeOwner is the owner of a node's ResourceSlices: the Node, so that

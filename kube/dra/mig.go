@@ -89,10 +89,8 @@ func MIGDevices(n *inventory.Node, cat *catalog.Catalog) ([]resourceapi.Device, 
 		spec := m.MIG
 		if !g.MIGManaged {
 			for k, in := range g.MIGInstances {
-				name := fmt.Sprintf("%s-mig-instance-%d", DeviceName(g.Index), k)
-				d := migDevice(g, name, in.Profile, in.MemoryMiB)
+				d := migDevice(g, instanceDeviceName(g, k), in.Profile, in.MemoryMiB)
 				if in.Start != nil {
-					d.Name = MIGDeviceName(g.Index, in.Profile, *in.Start)
 					d.Attributes[AttrMIGStart] = resourceapi.DeviceAttribute{IntValue: ptr(int64(*in.Start))}
 				}
 				if in.UUID != "" {
@@ -131,6 +129,17 @@ func MIGDevices(n *inventory.Node, cat *catalog.Catalog) ([]resourceapi.Device, 
 	return devs, sets, nil
 }
 
+// instanceDeviceName names the device of existing instance k of static
+// MIG GPU g: by profile and start (MIGDeviceName), or by its position when
+// the node did not read its start.
+func instanceDeviceName(g *inventory.GPU, k int) string {
+	in := g.MIGInstances[k]
+	if in.Start == nil {
+		return fmt.Sprintf("%s-mig-instance-%d", DeviceName(g.Index), k)
+	}
+	return MIGDeviceName(g.Index, in.Profile, *in.Start)
+}
+
 // migDevice is a MIG device's common part: the parent GPU's attributes,
 // the profile and the instance's memory; exclusive, tainted as its GPU.
 func migDevice(g *inventory.GPU, name, profile string, memoryMiB int64) resourceapi.Device {
@@ -152,13 +161,7 @@ func migDevice(g *inventory.GPU, name, profile string, memoryMiB int64) resource
 	if g.NUMANode >= 0 {
 		d.Attributes[AttrNUMANode] = resourceapi.DeviceAttribute{IntValue: ptr(int64(g.NUMANode))}
 	}
-	if g.Health != inventory.Healthy {
-		health := string(g.Health)
-		if health == "" {
-			health = "Unknown"
-		}
-		d.Taints = []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Value: health, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
-	}
+	d.Taints = healthTaints(g)
 	return d
 }
 
@@ -171,19 +174,7 @@ func ResourcesWithMIG(n *inventory.Node, cat *catalog.Catalog) (*resourceslice.D
 	if err != nil {
 		return nil, err
 	}
-	devs := append(Devices(n), mig...)
-	var out []resourceslice.Slice
-	for len(devs) > maxDevicesPerSlice {
-		out = append(out, resourceslice.Slice{Devices: devs[:maxDevicesPerSlice]})
-		devs = devs[maxDevicesPerSlice:]
-	}
-	out = append(out, resourceslice.Slice{Devices: devs})
-	for len(sets) > 0 {
-		k := min(len(sets), resourceapi.ResourceSliceMaxCounterSets)
-		out = append(out, resourceslice.Slice{SharedCounters: sets[:k]})
-		sets = sets[k:]
-	}
-	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{n.Name: {Slices: out}}}, nil
+	return pool(n.Name, append(Devices(n), mig...), sets), nil
 }
 
 // MIGProfileSelector is the selector a request of ClassMIG names its
@@ -257,11 +248,11 @@ func migShare(n *inventory.Node, device string, cat *catalog.Catalog) (sh bindin
 		}
 		if !g.MIGManaged {
 			for k, in := range g.MIGInstances {
-				start, name := -1, fmt.Sprintf("%s-mig-instance-%d", DeviceName(g.Index), k)
+				start := -1
 				if in.Start != nil {
-					start, name = *in.Start, MIGDeviceName(g.Index, in.Profile, *in.Start)
+					start = *in.Start
 				}
-				if name == device {
+				if instanceDeviceName(g, k) == device {
 					return whole(in.Profile, in.MemoryMiB, &binding.MIGInstance{GPU: g.UUID, Start: start}, in.UUID), true, nil
 				}
 			}

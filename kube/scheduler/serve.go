@@ -178,11 +178,7 @@ func (s *Scheduler) applyGang(ctx context.Context, snap *snapshot, members []pla
 			s.forgetClaims(members[i].pp.pod, done.claims)
 		}
 		for _, r := range members {
-			for i, d := range r.o.Decisions {
-				if err := snap.cluster.Release(&r.pp.work.w.Parts[i], d); err != nil {
-					s.cfg.Log.Error("releasing an unrecorded placement failed", "pod", r.o.Workload, "err", err)
-				}
-			}
+			s.releasePlaced(snap, r.pp, r.o)
 		}
 		why := fmt.Sprintf("gang %s: member %s/%s cannot be bound (%s), so none is (all or nothing)", g.key, m.pp.pod.Namespace, m.pp.pod.Name, msg)
 		for _, r := range members {
@@ -197,6 +193,16 @@ func (s *Scheduler) applyGang(ctx context.Context, snap *snapshot, members []pla
 	}
 }
 
+// releasePlaced gives back on snap the room the cycle booked for a pod
+// that is not committed after all.
+func (s *Scheduler) releasePlaced(snap *snapshot, pp pendingPod, o cycle.Outcome) {
+	for i, d := range o.Decisions {
+		if err := snap.cluster.Release(&pp.work.w.Parts[i], d); err != nil {
+			s.cfg.Log.Error("releasing an unrecorded placement failed", "pod", o.Workload, "err", err)
+		}
+	}
+}
+
 // apply carries out one workload's outcome.
 func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o cycle.Outcome, pods *bookedPods, st *CycleStats) {
 	p, key := pp.pod, pp.item.key()
@@ -205,11 +211,7 @@ func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o 
 		pl, oc, msg := s.planFrom(ctx, snap, p, pp.work, o.Decisions)
 		if oc != outcomeBound {
 			// The assignment cannot be recorded: give the room back.
-			for i, d := range o.Decisions {
-				if err := snap.cluster.Release(&pp.work.w.Parts[i], d); err != nil {
-					s.cfg.Log.Error("releasing an unrecorded placement failed", "pod", o.Workload, "err", err)
-				}
-			}
+			s.releasePlaced(snap, pp, o)
 			s.reject(ctx, key, p, reasonFor(oc), msg)
 			st.count(oc)
 			return
