@@ -528,3 +528,65 @@ func TestGangClaimsAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerResumesHalfWrittenClaims, on a real control plane: the
+// states a scheduler that died in the middle of a binding leaves behind
+// are taken up by the next one. A claim with the finalizer but no
+// allocation yet is allocated; a claim allocated on gpu-0 and reserved for
+// a pod that was never bound pins the pod to gpu-0, which is bound without
+// a second reservation or allocation.
+func TestSchedulerResumesHalfWrittenClaims(t *testing.T) {
+	ctx, c := controlPlane(t)
+	installClasses(ctx, t, c)
+	draGPUNode(ctx, t, c, "gpu-0")
+	draGPUNode(ctx, t, c, "gpu-1")
+	claims := c.ResourceV1().ResourceClaims("default")
+
+	// Died after writing the finalizer.
+	early := shareClaim("early", "0.5", "1Gi", "")
+	early.Finalizers = []string{resourceapi.Finalizer}
+	if _, err := claims.Create(ctx, early, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimPod(ctx, t, c, "p-early", map[string]string{"gpu": "early"}, nil)
+
+	// Died after writing the allocation and reservation, before binding.
+	late := shareClaim("late", "0.5", "1Gi", "")
+	late.Finalizers = []string{resourceapi.Finalizer}
+	created, err := claims.Create(ctx, late, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := claimPod(ctx, t, c, "p-late", map[string]string{"gpu": "late"}, nil)
+	share := types.UID("0b6f7a3e-2c4d-4e5f-8a9b-1c2d3e4f5a6b")
+	created.Status.Allocation = &resourceapi.AllocationResult{
+		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "gpu", Driver: kdra.DriverName, Pool: "gpu-1", Device: kdra.DeviceName(0), ShareID: &share,
+			ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{kdra.CapacityCompute: resource.MustParse("500m"), kdra.CapacityMemory: resource.MustParse("1Gi")}}}},
+		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu-1"}}}}}},
+	}
+	created.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{consumerOf(pod)}
+	if _, err := claims.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	defer startScheduler(ctx, t, c, nil, nil)()
+	waitFor(t, "both pods bound, p-late on its claim's node", func() error {
+		if err := boundTo(ctx, c, "p-late", "gpu-1"); err != nil {
+			return err
+		}
+		p, err := c.CoreV1().Pods("default").Get(ctx, "p-early", metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName == "" {
+			return fmt.Errorf("p-early not bound (%v)", err)
+		}
+		_, err = claimOn(ctx, c, "early", p.Spec.NodeName, "500m", "p-early")
+		return err
+	})
+	if _, err := claimOn(ctx, c, "late", "gpu-1", "500m", "p-late"); err != nil {
+		t.Errorf("claim late after the new scheduler took it up: %v", err)
+	}
+	if cl, err := claims.Get(ctx, "late", metav1.GetOptions{}); err != nil || cl.Status.Allocation.Devices.Results[0].Device != kdra.DeviceName(0) {
+		t.Errorf("claim late allocated anew: %+v (%v)", cl.Status.Allocation, err)
+	}
+}
