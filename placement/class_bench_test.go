@@ -2,9 +2,15 @@ package placement
 
 import (
 	"fmt"
+	"image/color"
+	"os"
 	"reflect"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 )
 
 // BenchmarkClassLatency compares decisions by class with decisions node
@@ -21,8 +27,17 @@ import (
 // instance decides by class without remembered scores (classmemo.go):
 // nomemo columns, and class/nomemo the memo's gain. Four
 // untimed decisions per instance first warm the memos and draw the tie
-// order.
+// order. TESSERA_BENCH_PLOT=file.png (or .svg) plots the default
+// policy's median and p99 by node count, both ways (latencyPlot).
 func BenchmarkClassLatency(b *testing.B) {
+	var curves latencyCurves
+	defer func() {
+		if path := os.Getenv("TESSERA_BENCH_PLOT"); path != "" && len(curves) > 0 {
+			if err := curves.plot(path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}()
 	for _, nodes := range []int{1000, 5000, 20000, 100000} {
 		for _, name := range []string{"tessera", "fgd", "bestfit"} {
 			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, name), func(b *testing.B) {
@@ -83,10 +98,70 @@ func BenchmarkClassLatency(b *testing.B) {
 					b.ReportMetric(m50, pod+"-nomemo-p50-µs")
 					b.ReportMetric(m99, pod+"-nomemo-p99-µs")
 					b.ReportMetric(c50/m50, pod+"-class/nomemo-p50")
+					if name == "tessera" {
+						curves.add(pod, "by class", nodes, c50, c99)
+						curves.add(pod, "node by node", nodes, n50, n99)
+					}
 				}
 				b.ReportMetric(float64(len(chooserOf(cls).cache.ixs[0].live)), "classes")
 				b.ReportMetric(float64(build.Microseconds())/1e3, "build-ms")
 			})
 		}
 	}
+}
+
+// latencyCurves are decision latencies by node count: one curve per pod
+// and way of deciding.
+type latencyCurves map[[2]string]plotter.XYs // {pod, way} -> (nodes, p50) and p99 as XYs in pairs
+
+func (lc *latencyCurves) add(pod, way string, nodes int, p50, p99 float64) {
+	if *lc == nil {
+		*lc = latencyCurves{}
+	}
+	for _, q := range []struct {
+		name string
+		v    float64
+	}{{"p50", p50}, {"p99", p99}} {
+		k := [2]string{pod, way + " " + q.name}
+		(*lc)[k] = append((*lc)[k], plotter.XY{X: float64(nodes), Y: q.v})
+	}
+}
+
+// plot draws the curves on log-log axes (µs against nodes) to path.
+func (lc latencyCurves) plot(path string) error {
+	p := plot.New()
+	p.Title.Text = "Default policy: one decision, half-full openb-like cluster"
+	p.X.Label.Text = "nodes"
+	p.Y.Label.Text = "decision latency (µs)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	colours := map[string]color.Color{
+		"by class p50": color.RGBA{R: 31, G: 119, B: 180, A: 255}, "by class p99": color.RGBA{R: 44, G: 160, B: 44, A: 255},
+		"node by node p50": color.RGBA{R: 214, G: 39, B: 40, A: 255}, "node by node p99": color.RGBA{R: 255, G: 127, B: 14, A: 255},
+	}
+	for _, pod := range []string{"share", "gpu1"} {
+		for _, way := range []string{"by class p50", "by class p99", "node by node p50", "node by node p99"} {
+			pts := lc[[2]string{pod, way}]
+			if len(pts) == 0 {
+				continue
+			}
+			line, points, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return fmt.Errorf("plot %s %s: %w", pod, way, err)
+			}
+			line.Color, points.Color = colours[way], colours[way]
+			if pod == "gpu1" {
+				line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			}
+			label := map[string]string{"share": "470m share", "gpu1": "1 GPU"}[pod] + ", " + way
+			p.Add(line, points)
+			p.Legend.Add(label, line, points)
+		}
+	}
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("save plot %s: %w", path, err)
+	}
+	return nil
 }

@@ -242,7 +242,7 @@ func benchDRA(b *testing.B) {
 					}
 					watch.wait(b, 1, proc)
 					want++
-					paced(ctx, b, len(plan), rate, create)
+					paced(ctx, b, oneByOne(len(plan)), rate, create)
 				}
 				watch.wait(b, want, proc)
 				cpu, rss := procUsage(b, proc.Pid())

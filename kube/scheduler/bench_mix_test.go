@@ -150,7 +150,11 @@ type mixRow struct {
 //   - steady: after a warm-up pod is bound, TESSERA_BENCH_STEADY_PODS
 //     (default 2000) pods arrive at TESSERA_BENCH_RATE per second (default
 //     40, which kube-scheduler's stock 50 QPS sustains), so latency is the
-//     scheduler's, not a queue position.
+//     scheduler's, not a queue position. A gang's members arrive together
+//     (TESSERA_BENCH_GANG_ARRIVAL=together, the default, as a job's
+//     controller creates them) or each at its own slot (apart: a gang
+//     member then waits for the last one, which no gang scheduler can
+//     avoid; the "from ready" columns take that wait out).
 //
 // Both schedulers run as processes of their own: Tessera is `tessera
 // scheduler` ($TESSERA_BENCH_BIN, else this test binary acting as the
@@ -172,6 +176,11 @@ func benchMix(b *testing.B) {
 	steadyPods, rate := envInt(b, "TESSERA_BENCH_STEADY_PODS", 2000), envInt(b, "TESSERA_BENCH_RATE", 40)
 	limitNames := envList(b, "TESSERA_BENCH_LIMITS", "stock,equal,unlimited", "stock", "equal", "unlimited")
 	arrivals := envList(b, "TESSERA_BENCH_ARRIVAL", "burst,steady", "burst", "steady")
+	gangArrival := envList(b, "TESSERA_BENCH_GANG_ARRIVAL", "together", "together", "apart")
+	if len(gangArrival) != 1 {
+		b.Fatalf("TESSERA_BENCH_GANG_ARRIVAL: %q: one of together, apart", strings.Join(gangArrival, ","))
+	}
+	gangsTogether := gangArrival[0] == "together"
 	profDir := os.Getenv("TESSERA_BENCH_PROFILE")
 	profSecs := envInt(b, "TESSERA_BENCH_PROFILE_SECONDS", 20)
 	if profDir != "" {
@@ -264,7 +273,7 @@ func benchMix(b *testing.B) {
 					watch.wait(b, 1, proc)
 					want++
 					profileCPU()
-					paced(ctx, b, len(plan), rate, create)
+					paced(ctx, b, arrivalSlots(plan, gangsTogether), rate, create)
 				}
 				watch.wait(b, want, proc)
 				cpu, rss := procUsage(b, proc.Pid())
@@ -280,7 +289,7 @@ func benchMix(b *testing.B) {
 				row.ready, row.solo = watch.fromReady(created, plan)
 				b.Logf("%s: slowest pods: %s", ns, watch.slowest(created, plan, 5))
 				rows = append(rows, row)
-				writeMixTable(b, nodes, rows) // after each row: a failed run keeps what it measured
+				writeMixTable(b, nodes, gangsTogether, rows) // after each row: a failed run keeps what it measured
 				b.Logf("%s: %.1f pods/s, p99 %v, CPU %.1f s, peak RSS %.0f MiB (load average %s)", ns, row.rate, pct(row.lat, 99), cpu, rss, loadAvg())
 				deletePods(ctx, b, setup, ns, len(plan))
 				if arr == "steady" {
@@ -296,7 +305,7 @@ func benchMix(b *testing.B) {
 			b.ReportMetric(t.rate/k.rate, fmt.Sprintf("%s-%s-ratio", lim, arr))
 		}
 	}
-	b.Log("\n" + mixTable(nodes, rows))
+	b.Log("\n" + mixTable(nodes, gangsTogether, rows))
 }
 
 // rowLimits are a row's client limits by name: Tessera's and
@@ -333,18 +342,22 @@ func startRowScheduler(ctx context.Context, b *testing.B, cl *testcluster.Cluste
 const baselineRow = "tessera-baseline"
 
 // writeMixTable writes the table to $TESSERA_BENCH_TABLE, if set.
-func writeMixTable(b *testing.B, nodes int, rows []mixRow) {
+func writeMixTable(b *testing.B, nodes int, gangsTogether bool, rows []mixRow) {
 	if path := os.Getenv("TESSERA_BENCH_TABLE"); path != "" {
-		if err := os.WriteFile(path, []byte(mixTable(nodes, rows)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(mixTable(nodes, gangsTogether, rows)), 0o644); err != nil {
 			b.Fatalf("TESSERA_BENCH_TABLE: %v", err)
 		}
 	}
 }
 
 // mixTable renders the rows as a markdown table.
-func mixTable(nodes int, rows []mixRow) string {
+func mixTable(nodes int, gangsTogether bool, rows []mixRow) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d KWOK nodes of 8 GPUs; load average at the end %s\n\n", nodes, loadAvg())
+	arrival := "a gang's members created together (TESSERA_BENCH_GANG_ARRIVAL=together)"
+	if !gangsTogether {
+		arrival = "every pod created at its own slot, gang members too (TESSERA_BENCH_GANG_ARRIVAL=apart)"
+	}
+	fmt.Fprintf(&sb, "%d KWOK nodes of 8 GPUs; load average at the end %s; steady arrival: %s\n\n", nodes, loadAvg(), arrival)
 	sb.WriteString("Latency: creation to bound; \"from ready\": a gang member's from its gang's last member's creation (0 when bound before); \"solo\": pods in no gang.\n\n")
 	sb.WriteString("| limits | arrival | scheduler | pods | pods/s | ratio | p50 ms | p90 ms | p99 ms | from ready p50 / p90 / p99 ms | solo p50 / p99 ms | CPU s | peak RSS MiB |\n")
 	sb.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n")
@@ -501,17 +514,18 @@ func (w *bindWatch) slowest(created []time.Time, plan []mixPod, k int) string {
 	return strings.Join(out, "; ")
 }
 
-// paced calls f for 0..n-1 at rate calls per second (on up to 64 calls in
-// flight), each at its slot, and waits for them.
-func paced(ctx context.Context, b *testing.B, n, rate int, f func(int) error) {
+// paced calls f for each i of slots at rate slots per second (on up to 64
+// calls in flight): call i at slots[i]/rate seconds from the start, slots
+// in ascending order; it waits for them.
+func paced(ctx context.Context, b *testing.B, slots []int, rate int, f func(int) error) {
 	b.Helper()
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	var once sync.Once
 	var firstErr error
 	start := time.Now()
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))))
+	for i := 0; i < len(slots) && ctx.Err() == nil; i++ {
+		time.Sleep(time.Until(start.Add(time.Duration(slots[i]) * time.Second / time.Duration(rate))))
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -525,6 +539,33 @@ func paced(ctx context.Context, b *testing.B, n, rate int, f func(int) error) {
 	if firstErr != nil {
 		b.Fatal(firstErr)
 	}
+}
+
+// oneByOne is the arrival slots of n pods created one at a time.
+func oneByOne(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// arrivalSlots is when each pod of the plan is created, in slots of one
+// pod at the steady rate: pod i at slot i, except that with together a
+// gang's members are all created at its first member's slot, as the
+// controller of a job with a gang (a training operator, JobSet, a Volcano
+// Job) creates its pods in one pass; the mean rate is the same.
+func arrivalSlots(plan []mixPod, together bool) []int {
+	out := oneByOne(len(plan))
+	if !together {
+		return out
+	}
+	for i := 1; i < len(plan); i++ {
+		if plan[i].gang != "" && plan[i].gang == plan[i-1].gang {
+			out[i] = out[i-1]
+		}
+	}
+	return out
 }
 
 // createBenchNodes creates KWOK nodes gpu-0000... of 8 GPUs, advertising

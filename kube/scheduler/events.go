@@ -8,12 +8,14 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/tessera-gpu/tessera/binding"
 )
@@ -29,6 +31,17 @@ const (
 
 // eventSink reports scheduling outcomes as Events and pod conditions, once
 // per pod and message, so a pod that stays pending does not flood the API.
+//
+// Once started (Run does), the PodScheduled conditions are written by a
+// few workers, not by the cycle that decided them: a cycle that leaves
+// pods pending (a gang waiting for members is left pending again, with a
+// new count, each time one arrives) would otherwise wait for a round trip
+// per pod while the pods behind it wait for the cycle. A pod's writes are
+// coalesced (only its latest condition is written if several were decided
+// while it waited), and a pod about to be bound has its queued write
+// dropped and waits for the one in flight (settle), so a stale
+// PodScheduled=False never lands on a bound pod. Not started, reject
+// writes at once (tests that drive cycles by hand).
 type eventSink struct {
 	client   kubernetes.Interface
 	log      *slog.Logger
@@ -37,7 +50,24 @@ type eventSink struct {
 
 	mu   sync.Mutex
 	last map[types.UID]string
+	// want is each pod's latest condition not yet written, busy the pods
+	// whose write is in flight (closed when it ends); queue holds the pods
+	// with a write wanted (a pod is in it at most once).
+	want    map[types.UID]condWrite
+	busy    map[types.UID]chan struct{}
+	queue   workqueue.TypedInterface[types.UID]
+	writers sync.WaitGroup
 }
+
+// condWrite is one PodScheduled=False condition to write.
+type condWrite struct {
+	namespace, name string
+	reason, msg     string
+	at              metav1.Time
+}
+
+// conditionWriters is how many condition writes are in flight at once.
+const conditionWriters = 4
 
 // newEventSink posts Events through events and patches pod conditions
 // through c.
@@ -46,11 +76,66 @@ func newEventSink(events, c kubernetes.Interface, component string, log *slog.Lo
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	return &eventSink{
 		client: c, log: log, bcast: b, last: map[types.UID]string{},
+		want: map[types.UID]condWrite{}, busy: map[types.UID]chan struct{}{},
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
 	}
 }
 
-func (e *eventSink) stop() { e.bcast.Shutdown() }
+// start writes conditions on workers from now until stop; ctx bounds the
+// writes.
+func (e *eventSink) start(ctx context.Context, workers int) {
+	q := workqueue.NewTyped[types.UID]()
+	e.mu.Lock()
+	e.queue = q
+	e.mu.Unlock()
+	for range workers {
+		e.writers.Add(1)
+		go func() {
+			defer e.writers.Done()
+			for {
+				uid, quit := q.Get()
+				if quit {
+					return
+				}
+				e.writeQueued(ctx, uid)
+				q.Done(uid)
+			}
+		}()
+	}
+}
+
+// writeQueued writes the pod's latest wanted condition, if it still has one.
+func (e *eventSink) writeQueued(ctx context.Context, uid types.UID) {
+	e.mu.Lock()
+	w, ok := e.want[uid]
+	if !ok {
+		e.mu.Unlock()
+		return
+	}
+	delete(e.want, uid)
+	done := make(chan struct{})
+	e.busy[uid] = done
+	e.mu.Unlock()
+	e.write(ctx, w)
+	e.mu.Lock()
+	delete(e.busy, uid)
+	e.mu.Unlock()
+	close(done)
+}
+
+// stop ends the condition workers (after the writes queued) and the
+// event broadcaster.
+func (e *eventSink) stop() {
+	e.mu.Lock()
+	q := e.queue
+	e.queue = nil
+	e.mu.Unlock()
+	if q != nil {
+		q.ShutDown()
+		e.writers.Wait()
+	}
+	e.bcast.Shutdown()
+}
 
 // reject leaves the pod pending with a Warning event and a PodScheduled=False
 // condition carrying the reason and message.
@@ -61,18 +146,48 @@ func (e *eventSink) reject(ctx context.Context, pod *corev1.Pod, reason, msg str
 		return
 	}
 	e.last[pod.UID] = reason + msg
+	w := condWrite{namespace: pod.Namespace, name: pod.Name, reason: reason, msg: msg, at: metav1.Now()}
+	q := e.queue
+	if q != nil {
+		e.want[pod.UID] = w
+	}
 	e.mu.Unlock()
 	e.log.Debug("pod left pending", "pod", pod.Namespace+"/"+pod.Name, "reason", reason, "message", msg)
 	e.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
+	if q == nil {
+		e.write(ctx, w)
+		return
+	}
+	q.Add(pod.UID)
+}
+
+// write patches the pod's PodScheduled condition.
+func (e *eventSink) write(ctx context.Context, w condWrite) {
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
 		"type": string(corev1.PodScheduled), "status": string(corev1.ConditionFalse),
-		"reason": reason, "message": msg, "lastTransitionTime": metav1.Now(),
+		"reason": w.reason, "message": w.msg, "lastTransitionTime": w.at,
 	}}}})
 	if err == nil {
-		_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		_, err = e.client.CoreV1().Pods(w.namespace).Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	}
-	if err != nil {
-		e.log.Warn("could not set the pod's PodScheduled condition", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	if err != nil && !apierrors.IsNotFound(err) {
+		e.log.Warn("could not set the pod's PodScheduled condition", "pod", w.namespace+"/"+w.name, "err", err)
+	}
+}
+
+// settle is called before the pod is bound: its condition not yet written
+// is dropped, and a write in flight is waited for (or ctx's end).
+func (e *eventSink) settle(ctx context.Context, uid types.UID) {
+	e.mu.Lock()
+	delete(e.want, uid)
+	done := e.busy[uid]
+	e.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 
@@ -100,6 +215,11 @@ func (e *eventSink) gc(seen map[types.UID]bool) {
 	for uid := range e.last {
 		if !seen[uid] {
 			delete(e.last, uid)
+		}
+	}
+	for uid := range e.want {
+		if !seen[uid] {
+			delete(e.want, uid)
 		}
 	}
 }

@@ -162,6 +162,9 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 	s.assume(bound)
 	s.assumeClaims(pod, pl.claims)
 	job := func(ctx context.Context) {
+		// A PodScheduled=False decided by an earlier cycle must not land
+		// after the binding.
+		s.events.settle(ctx, pod.UID)
 		if err := s.writeClaims(ctx, pod, pl.claims); err != nil {
 			s.undoClaims(ctx, pod, pl.claims)
 			s.forgetClaims(pod, pl.claims)

@@ -273,6 +273,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	defer s.events.stop()
 	s.binder = startBinder(ctx, bindWorkers)
+	s.events.start(ctx, conditionWriters)
 	defer func() { s.binder.stop(); s.binder = nil }()
 	s.cfg.Log.Info("scheduler started", "name", s.cfg.Name, "policy", s.cfg.Policy)
 	ticker := time.NewTicker(s.cfg.Resync)
