@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/placement"
@@ -340,13 +341,13 @@ func writeMIGOutputs(dir, plotFormat string, results []*tracesim.Result, rows []
 			return err
 		}
 	}
-	if err := tracesim.WritePlot(filepath.Join(dir, "allocation."+plotFormat), results); err != nil {
-		return err
-	}
-	if err := tracesim.WriteZoomPlot(filepath.Join(dir, "allocation_zoom."+plotFormat), results); err != nil {
-		return err
-	}
-	return tracesim.WriteMIGPlot(filepath.Join(dir, "mig."+plotFormat), rows)
+	return writePlots(
+		func() error { return tracesim.WritePlot(filepath.Join(dir, "allocation."+plotFormat), results) },
+		func() error {
+			return tracesim.WriteZoomPlot(filepath.Join(dir, "allocation_zoom."+plotFormat), results)
+		},
+		func() error { return tracesim.WriteMIGPlot(filepath.Join(dir, "mig."+plotFormat), rows) },
+	)
 }
 
 // simSetup checks that -o (when given) is writable, then loads --nodes.
@@ -418,10 +419,23 @@ func writeSimOutputs(dir, plotFormat string, results []*tracesim.Result, rows []
 			return err
 		}
 	}
-	if err := tracesim.WritePlot(filepath.Join(dir, "allocation."+plotFormat), results); err != nil {
-		return err
+	return writePlots(
+		func() error { return tracesim.WritePlot(filepath.Join(dir, "allocation."+plotFormat), results) },
+		func() error {
+			return tracesim.WriteZoomPlot(filepath.Join(dir, "allocation_zoom."+plotFormat), results)
+		},
+	)
+}
+
+// writePlots draws the plots at once (each renders on its own; a PNG's
+// rasterising is most of a short replay's output time) and returns the
+// first error.
+func writePlots(plots ...func() error) error {
+	var g errgroup.Group
+	for _, p := range plots {
+		g.Go(p)
 	}
-	return tracesim.WriteZoomPlot(filepath.Join(dir, "allocation_zoom."+plotFormat), results)
+	return g.Wait()
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
