@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/tessera-gpu/tessera/binding"
 )
@@ -40,8 +42,10 @@ const (
 // coalesced (only its latest condition is written if several were decided
 // while it waited), and a pod about to be bound has its queued write
 // dropped and waits for the one in flight (settle), so a stale
-// PodScheduled=False never lands on a bound pod. Not started, reject
-// writes at once (tests that drive cycles by hand).
+// PodScheduled=False never lands on a bound pod; a pod whose gang is still
+// missing members is reported only after gangWaitGrace (waiting). Not
+// started, reject and waiting write at once (tests that drive cycles by
+// hand).
 type eventSink struct {
 	client   kubernetes.Interface
 	log      *slog.Logger
@@ -55,16 +59,31 @@ type eventSink struct {
 	// with a write wanted (a pod is in it at most once).
 	want    map[types.UID]condWrite
 	busy    map[types.UID]chan struct{}
-	queue   workqueue.TypedInterface[types.UID]
+	queue   workqueue.TypedDelayingInterface[types.UID]
 	writers sync.WaitGroup
+	// clock times the grace of waiting gangs (tests set a fake one).
+	clock clock.WithTicker
 }
 
-// condWrite is one PodScheduled=False condition to write.
+// condWrite is one PodScheduled=False condition to write, and the
+// Warning event to record with it when it was held back (waiting).
 type condWrite struct {
 	namespace, name string
 	reason, msg     string
 	at              metav1.Time
+	event           *corev1.Pod
 }
+
+// gangWaitGrace is how long a pod of a gang still missing members waits
+// before its condition and event say so. Members created together arrive
+// within milliseconds, and one by one a gang's members may take a while,
+// each arrival changing the count the message gives: without the grace,
+// every member's condition would be written again on every arrival (a
+// gang of eight arriving one by one: 28 writes and events), loading the
+// API server that every pod's binding goes through. Within the grace,
+// only a pod's latest message is written, once, and none if the gang is
+// placed first.
+const gangWaitGrace = time.Second
 
 // conditionWriters is how many condition writes are in flight at once.
 const conditionWriters = 4
@@ -76,7 +95,7 @@ func newEventSink(events, c kubernetes.Interface, component string, log *slog.Lo
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	return &eventSink{
 		client: c, log: log, bcast: b, last: map[types.UID]string{},
-		want: map[types.UID]condWrite{}, busy: map[types.UID]chan struct{}{},
+		want: map[types.UID]condWrite{}, busy: map[types.UID]chan struct{}{}, clock: clock.RealClock{},
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
 	}
 }
@@ -84,7 +103,7 @@ func newEventSink(events, c kubernetes.Interface, component string, log *slog.Lo
 // start writes conditions on workers from now until stop; ctx bounds the
 // writes.
 func (e *eventSink) start(ctx context.Context, workers int) {
-	q := workqueue.NewTyped[types.UID]()
+	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Clock: e.clock})
 	e.mu.Lock()
 	e.queue = q
 	e.mu.Unlock()
@@ -140,6 +159,18 @@ func (e *eventSink) stop() {
 // reject leaves the pod pending with a Warning event and a PodScheduled=False
 // condition carrying the reason and message.
 func (e *eventSink) reject(ctx context.Context, pod *corev1.Pod, reason, msg string) {
+	e.report(ctx, pod, reason, msg, 0)
+}
+
+// waiting is reject for a pod whose gang is still missing members: once
+// started, the sink says so only after gangWaitGrace, with the pod's
+// latest message, unless the pod is bound (settle) first.
+func (e *eventSink) waiting(ctx context.Context, pod *corev1.Pod, reason, msg string) {
+	e.report(ctx, pod, reason, msg, gangWaitGrace)
+}
+
+// report records the event and writes the condition, now or after delay.
+func (e *eventSink) report(ctx context.Context, pod *corev1.Pod, reason, msg string, delay time.Duration) {
 	e.mu.Lock()
 	if e.last[pod.UID] == reason+msg {
 		e.mu.Unlock()
@@ -148,21 +179,34 @@ func (e *eventSink) reject(ctx context.Context, pod *corev1.Pod, reason, msg str
 	e.last[pod.UID] = reason + msg
 	w := condWrite{namespace: pod.Namespace, name: pod.Name, reason: reason, msg: msg, at: metav1.Now()}
 	q := e.queue
+	held := q != nil && delay > 0
+	if held {
+		w.event = pod
+	}
 	if q != nil {
 		e.want[pod.UID] = w
 	}
 	e.mu.Unlock()
 	e.log.Debug("pod left pending", "pod", pod.Namespace+"/"+pod.Name, "reason", reason, "message", msg)
-	e.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
-	if q == nil {
-		e.write(ctx, w)
-		return
+	if !held {
+		e.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
 	}
-	q.Add(pod.UID)
+	switch {
+	case q == nil:
+		e.write(ctx, w)
+	case held:
+		q.AddAfter(pod.UID, delay)
+	default:
+		q.Add(pod.UID)
+	}
 }
 
-// write patches the pod's PodScheduled condition.
+// write patches the pod's PodScheduled condition (and records the event
+// held back with it).
 func (e *eventSink) write(ctx context.Context, w condWrite) {
+	if w.event != nil {
+		e.recorder.Event(w.event, corev1.EventTypeWarning, "FailedScheduling", w.msg)
+	}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
 		"type": string(corev1.PodScheduled), "status": string(corev1.ConditionFalse),
 		"reason": w.reason, "message": w.msg, "lastTransitionTime": w.at,

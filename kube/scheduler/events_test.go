@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -16,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/tessera-gpu/tessera/internal/testcluster"
 )
 
 // gatedPatches records the PodScheduled patches a fake client receives,
@@ -146,4 +150,68 @@ func TestConditionWritesUnstartedAreSynchronous(t *testing.T) {
 	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Message != "no node fits" {
 		t.Errorf("conditions %+v, want PodScheduled=False with the message", got.Status.Conditions)
 	}
+}
+
+// TestWaitingGangMembersAreReportedAfterTheGrace: a pod whose gang is
+// still missing members is reported only once gangWaitGrace has passed,
+// with its latest message and once; a member bound within the grace is
+// never reported; a rejection for another reason is written at once.
+func TestWaitingGangMembersAreReportedAfterTheGrace(t *testing.T) {
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("u-" + name)}}
+	}
+	a, b, c := pod("a"), pod("b"), pod("c")
+	client := fake.NewClientset(a, b, c)
+	gate := newGatedPatches(client)
+	e := newEventSink(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	clk := clocktesting.NewFakeClock(time.Now())
+	e.clock = clk
+	ctx := context.Background()
+	e.start(ctx, 2)
+	defer e.stop()
+
+	e.waiting(ctx, a, reasonUnschedulable, "gang g: 1 of 4 members exist")
+	e.waiting(ctx, b, reasonUnschedulable, "gang g: 2 of 4 members exist")
+	e.waiting(ctx, a, reasonUnschedulable, "gang g: 2 of 4 members exist")
+	e.settle(ctx, b.UID) // b is bound within the grace
+	e.reject(ctx, c, reasonUnschedulable, "no node fits")
+	if got := gate.next(t); got != "c: no node fits" {
+		t.Fatalf("first write %q, want c's rejection at once", got)
+	}
+	gate.release <- struct{}{}
+	// The grace has not passed: nothing else is written.
+	clk.Step(gangWaitGrace / 2)
+	select {
+	case got := <-gate.arrived:
+		t.Fatalf("%q written within the grace", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	clk.Step(gangWaitGrace)
+	if got := gate.next(t); got != "a: gang g: 2 of 4 members exist" {
+		t.Fatalf("after the grace %q, want a's latest message", got)
+	}
+	gate.release <- struct{}{}
+	clk.Step(10 * gangWaitGrace)
+	select {
+	case got := <-gate.arrived:
+		t.Fatalf("%q written after a's (b was bound, a written once)", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// The event went with the condition: c's at once and a's after the
+	// grace, none for b.
+	testcluster.Eventually(t, "the events recorded", time.Minute, func() error {
+		evs, err := client.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, ev := range evs.Items {
+			got = append(got, ev.InvolvedObject.Name+": "+ev.Message)
+		}
+		slices.Sort(got)
+		if want := []string{"a: gang g: 2 of 4 members exist", "c: no node fits"}; !slices.Equal(got, want) {
+			return fmt.Errorf("events %q, want %q", got, want)
+		}
+		return nil
+	})
 }

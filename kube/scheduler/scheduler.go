@@ -330,7 +330,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		return st, fmt.Errorf("list pods: %w", err)
 	}
 	var occupying, pending, unbound []*corev1.Pod
-	seen := map[types.UID]bool{}
+	seen := make(map[types.UID]bool, len(all))
 	for _, p := range all {
 		seen[p.UID] = true
 		switch {

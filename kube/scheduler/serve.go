@@ -258,7 +258,7 @@ func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o 
 		// No backoff: only a new member helps, and its arrival pokes the
 		// loop. A backoff recorded after a member arrived during this cycle
 		// would hold the now complete gang back for up to the longest wait.
-		s.events.reject(ctx, p, reasonUnschedulable, o.Message)
+		s.events.waiting(ctx, p, reasonUnschedulable, o.Message)
 		st.Unschedulable++
 	}
 }
