@@ -71,19 +71,26 @@ func (g *gatedPatches) written() []string {
 	return slices.Clone(g.log)
 }
 
+// gatedSink is an event sink (not started) on a fake client holding pods
+// a, b and c, whose condition patches wait on the gate.
+func gatedSink() (*eventSink, *gatedPatches, *fake.Clientset, [3]*corev1.Pod) {
+	var pods [3]*corev1.Pod
+	for i, name := range []string{"a", "b", "c"} {
+		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("u-" + name)}}
+	}
+	client := fake.NewClientset(pods[0], pods[1], pods[2])
+	gate := newGatedPatches(client)
+	return newEventSink(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil))), gate, client, pods
+}
+
 // TestConditionWritesLeaveTheCycle: once started, the sink's reject
 // returns while the pod's condition write is still waiting on the API;
 // decisions made meanwhile for one pod are coalesced into its latest; a
 // pod about to be bound loses its queued write (settle), and settle waits
 // for a write in flight, so no PodScheduled=False lands after a binding.
 func TestConditionWritesLeaveTheCycle(t *testing.T) {
-	pod := func(name string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("u-" + name)}}
-	}
-	a, b, c := pod("a"), pod("b"), pod("c")
-	client := fake.NewClientset(a, b, c)
-	gate := newGatedPatches(client)
-	e := newEventSink(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, gate, _, pods := gatedSink()
+	a, b, c := pods[0], pods[1], pods[2]
 	ctx := context.Background()
 	e.start(ctx, 1)
 	defer e.stop()
@@ -157,13 +164,8 @@ func TestConditionWritesUnstartedAreSynchronous(t *testing.T) {
 // with its latest message and once; a member bound within the grace is
 // never reported; a rejection for another reason is written at once.
 func TestWaitingGangMembersAreReportedAfterTheGrace(t *testing.T) {
-	pod := func(name string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("u-" + name)}}
-	}
-	a, b, c := pod("a"), pod("b"), pod("c")
-	client := fake.NewClientset(a, b, c)
-	gate := newGatedPatches(client)
-	e := newEventSink(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, gate, client, pods := gatedSink()
+	a, b, c := pods[0], pods[1], pods[2]
 	clk := clocktesting.NewFakeClock(time.Now())
 	e.clock = clk
 	ctx := context.Background()
