@@ -30,7 +30,7 @@ import (
 // order. TESSERA_BENCH_PLOT=file.png (or .svg) plots the default
 // policy's median and p99 by node count, both ways (latencyPlot).
 func BenchmarkClassLatency(b *testing.B) {
-	var curves latencyCurves
+	curves := latencyCurves{}
 	defer func() {
 		if path := os.Getenv("TESSERA_BENCH_PLOT"); path != "" && len(curves) > 0 {
 			if err := curves.plot(path); err != nil {
@@ -110,20 +110,18 @@ func BenchmarkClassLatency(b *testing.B) {
 	}
 }
 
-// latencyCurves are decision latencies by node count: one curve per pod
-// and way of deciding.
-type latencyCurves map[[2]string]plotter.XYs // {pod, way} -> (nodes, p50) and p99 as XYs in pairs
+// latencyCurves are decision latencies by node count, one curve per pod
+// and way of deciding with its percentile ({"share", "by class p50"}):
+// points (nodes, µs).
+type latencyCurves map[[2]string]plotter.XYs
 
-func (lc *latencyCurves) add(pod, way string, nodes int, p50, p99 float64) {
-	if *lc == nil {
-		*lc = latencyCurves{}
-	}
+func (lc latencyCurves) add(pod, way string, nodes int, p50, p99 float64) {
 	for _, q := range []struct {
 		name string
 		v    float64
 	}{{"p50", p50}, {"p99", p99}} {
 		k := [2]string{pod, way + " " + q.name}
-		(*lc)[k] = append((*lc)[k], plotter.XY{X: float64(nodes), Y: q.v})
+		lc[k] = append(lc[k], plotter.XY{X: float64(nodes), Y: q.v})
 	}
 }
 
