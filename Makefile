@@ -128,6 +128,9 @@ fuzz:
 	$(GO) test ./kube/admission -run '^$$' -fuzz FuzzMutateResources -fuzztime $(FUZZTIME)
 	$(GO) test ./hostd/server -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./hostd -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./hostd/store -run '^$$' -fuzz '^FuzzJobFolder$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/cli -run '^$$' -fuzz '^FuzzWriteTables$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/termsafe -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
 bench:

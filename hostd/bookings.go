@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/internal/safefs"
 	"github.com/tessera-gpu/tessera/placement"
 )
 
@@ -56,7 +57,7 @@ func openJournal(stateDir string) (*journal, error) {
 }
 
 func (j *journal) open() error {
-	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := safefs.OpenFile(filepath.Dir(j.path), filepath.Base(j.path), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("booking journal: %w", err)
 	}

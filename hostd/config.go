@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/queue"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/quantity"
@@ -75,6 +77,16 @@ type Config struct {
 	// Contain says how a job's processes are kept together so that all of
 	// them end before its share is freed (see package contain).
 	Contain Containment
+	// JobUser is whom a daemon running as root runs the jobs of root and
+	// of API token holders as (tessera up --job-user); nil: as root, and
+	// such a job can leave its cgroup. A job another user submits over the
+	// socket always runs as that user. A daemon not running as root runs
+	// every job as itself: JobUser must then be nil or itself.
+	JobUser *supervisor.User
+	// RuntimeDir is where a root daemon makes the accounting folders of
+	// jobs it runs as other users (shm.go; default
+	// /run/tessera/<digest of StateDir>).
+	RuntimeDir string
 	// Log receives the daemon's logs (default slog.Default()).
 	Log *slog.Logger
 	// Now is the clock (default time.Now).
@@ -149,8 +161,14 @@ func (c *Config) defaults() error {
 	if c.StopGrace <= 0 {
 		c.StopGrace = 10 * time.Second
 	}
+	if euid := os.Geteuid(); c.JobUser != nil && euid != 0 && c.JobUser.UID != uint32(euid) {
+		return fmt.Errorf("job user: must be this daemon's own user (uid %d) when it does not run as root, got %s: only root can start a job as another user", euid, c.JobUser)
+	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.RuntimeDir == "" {
+		c.RuntimeDir = defaultRuntimeDir(c.StateDir)
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

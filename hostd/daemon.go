@@ -3,6 +3,7 @@ package hostd
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -37,6 +38,12 @@ type Daemon struct {
 	bookings *journal
 	// contain is where job processes are kept (cgroups, or marks only).
 	contain contain.Host
+	// stopping holds, by job, when its supervisor was sent SIGTERM (a stop
+	// or a preemption): the daemon ends the job itself when the supervisor
+	// has not ended it by the grace (tend).
+	stopping map[string]time.Time
+	// euid is the daemon's effective uid: only root runs jobs as others.
+	euid int
 	// migRetry are job runs (migWorkload) whose MIG instances could not
 	// be destroyed yet.
 	migRetry map[string]migRelease
@@ -83,7 +90,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg: cfg, store: st, cluster: cluster, empty: cluster.Clone(), policy: policy, probe: probe,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
-		migRetry: map[string]migRelease{},
+		migRetry: map[string]migRelease{}, stopping: map[string]time.Time{}, euid: os.Geteuid(),
 	}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	switch cfg.Contain {
@@ -95,6 +102,14 @@ func New(cfg Config) (*Daemon, error) {
 				return nil, fmt.Errorf("%w: %s", ErrNoCgroup, why)
 			}
 			cfg.Log.Info("jobs are tracked by their environment mark only", "why", why)
+		}
+		// Other daemons' folders left empty (on state folders no daemon runs on).
+		removed, err := d.contain.SweepStale()
+		if err != nil {
+			cfg.Log.Warn("remove stale daemon cgroups", "err", err)
+		}
+		if len(removed) > 0 {
+			cfg.Log.Info("removed empty cgroup folders of earlier daemons", "folders", removed)
 		}
 	case ContainMark:
 	default:
@@ -162,6 +177,10 @@ func (d *Daemon) Close() error {
 	d.endLife()
 	if err := d.bookings.close(); err != nil {
 		d.cfg.Log.Warn("close the booking journal", "err", err)
+	}
+	// Kept while jobs run in it: the next daemon re-adopts them.
+	if err := d.contain.Release(); err != nil {
+		d.cfg.Log.Warn("remove the daemon's cgroup folder", "err", err)
 	}
 	return d.store.Close()
 }

@@ -24,6 +24,13 @@
 // decisions: it marks victims, stops them through their supervisors and
 // re-queues restartable ones.
 //
+// Each running job's supervisor is tended (tend.go): a stop it has not
+// carried out by the stop grace is carried out by the daemon, which kills
+// the job's processes and the supervisor and records why; a supervisor
+// stopped by a signal after its job ended is continued so it records the
+// exit. A daemon running as root runs each job as its submitter, or as
+// Config.JobUser for root's and token holders' jobs.
+//
 // Submissions are checked against this host's GPUs and refused in the
 // host's words (hostwords.go): the `tessera run` flag, the value and what
 // this host allows; where the placement engine decides whether a request

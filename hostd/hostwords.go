@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -146,6 +147,9 @@ func (d *Daemon) parseGPU(fields map[string]string) (request.GPU, error) {
 		if fe.Field == request.FieldCount {
 			return request.GPU{}, d.countError(fe.Value, false)
 		}
+		if limitAlone(fields) {
+			return request.GPU{}, d.limitAloneError(fields)
+		}
 		return request.GPU{}, &InputError{Field: fe.Field, Msg: fmt.Sprintf("must be %s, got %q", fe.AllowedAs(FlagOf), fe.Value)}
 	}
 	if len(gpu.Models) > 0 {
@@ -154,6 +158,45 @@ func (d *Daemon) parseGPU(fields map[string]string) (request.GPU, error) {
 		}
 	}
 	return gpu, nil
+}
+
+// limitAlone reports whether fields set a memory cap (not a percentage)
+// and neither the guaranteed memory nor a compute share, which
+// request.Parse refuses as a missing memory field.
+func limitAlone(fields map[string]string) bool {
+	_, compute := fields[request.FieldCompute]
+	_, memory := fields[request.FieldMemory]
+	limit, hasLimit := fields[request.FieldMemoryLimit]
+	return hasLimit && !compute && !memory && !strings.HasSuffix(strings.TrimSpace(limit), "%")
+}
+
+// limitAloneError is the error for --gpu-memory-limit given alone: it
+// names that flag (the one the user gave), its value and the memory of
+// this host's largest GPU it may use, then says what must come with it.
+func (d *Daemon) limitAloneError(fields map[string]string) error {
+	given := fields[request.FieldMemoryLimit]
+	trial := maps.Clone(fields)
+	trial[request.FieldCompute] = "1" // to check the cap's value (and the model) alone
+	gpu, err := d.parseGPU(trial)
+	if err != nil {
+		return err
+	}
+	need := "--gpu-memory (the memory each GPU guarantees, at most the cap) or --gpu-fraction (a share of each GPU) with it"
+	allowed := d.hostGroups(allowedBy(gpu), false)
+	if len(allowed) == 0 {
+		return &InputError{Field: request.FieldMemoryLimit, Msg: fmt.Sprintf("needs %s, got %q alone", need, given)}
+	}
+	largest := allowed[0]
+	of := ""
+	if c := constraint(gpu, fields, false); c != "" {
+		of = " allowed by " + c
+	}
+	if gpu.MemoryLimitMiB > largest.memMiB {
+		return &InputError{Field: request.FieldMemoryLimit, Msg: fmt.Sprintf("must be at most %s, the memory of this host's largest GPU%s (%s), got %q; and it needs %s",
+			exactMiB(largest.memMiB), of, largest.model, given, need)}
+	}
+	return &InputError{Field: request.FieldMemoryLimit, Msg: fmt.Sprintf("needs %s, got %q alone (at most %s, the memory of this host's largest GPU%s, %s)",
+		need, given, exactMiB(largest.memMiB), of, largest.model)}
 }
 
 // countError is the --gpus error: what is given is not a whole number in

@@ -3,7 +3,6 @@ package hostd
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tessera-gpu/tessera/cycle"
@@ -103,7 +102,7 @@ func (d *Daemon) preemptLocked(w api.Job, victims []cycle.Victim, jobs []api.Job
 		}
 		d.cfg.Log.Info("preempting job", "job", v.ID, "for", w.ID, "kind", p.Kind, "restartable", v.Restartable)
 		if alive, err := supervisor.Alive(v.SupervisorPID, v.SupervisorStart); err == nil && alive {
-			if err := syscall.Kill(v.SupervisorPID, syscall.SIGTERM); err != nil {
+			if err := d.signalStopLocked(v); err != nil {
 				d.cfg.Log.Error("signal preempted job", "job", v.ID, "err", err)
 			}
 		}

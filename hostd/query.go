@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"syscall"
+	"path/filepath"
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/cycle"
@@ -27,30 +26,31 @@ func (d *Daemon) Jobs() ([]api.Job, error) {
 	return d.store.List()
 }
 
-// PublicEnv returns the variables of env (KEY=VALUE) that anyone reading
-// the job list may see: Tessera's own (TESSERA_*, but TESSERA_TOKEN) and
-// the GPU runtime's (CUDA_*, NVIDIA_*), which say how the job was placed,
-// never the client's secrets.
-func PublicEnv(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == api.TokenEnv {
-			continue
-		}
-		if strings.HasPrefix(name, "TESSERA_") || strings.HasPrefix(name, "CUDA_") || strings.HasPrefix(name, "NVIDIA_") {
-			out = append(out, kv)
-		}
+// View is j as a caller may see it. A job's environment is shown only
+// when asked (withEnv) and only to those who may manage the job (its
+// owner, the daemon's user, root: manage); to anyone else the command is
+// reduced to its program's file name and the working folder left out, as
+// both may hold secrets (a token in an argument, a user's folder name).
+// Env and Dir are otherwise unchanged: the record is never altered.
+func View(j api.Job, manage, withEnv bool) api.Job {
+	if !manage || !withEnv {
+		j.EnvFiltered = len(j.Env) > 0
+		j.Env = nil
 	}
-	return out
+	if !manage {
+		j.Command = ProgramOnly(j.Command)
+		j.Dir = ""
+		j.Filtered = true
+	}
+	return j
 }
 
-// Redacted returns j as shown to someone other than its owner: its
-// environment reduced to PublicEnv, and EnvFiltered set.
-func Redacted(j api.Job) api.Job {
-	j.Env = PublicEnv(j.Env)
-	j.EnvFiltered = true
-	return j
+// ProgramOnly is a command line reduced to its program's file name.
+func ProgramOnly(command []string) []string {
+	if len(command) == 0 {
+		return nil
+	}
+	return []string{filepath.Base(command[0])}
 }
 
 // Job returns one job (an error wrapping store.ErrNotFound when unknown).
@@ -80,7 +80,8 @@ func (d *Daemon) Wait(ctx context.Context, id string) (api.Job, error) {
 
 // Stop stops a job: a queued job leaves the queue; a running job's
 // supervisor is sent SIGTERM, forwards it to the job's process group and
-// sends SIGKILL after the stop grace period.
+// sends SIGKILL after the stop grace period (the daemon ends the job
+// itself when the supervisor has not by then: tend).
 func (d *Daemon) Stop(id string) (api.Job, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -103,7 +104,7 @@ func (d *Daemon) Stop(id string) (api.Job, error) {
 	if j.State == api.Running {
 		alive, err := supervisor.Alive(j.SupervisorPID, j.SupervisorStart)
 		if err == nil && alive {
-			if err := syscall.Kill(j.SupervisorPID, syscall.SIGTERM); err != nil {
+			if err := d.signalStopLocked(j); err != nil {
 				return j, fmt.Errorf("stop %s: signal supervisor: %w", id, err)
 			}
 		}

@@ -3,9 +3,7 @@ package hostd
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
@@ -65,13 +63,13 @@ func (d *Daemon) recover() error {
 			d.cfg.Log.Error("re-book adopted job", "job", j.ID, "err", err)
 		}
 		if d.cfg.Arbiter != nil && !isMIG(j) {
-			if _, err := d.cfg.Arbiter.Admit(j, filepath.Join(d.JobDir(j.ID), "shm")); err != nil {
+			if _, err := d.cfg.Arbiter.Admit(j, d.shmOf(j)); err != nil {
 				d.cfg.Log.Error("re-admit adopted job to the arbiter", "job", j.ID, "err", err)
 			}
 		}
 		if alive && (j.Preempt != nil || j.StopRequested) {
 			// The last daemon may have stopped before signalling it.
-			if err := syscall.Kill(j.SupervisorPID, syscall.SIGTERM); err != nil {
+			if err := d.signalStopLocked(j); err != nil {
 				d.cfg.Log.Error("signal adopted job being stopped", "job", j.ID, "err", err)
 			}
 		}

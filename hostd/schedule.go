@@ -3,15 +3,15 @@ package hostd
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/jobenv"
 	"github.com/tessera-gpu/tessera/hostd/queue"
+	"github.com/tessera-gpu/tessera/hostd/store"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/internal/safefs"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -175,16 +175,32 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 		return
 	}
 	dir := d.JobDir(j.ID)
-	shm := filepath.Join(dir, "shm")
 	// A restartable job starts again after a preemption: its earlier
 	// run's exit status must not be mistaken for this run's.
-	if err := os.Remove(filepath.Join(dir, supervisor.ExitFile)); err != nil && !os.IsNotExist(err) {
+	// The job folder is opened beneath the state folder, never through a
+	// link (internal/safefs), and must be the daemon user's own.
+	rel := store.JobsDir + "/" + j.ID
+	if err := safefs.MkdirAll(d.cfg.StateDir, rel, 0o700); err != nil {
 		fail(fmt.Errorf("job folder: %w", err))
 		return
 	}
-	if err := os.MkdirAll(shm, 0o700); err != nil {
+	if err := safefs.Remove(d.cfg.StateDir, rel+"/"+supervisor.ExitFile); err != nil {
 		fail(fmt.Errorf("job folder: %w", err))
 		return
+	}
+	user, err := d.runAs(j)
+	if err != nil {
+		fail(err)
+		return
+	}
+	shm, err := d.prepareShm(j, user)
+	if err != nil {
+		fail(err)
+		return
+	}
+	j.ShmDir = ""
+	if d.otherUser(user) {
+		j.ShmDir = shm
 	}
 	j.Node, j.GPUs, j.Shares = dec.Node, dec.GPUs, shares
 	region := ""
@@ -219,7 +235,7 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 		return
 	}
 	claim := supervisor.ClaimFile(dir, j.Runs)
-	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace, Contain: procs, Claim: claim})
+	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace, Contain: procs, Claim: claim, User: user})
 	if err != nil {
 		if cmd != nil {
 			_ = cmd.Process.Kill()
@@ -239,6 +255,26 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 	done := make(chan struct{})
 	d.children[j.ID] = done
 	go d.watchChild(j.ID, cmd, done)
+	go d.tendChild(&tender{id: j.ID, pid: cmd.Process.Pid, start: start}, done)
+}
+
+// runAs says whom j runs as: nil for the daemon's own user. A daemon not
+// running as root cannot run a job as anyone else. A root daemon runs a
+// job submitted by another user (its owner, the socket peer) as that
+// user, never as root, and the jobs of root and of API token holders as
+// Config.JobUser (root when unset).
+func (d *Daemon) runAs(j api.Job) (*supervisor.User, error) {
+	if d.euid != 0 {
+		return nil, nil
+	}
+	if j.OwnerUID != nil && *j.OwnerUID != 0 {
+		u, err := supervisor.LookupUID(*j.OwnerUID)
+		if err != nil {
+			return nil, fmt.Errorf("the job's user: %w", err)
+		}
+		return &u, nil
+	}
+	return d.cfg.JobUser, nil
 }
 
 // jobNeed is what a queued job will take (its GPU compute and memory as

@@ -3,10 +3,12 @@ package hostd
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/hostd/api"
@@ -35,31 +37,84 @@ type InputError struct {
 func (e *InputError) Error() string { return e.Field + ": " + e.Msg }
 
 // Submit validates r and queues it. Invalid input queues nothing and
-// returns an *InputError.
+// returns an *InputError. A submission whose RequestID its owner used
+// before returns the first one's job and queues nothing (SubmitOnce).
 func (d *Daemon) Submit(r api.SubmitRequest) (api.Job, error) {
+	j, _, err := d.SubmitOnce(r)
+	return j, err
+}
+
+// SubmitOnce is Submit that also says whether it queued a new job (false:
+// r.RequestID named a job its owner submitted before, which it returns).
+func (d *Daemon) SubmitOnce(r api.SubmitRequest) (api.Job, bool, error) {
+	if err := checkRequestID(r.RequestID); err != nil {
+		return api.Job{}, false, err
+	}
+	if r.NotAfter != nil && d.cfg.Now().After(*r.NotAfter) {
+		return api.Job{}, false, &InputError{Field: "notAfter", Msg: fmt.Sprintf(
+			"the client stopped waiting at %s, before the daemon read the submission: nothing was queued (submit again; with the same request ID a retry never queues twice)",
+			r.NotAfter.UTC().Format(time.RFC3339Nano))}
+	}
+	if j, ok, err := d.submitted(r); err != nil || ok {
+		return j, false, err
+	}
 	job, err := d.validate(r)
 	if err != nil {
-		return api.Job{}, err
+		return api.Job{}, false, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return api.Job{}, errors.New("daemon is shutting down")
+		return api.Job{}, false, errors.New("daemon is shutting down")
+	}
+	// A retry may have raced this one through validation: the lookup
+	// under the lock decides.
+	if j, ok, err := d.store.ByRequest(r.OwnerUID, r.RequestID); err != nil || ok {
+		return j, false, err
 	}
 	if err := d.fitsEverLocked(job, r.GPU); err != nil {
-		return api.Job{}, err
+		return api.Job{}, false, err
 	}
 	job.State, job.Submitted = api.Queued, d.cfg.Now().UTC()
 	job.OwnerUID = r.OwnerUID // set by the API server from the connection
+	job.RequestID = r.RequestID
 	job, err = d.store.Create(job)
 	if err != nil {
-		return api.Job{}, err
+		return api.Job{}, false, err
 	}
 	d.arrived(job)
 	d.cfg.Log.Info("job queued", "job", job.ID, "queue", job.Queue, "priority", job.Priority, "command", job.Command[0])
 	d.notifyLocked()
 	d.poke()
-	return job, nil
+	return job, true, nil
+}
+
+// submitted returns the job r's owner submitted before with r's request
+// ID, if any.
+func (d *Daemon) submitted(r api.SubmitRequest) (api.Job, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.store.ByRequest(r.OwnerUID, r.RequestID)
+}
+
+// Request IDs (api.SubmitRequest.RequestID).
+const (
+	minRequestID = 8
+	maxRequestID = 64
+)
+
+func checkRequestID(id string) error {
+	if id == "" {
+		return nil
+	}
+	ok := len(id) >= minRequestID && len(id) <= maxRequestID
+	for _, c := range id {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_')
+	}
+	if !ok {
+		return &InputError{Field: "requestId", Msg: fmt.Sprintf("must be %d to %d characters of A-Z, a-z, 0-9, '-' and '_', got %q", minRequestID, maxRequestID, id)}
+	}
+	return nil
 }
 
 func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
@@ -84,6 +139,9 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	if len(r.Command) == 0 || r.Command[0] == "" {
 		return api.Job{}, &InputError{Field: "command", Msg: "must name a program to run"}
 	}
+	if err := checkNUL(r); err != nil {
+		return api.Job{}, err
+	}
 	if !filepath.IsAbs(r.Command[0]) {
 		return api.Job{}, &InputError{Field: "command", Msg: fmt.Sprintf("must be an absolute path (the client resolves it on PATH), got %q", r.Command[0])}
 	}
@@ -106,6 +164,9 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	if r.Dir != "" && !filepath.IsAbs(r.Dir) {
 		return api.Job{}, &InputError{Field: "dir", Msg: fmt.Sprintf("must be an absolute path, got %q", r.Dir)}
 	}
+	if err := checkDir(r.Dir); err != nil {
+		return api.Job{}, err
+	}
 	lib := d.cfg.InterceptLib
 	if r.InterceptLib != "" {
 		if fi, err := os.Stat(r.InterceptLib); err != nil || fi.IsDir() || !filepath.IsAbs(r.InterceptLib) {
@@ -114,6 +175,46 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 		lib = r.InterceptLib
 	}
 	return api.Job{GPU: gpu, Command: r.Command, Env: r.Env, Dir: r.Dir, Queue: q, Priority: r.Priority, InterceptLib: lib, Restartable: r.Restartable, EngineGPU: engine}, nil
+}
+
+// checkNUL refuses a NUL byte in the command's arguments, the environment
+// or the working folder: the kernel cannot pass one (exec and chdir take
+// C strings), so such a job could only fail when it starts.
+func checkNUL(r api.SubmitRequest) error {
+	for _, f := range []struct {
+		name, what string
+		vs         []string
+	}{{"command", "a program's arguments", r.Command}, {"env", "an environment entry", r.Env}} {
+		for i, v := range f.vs {
+			if at := strings.IndexByte(v, 0); at >= 0 { // the value is not quoted: it may be a secret
+				return &InputError{Field: fmt.Sprintf("%s[%d]", f.name, i), Msg: fmt.Sprintf("contains a NUL byte (at byte %d), which %s cannot hold", at, f.what)}
+			}
+		}
+	}
+	if at := strings.IndexByte(r.Dir, 0); at >= 0 {
+		return &InputError{Field: "dir", Msg: fmt.Sprintf("contains a NUL byte (at byte %d), which a folder name cannot hold", at)}
+	}
+	return nil
+}
+
+// checkDir refuses a working folder that is missing or not a folder now,
+// rather than queueing a job that could only fail to start ("" is the
+// daemon's own folder). The folder may still vanish before the job
+// starts; the supervisor then says so in the job's reason.
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &InputError{Field: "dir", Msg: fmt.Sprintf("the job's working folder %s does not exist (tessera run gives the folder it runs in)", dir)}
+	case err != nil:
+		return &InputError{Field: "dir", Msg: fmt.Sprintf("the job's working folder %s cannot be used (%v)", dir, err)}
+	case !fi.IsDir():
+		return &InputError{Field: "dir", Msg: fmt.Sprintf("the job's working folder %s is not a folder", dir)}
+	}
+	return nil
 }
 
 // fitsEverLocked rejects requests no amount of waiting can satisfy: the

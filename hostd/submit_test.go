@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
@@ -47,8 +48,10 @@ func TestSubmitSaysWhatThisHostAllows(t *testing.T) {
 			[]string{`must be at most 81559Mi`, `got "80Gi"`}, nil},
 		{"limit below compute in flag words", "1xH100", map[string]string{"compute": "0.5", "compute-limit": "0.25"}, "compute-limit",
 			[]string{`must be in [0.5, 1] (at least --gpu-fraction, the guaranteed compute), got "0.25"`}, nil},
-		{"memory limit alone", "1xH100", map[string]string{"memory-limit": "20Gi"}, "memory",
-			[]string{`must be set when --gpu-memory-limit is set without --gpu-fraction`}, nil},
+		{"memory limit alone", "1xH100", map[string]string{"memory-limit": "20Gi"}, "memory-limit",
+			[]string{`needs --gpu-memory`, `--gpu-fraction`, `got "20Gi" alone`, "79.6Gi", "H100-SXM"}, []string{`got ""`}},
+		{"memory limit alone, above the GPU", "1xH100", map[string]string{"memory-limit": "100Gi"}, "memory-limit",
+			[]string{`must be at most 81559Mi (about 79.6Gi)`, "H100-SXM", `got "100Gi"`, `needs --gpu-memory`}, []string{`got ""`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,5 +137,64 @@ func TestQueueReasonInHostWords(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// Issue #34 (6): a request ID makes a submission idempotent for its
+// owner (another user's same ID is another job, and the index survives a
+// restart), and a submission read after the client's NotAfter queues
+// nothing.
+func TestSubmitOnce(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, dir, "1xH100")
+	alice, bob := uint32(1000), uint32(1001)
+	req := func(owner *uint32, id string) api.SubmitRequest {
+		return api.SubmitRequest{GPU: map[string]string{"compute": "0.1"}, Command: []string{"/bin/sleep", "600"}, RequestID: id, OwnerUID: owner}
+	}
+	first, created, err := d.SubmitOnce(req(&alice, "request-0001"))
+	if err != nil || !created {
+		t.Fatalf("first submission: created %v, %v", created, err)
+	}
+	again, created, err := d.SubmitOnce(req(&alice, "request-0001"))
+	if err != nil || created || again.ID != first.ID {
+		t.Errorf("the same owner's retry: %s created %v %v, want %s, not created", again.ID, created, err, first.ID)
+	}
+	other, created, err := d.SubmitOnce(req(&bob, "request-0001"))
+	if err != nil || !created || other.ID == first.ID {
+		t.Errorf("another owner's same ID: %s created %v %v, want a job of its own", other.ID, created, err)
+	}
+	for _, bad := range []string{"short", strings.Repeat("x", 65), "has space1", "semi;colon"} {
+		_, _, err := d.SubmitOnce(req(&alice, bad))
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != "requestId" || !strings.Contains(ie.Msg, "must be 8 to 64 characters") {
+			t.Errorf("request ID %q: %v", bad, err)
+		}
+	}
+	past := time.Now().Add(-time.Second)
+	late := req(&alice, "request-0002")
+	late.NotAfter = &past
+	var ie *InputError
+	if _, _, err := d.SubmitOnce(late); !errors.As(err, &ie) || ie.Field != "notAfter" || !strings.Contains(ie.Msg, "nothing was queued") {
+		t.Errorf("a submission read after the client gave up: %v", err)
+	}
+	jobs, err := d.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 {
+		t.Errorf("%d jobs, want 2 (alice's and bob's)", len(jobs))
+	}
+	for _, j := range jobs {
+		if _, err := d.Stop(j.ID); err != nil {
+			t.Error(err)
+		}
+		if _, err := d.Wait(t.Context(), j.ID); err != nil {
+			t.Error(err)
+		}
+	}
+	d.shutdown()
+	d = startDaemon(t, dir, "1xH100")
+	if again, created, err := d.SubmitOnce(req(&alice, "request-0001")); err != nil || created || again.ID != first.ID {
+		t.Errorf("after a restart: %s created %v %v, want %s", again.ID, created, err, first.ID)
 	}
 }

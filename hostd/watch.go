@@ -57,6 +57,7 @@ func (d *Daemon) watchAdopted(ctx context.Context, j api.Job) {
 	defer d.watchers.Done()
 	t := time.NewTicker(d.cfg.PollInterval)
 	defer t.Stop()
+	tend := &tender{id: j.ID, pid: j.SupervisorPID, start: j.SupervisorStart}
 	for {
 		alive, err := supervisor.Alive(j.SupervisorPID, j.SupervisorStart)
 		if err != nil {
@@ -67,6 +68,9 @@ func (d *Daemon) watchAdopted(ctx context.Context, j api.Job) {
 				d.finish(j.ID)
 			}
 			return
+		}
+		if alive {
+			d.tend(tend)
 		}
 		select {
 		case <-ctx.Done():
@@ -85,6 +89,7 @@ func (d *Daemon) finish(id string) {
 		return // a later daemon re-adopts and records it
 	}
 	delete(d.children, id)
+	delete(d.stopping, id)
 	j, err := d.store.Get(id)
 	if err != nil || j.State != api.Running {
 		return
@@ -103,6 +108,7 @@ func (d *Daemon) finish(id string) {
 	if d.cfg.Arbiter != nil && !isMIG(j) {
 		d.cfg.Arbiter.Release(j.ID)
 	}
+	d.dropShm(j)
 	if err := d.store.Put(j); err != nil {
 		d.cfg.Log.Error("record finished job", "job", j.ID, "err", err)
 	}
@@ -119,6 +125,9 @@ func (d *Daemon) outcomeLocked(j *api.Job) {
 	case err != nil || !ok:
 		j.State, j.Finished = api.Lost, &now
 		j.Reason = "the job's supervisor ended without recording an exit status"
+		if why := supervisor.WhyNoExit(d.JobDir(j.ID)); why != "" {
+			j.Reason += ": " + why
+		}
 		if err != nil {
 			j.Reason += " (" + err.Error() + ")"
 		}

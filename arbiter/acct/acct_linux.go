@@ -37,8 +37,10 @@ type Usage struct {
 
 // Read sums the live slots of the file at path. A missing file is an
 // error wrapping os.ErrNotExist (the container has not allocated yet).
+// The folder is the workload's to write, so a link or anything but a
+// regular file there is refused, and opening never blocks (a FIFO).
 func Read(path string) (Usage, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Usage{}, fmt.Errorf("accounting file: %w", err)
 	}
@@ -46,6 +48,9 @@ func Read(path string) (Usage, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return Usage{}, fmt.Errorf("accounting file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return Usage{}, fmt.Errorf("accounting file %s: must be a regular file, got mode %s", path, st.Mode())
 	}
 	if st.Size() < FileSize {
 		return Usage{}, fmt.Errorf("accounting file %s: size %d, want at least %d", path, st.Size(), FileSize)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,5 +133,33 @@ func TestReadsTheLibrarysFile(t *testing.T) {
 	}
 	if u, err = Read(Path(shm, "ctr-9")); err != nil || u.Processes != 0 || u.Bytes[0] != 0 {
 		t.Fatalf("after exit: %+v, %v; want no process, no bytes", u, err)
+	}
+}
+
+// The accounting folder is the workload's to write: Read follows no link
+// (to a file of the arbiter's choosing) and does not hang on a FIFO.
+func TestReadRefusesLinksAndFIFOs(t *testing.T) {
+	real := file(t, nil, map[int]slot{0: {100, []uint64{10}}})
+	dir := t.TempDir()
+	link := filepath.Join(dir, "tessera-link.acct")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(link); err == nil {
+		t.Error("Read followed a symbolic link")
+	}
+	fifo := filepath.Join(dir, "tessera-fifo.acct")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Read(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "must be a regular file") {
+			t.Errorf("Read of a FIFO: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Read of a FIFO blocked (the bound only ends a hang)")
 	}
 }

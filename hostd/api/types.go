@@ -48,6 +48,17 @@ type SubmitRequest struct {
 	// Restartable says the job may be started again from the beginning:
 	// when it is preempted it goes back to the queue instead of ending.
 	Restartable bool `json:"restartable,omitempty"`
+	// RequestID, when set, makes the submission idempotent: a second
+	// submission by the same user with the same ID queues nothing and
+	// returns the first one's job (a retry after a timeout never runs the
+	// job twice). 8 to 64 characters of A-Z, a-z, 0-9, '-' and '_'; the
+	// tessera CLI makes a random one per run.
+	RequestID string `json:"requestId,omitempty"`
+	// NotAfter, when set, is when the client stops waiting for the answer:
+	// a submission the daemon reads after it queues nothing (the client
+	// has given up and says so; a retry with the same RequestID is how to
+	// submit it again).
+	NotAfter *time.Time `json:"notAfter,omitempty"`
 	// OwnerUID is the uid the job is submitted for. The API server sets it
 	// from the connection (the unix socket peer's uid, or the daemon's uid
 	// for a caller with the API token); clients cannot send it.
@@ -77,6 +88,10 @@ type Job struct {
 	Node   int             `json:"node"`
 	GPUs   []int           `json:"gpus,omitempty"`
 	Shares []binding.Share `json:"shares,omitempty"`
+	// ShmDir is the job's accounting folder (TESSERA_SHM_DIR) when it is
+	// not the job folder's shm/: a job run as another user than the
+	// daemon's has one outside the state folder.
+	ShmDir string `json:"shmDir,omitempty"`
 	// InterceptLib is the library preloaded into the job ("" when none).
 	InterceptLib string `json:"interceptLib,omitempty"`
 	// SupervisorPID and SupervisorStart identify the supervisor process;
@@ -113,10 +128,16 @@ type Job struct {
 	// output, and may stop it. Nil on records written before owners were
 	// recorded: those belong to the daemon's user.
 	OwnerUID *uint32 `json:"ownerUid,omitempty"`
-	// EnvFiltered says Env holds only the job's TESSERA_*, CUDA_* and
-	// NVIDIA_* variables (TESSERA_TOKEN excepted): the API shows the whole
-	// environment only to the job's owner, the daemon's user and root.
+	// RequestID is the submission's RequestID (see SubmitRequest).
+	RequestID string `json:"requestId,omitempty"`
+	// EnvFiltered says Env was left out of this answer: the API shows a
+	// job's environment only when asked (?env=true, tessera ps --show-env),
+	// and then only to the job's owner, the daemon's user and root.
 	EnvFiltered bool `json:"envFiltered,omitempty"`
+	// Filtered says Command holds only the program's file name and Dir is
+	// left out: the caller is not the job's owner, the daemon's user or
+	// root, and a command line may hold secrets.
+	Filtered bool `json:"filtered,omitempty"`
 }
 
 // Preemption records why a job was (or is being) stopped for another.
@@ -217,6 +238,11 @@ const TokenFile = "api-token"
 // TokenEnv is the environment variable a client takes the API token from
 // before TokenFile.
 const TokenEnv = "TESSERA_TOKEN"
+
+// WaitHeartbeat is how often the daemon sends a space (which JSON
+// ignores) while GET /v1/jobs/{id}/wait waits for the job to end, so a
+// client tells a long job from a daemon that stopped answering.
+const WaitHeartbeat = 5 * time.Second
 
 // LogCompleteTrailer is the HTTP trailer a log stream ends with when it
 // ended by design (not followed, or the job ended and all output was sent).

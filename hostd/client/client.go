@@ -3,17 +3,26 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/peer"
 	"github.com/tessera-gpu/tessera/webui"
 )
 
@@ -31,19 +40,64 @@ type Client struct {
 	// came from (or where none was found), for 401 messages.
 	token, tokenFrom string
 	hc               *http.Client
+	// timeout bounds each call (SetTimeout); 0: none.
+	timeout time.Duration
 }
+
+// socketBase is the base URL of calls over the unix socket.
+const socketBase = "http://tessera"
 
 // New returns a client for the daemon serving socket. The socket needs no
 // token: its file mode says who may connect, and the daemon knows the
-// peer's uid.
+// peer's uid. The client talks only to a daemon run by root, by this
+// user or by the owner of the socket's folder (trustedDaemon): in a
+// shared folder such as /tmp, a socket another user bound after the
+// daemon went away is refused before anything is sent.
 func New(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			c, err := d.DialContext(ctx, "unix", socket)
+			if err != nil {
+				return nil, err
+			}
+			if err := trustedDaemon(c, socket); err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			return c, nil
 		},
 	}
-	return &Client{base: "http://tessera", where: socket, hc: &http.Client{Transport: tr}}
+	return &Client{base: socketBase, where: socket, hc: &http.Client{Transport: tr}}
+}
+
+// trustedDaemon checks who serves the socket c reached: root, this
+// process's user, or the owner of the socket's folder (who could replace
+// the socket anyway). Where the peer's uid cannot be read (off Linux) it
+// trusts the folder's permissions alone.
+func trustedDaemon(c net.Conn, socket string) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	uid, err := peer.UID(uc)
+	if err != nil {
+		return nil
+	}
+	if uid == 0 || int(uid) == os.Geteuid() {
+		return nil
+	}
+	dir := filepath.Dir(socket)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%w: socket %s: its folder: %w", ErrNotTheDaemon, socket, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == uid {
+		return nil
+	}
+	return fmt.Errorf("%w: the socket %s is served by uid %d, which is neither root, you (uid %d) nor the owner of %s; "+
+		"nothing was sent to it (another user's program may have taken the socket's name after the daemon stopped): check --socket / TESSERA_SOCKET",
+		ErrNotTheDaemon, socket, uid, os.Geteuid(), dir)
 }
 
 // NewHTTP returns a client for the daemon serving its API over TCP at
@@ -91,31 +145,77 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Msg }
 
+// ErrTimeout is wrapped by errors that mean the daemon did not answer
+// within the client's timeout (SetTimeout): it is stopped, frozen or
+// overloaded. It also wraps ErrUnreachable: asking again later may succeed.
+var ErrTimeout = errors.New("the tessera daemon did not answer in time")
+
+// ErrNotTheDaemon is wrapped by errors that mean the server at a TCP
+// address could not prove that it holds the API token: it is not the
+// daemon of this state folder, and nothing was sent to it.
+var ErrNotTheDaemon = errors.New("not the tessera daemon of this state folder")
+
+// errCallTimeout is the cause a call's context ends with when the call
+// ran past the client's timeout.
+var errCallTimeout = errors.New("call timed out")
+
+// SetTimeout bounds every call: a whole answer for short calls, the start
+// of the answer for logs, and, for Wait, the gap between the daemon's
+// heartbeats (at least 3 x api.WaitHeartbeat). 0 waits as long as it takes.
+func (c *Client) SetTimeout(d time.Duration) { c.timeout = d }
+
+// Timeout is the client's timeout (SetTimeout).
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// callContext bounds one short call by the client's timeout.
+func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
+}
+
+// timedOut turns an error of a call whose context ran past the client's
+// timeout into one that says so.
+func (c *Client) timedOut(ctx context.Context, method, path string, err error) error {
+	if context.Cause(ctx) != errCallTimeout {
+		return err
+	}
+	return fmt.Errorf("%w (%w): %s %s at %s got no answer within %s; it may be stopped (kill -STOP), frozen or overloaded (check it with tessera ps, or wait longer with --timeout)",
+		ErrTimeout, ErrUnreachable, method, path, c.where, c.timeout)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		data, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
-		body = bytes.NewReader(data)
+		body = data
 	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
 	resp, err := c.send(ctx, method, path, body)
 	if err != nil {
-		return err
+		return c.timedOut(ctx, method, path, err)
 	}
 	defer resp.Body.Close()
 	if out == nil {
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode daemon answer to %s %s: %w", method, path, err)
+		return c.timedOut(ctx, method, path, fmt.Errorf("decode daemon answer to %s %s: %w", method, path, err))
 	}
 	return nil
 }
 
-func (c *Client) send(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
 	}
@@ -123,18 +223,24 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		auth, err := c.prove(ctx, req, body)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
+			if context.Cause(ctx) == errCallTimeout {
+				return nil, err
+			}
 			return nil, ctx.Err()
 		}
-		hint := "start one with `tessera up`, or set --socket / TESSERA_SOCKET"
-		if c.base != "http://tessera" {
-			hint = "start one with `tessera up --http ADDRESS`, or set --addr / TESSERA_ADDR"
+		if ue := (*url.Error)(nil); errors.Is(err, ErrNotTheDaemon) && errors.As(err, &ue) {
+			return nil, ue.Err
 		}
-		return nil, fmt.Errorf("%w at %s (%s): %w", ErrUnreachable, c.where, hint, err)
+		return nil, c.unreachable(err)
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable {
 		_ = resp.Body.Close()
@@ -160,10 +266,73 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader) 
 	return resp, nil
 }
 
+// unreachable wraps a transport error: the daemon is not there.
+func (c *Client) unreachable(err error) error {
+	hint := "start one with `tessera up`, or set --socket / TESSERA_SOCKET"
+	if c.base != socketBase {
+		hint = "start one with `tessera up --http ADDRESS`, or set --addr / TESSERA_ADDR"
+	}
+	return fmt.Errorf("%w at %s (%s): %w", ErrUnreachable, c.where, hint, err)
+}
+
+// prove runs the proof exchange for req (see package api): it asks the
+// server for a challenge, checks that the server proved it holds the
+// token for the address this client reached, and returns the
+// Authorization header that proves req. The token itself is never sent.
+func (c *Client) prove(ctx context.Context, req *http.Request, body []byte) (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("challenge nonce: %w", err)
+	}
+	mine := base64.RawURLEncoding.EncodeToString(raw[:])
+	var remote string
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { remote = i.Conn.RemoteAddr().String() }}
+	creq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet,
+		c.base+api.ChallengePath+"?client="+mine, nil)
+	if err != nil {
+		return "", fmt.Errorf("build challenge: %w", err)
+	}
+	resp, err := c.hc.Do(creq)
+	if err != nil {
+		if ctx.Err() != nil {
+			if context.Cause(ctx) == errCallTimeout {
+				return "", err
+			}
+			return "", ctx.Err()
+		}
+		return "", c.unreachable(err)
+	}
+	defer resp.Body.Close()
+	notDaemon := func(why string) error {
+		return fmt.Errorf("%w: the server at %s %s, so the token was not sent and nothing was asked of it. "+
+			"Either it is not the daemon (another program on that port: the daemon may have stopped and another user's program taken its address; check --addr / %s against the daemon's tessera up --http address), "+
+			"or the token (from %s) is not this daemon's (another state folder's, or an old one)",
+			ErrNotTheDaemon, c.where, why, "TESSERA_ADDR", c.tokenFrom)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return "", fmt.Errorf("%w at %s: it is shutting down", ErrUnreachable, c.where)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", notDaemon(fmt.Sprintf("answered %s to the token challenge (GET %s)", resp.Status, api.ChallengePath))
+	}
+	var ch api.Challenge
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&ch); err != nil || ch.Nonce == "" {
+		if ctx.Err() != nil && context.Cause(ctx) == errCallTimeout {
+			return "", err
+		}
+		return "", notDaemon("sent no valid answer to the token challenge")
+	}
+	if !api.ProofEqual(ch.Proof, api.DaemonProof(c.token, mine, ch.Nonce, remote)) {
+		return "", notDaemon(fmt.Sprintf("could not prove it holds the API token for the address it answered on (%s)", remote))
+	}
+	proof := api.RequestProof(c.token, ch.Nonce, req.Method, req.URL.RequestURI(), sha256.Sum256(body), remote)
+	return api.ProofHeader(ch.Nonce, proof), nil
+}
+
 // tokenHint says what to do about a refused token.
 func (c *Client) tokenHint() string {
 	switch {
-	case c.base == "http://tessera":
+	case c.base == socketBase:
 		return "Over the socket no token is needed: is this the daemon's socket?"
 	case c.token == "":
 		return fmt.Sprintf("No token was sent: %s; run as the daemon's user with --state-dir set to its state folder, or set %s", c.tokenFrom, api.TokenEnv)
@@ -183,10 +352,18 @@ func (c *Client) Submit(ctx context.Context, r api.SubmitRequest) (api.Job, erro
 
 func isTokenVar(kv string) bool { return strings.HasPrefix(kv, api.TokenEnv+"=") }
 
-// Jobs lists every job.
-func (c *Client) Jobs(ctx context.Context) ([]api.Job, error) {
+// Jobs lists every job, without their environments.
+func (c *Client) Jobs(ctx context.Context) ([]api.Job, error) { return c.JobsWithEnv(ctx, false) }
+
+// JobsWithEnv lists every job; with env, the environments of those this
+// caller may manage (its own; all for the daemon's user and root).
+func (c *Client) JobsWithEnv(ctx context.Context, env bool) ([]api.Job, error) {
+	path := "/v1/jobs"
+	if env {
+		path += "?env=true"
+	}
 	var js []api.Job
-	return js, c.do(ctx, http.MethodGet, "/v1/jobs", nil, &js)
+	return js, c.do(ctx, http.MethodGet, path, nil, &js)
 }
 
 // Job returns one job.
@@ -195,11 +372,74 @@ func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
 	return j, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &j)
 }
 
-// Wait blocks until the job has ended.
+// Wait blocks until the job has ended. The daemon sends a heartbeat every
+// api.WaitHeartbeat while the job runs: with a timeout (SetTimeout), a
+// daemon silent for longer than the timeout (at least three heartbeats)
+// is reported as unreachable.
 func (c *Client) Wait(ctx context.Context, id string) (api.Job, error) {
+	path := "/v1/jobs/" + url.PathEscape(id) + "/wait"
+	ctx, _, body, done, err := c.stream(ctx, http.MethodGet, path, max(c.timeout, 3*api.WaitHeartbeat))
+	if err != nil {
+		return api.Job{}, err
+	}
+	defer done()
 	var j api.Job
-	return j, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/wait", nil, &j)
+	if err := json.NewDecoder(body).Decode(&j); err != nil {
+		if ctx.Err() != nil && context.Cause(ctx) != errCallTimeout {
+			return api.Job{}, ctx.Err()
+		}
+		// The daemon stopped (or froze) while the job ran.
+		return api.Job{}, c.timedOut(ctx, http.MethodGet, path, fmt.Errorf("%w at %s: the answer to GET %s was cut: %w", ErrUnreachable, c.where, path, err))
+	}
+	return j, nil
 }
+
+// stream sends a call whose answer may take long to end. The client's
+// timeout bounds the wait for the answer to begin; idle, when above 0 and
+// with a timeout set, bounds each gap between bytes of the body after
+// that. done releases the call.
+func (c *Client) stream(ctx context.Context, method, path string, idle time.Duration) (context.Context, *http.Response, io.Reader, func(), error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var timer *time.Timer
+	if c.timeout > 0 {
+		timer = time.AfterFunc(c.timeout, func() { cancel(errCallTimeout) })
+	}
+	stop := func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		cancel(nil)
+	}
+	resp, err := c.send(ctx, method, path, nil)
+	if err != nil {
+		stop()
+		return ctx, nil, nil, nil, c.timedOut(ctx, method, path, err)
+	}
+	done := func() {
+		stop()
+		_ = resp.Body.Close()
+	}
+	if timer == nil {
+		return ctx, resp, resp.Body, done, nil
+	}
+	if idle <= 0 {
+		timer.Stop()
+		return ctx, resp, resp.Body, done, nil
+	}
+	timer.Reset(idle)
+	return ctx, resp, readFunc(func(p []byte) (int, error) {
+		n, err := resp.Body.Read(p)
+		if n > 0 {
+			timer.Reset(idle)
+		}
+		return n, err
+	}), done, nil
+}
+
+// readFunc is an io.Reader made of a function.
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }
 
 // Stop stops a job.
 func (c *Client) Stop(ctx context.Context, id string) (api.Job, error) {
@@ -241,20 +481,23 @@ func (c *Client) Snapshot(ctx context.Context) (webui.Snapshot, error) {
 // returns an error wrapping ErrUnreachable: call again at offset+n.
 func (c *Client) Logs(ctx context.Context, id, stream string, follow bool, offset int64, w io.Writer) (int64, error) {
 	q := url.Values{"stream": {stream}, "follow": {fmt.Sprint(follow)}, "offset": {fmt.Sprint(offset)}}
-	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs?"+q.Encode(), nil)
+	path := "/v1/jobs/" + url.PathEscape(id) + "/logs?" + q.Encode()
+	// A followed job may print nothing for hours: only the start of the
+	// answer is timed.
+	ctx, resp, body, done, err := c.stream(ctx, http.MethodGet, path, 0)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	n, err := io.Copy(w, resp.Body)
+	defer done()
+	n, err := io.Copy(w, body)
 	if err == nil && resp.Trailer.Get(api.LogCompleteTrailer) != "true" {
 		err = errors.New("stream ended early")
 	}
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && context.Cause(ctx) != errCallTimeout {
 			return n, ctx.Err()
 		}
-		return n, fmt.Errorf("read %s of %s: %w: %w", stream, id, ErrUnreachable, err)
+		return n, c.timedOut(ctx, http.MethodGet, path, fmt.Errorf("read %s of %s: %w: %w", stream, id, ErrUnreachable, err))
 	}
 	return n, nil
 }

@@ -58,8 +58,8 @@ func Detect(stateDir string) (Host, string) {
 	// A root-owned hierarchy: a folder of Tessera's own at the top.
 	// Otherwise a subtree delegated to this user: beside this process.
 	candidates := []string{
-		filepath.Join(mnt, "tessera", "daemon-"+h),
-		filepath.Join(mnt, self, "tessera-jobs-"+h),
+		filepath.Join(mnt, "tessera", daemonPrefix+h),
+		filepath.Join(mnt, self, delegatedPrefix+h),
 	}
 	var reasons []string
 	for _, c := range candidates {
@@ -74,6 +74,92 @@ func Detect(stateDir string) (Host, string) {
 		return Host{Base: c}, ""
 	}
 	return Host{}, "no writable cgroup v2 folder (" + strings.Join(reasons, "; ") + ")"
+}
+
+// Base folders are named daemonPrefix+HASH under a root-owned hierarchy's
+// tessera folder and delegatedPrefix+HASH in a delegated subtree.
+const (
+	daemonPrefix    = "daemon-"
+	delegatedPrefix = "tessera-jobs-"
+)
+
+// Release removes the host's Base folder when no job cgroup is left in it
+// (the daemon's clean exit): one with jobs still running stays for the
+// next daemon, which re-adopts them. Nothing when the host has no Base.
+func (h Host) Release() error {
+	if h.Base == "" {
+		return nil
+	}
+	_, err := removeIfEmpty(h.Base)
+	return err
+}
+
+// SweepStale removes the folders of other daemons beside Base that hold
+// no cgroup and no process (left by daemons on other state folders that
+// ended or were killed), and returns those it removed. The kernel removes
+// only an empty cgroup, so a folder whose jobs still run stays; a live
+// daemon's empty folder is made again when its next job starts.
+func (h Host) SweepStale() ([]string, error) {
+	if h.Base == "" {
+		return nil, nil
+	}
+	parent, own := filepath.Split(h.Base)
+	prefix := daemonPrefix
+	if strings.HasPrefix(own, delegatedPrefix) {
+		prefix = delegatedPrefix
+	}
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return nil, fmt.Errorf("list daemon cgroups in %s: %w", parent, err)
+	}
+	var removed []string
+	for _, e := range ents {
+		if !e.IsDir() || e.Name() == own || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		p := filepath.Join(parent, e.Name())
+		if empty, err := emptyCgroup(p); err != nil || !empty {
+			continue
+		}
+		if ok, err := removeIfEmpty(p); ok && err == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed, nil
+}
+
+// emptyCgroup reports whether the cgroup folder dir holds neither a
+// process nor a child cgroup.
+func emptyCgroup(dir string) (bool, error) {
+	pids, err := cgroupProcs(dir)
+	if err != nil || len(pids) > 0 {
+		return false, err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("list cgroup %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// removeIfEmpty removes the cgroup folder dir unless it holds a cgroup or
+// a process (the kernel refuses: EBUSY or ENOTEMPTY) or is gone already;
+// removed says whether it did.
+func removeIfEmpty(dir string) (removed bool, err error) {
+	err = syscall.Rmdir(dir)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ENOTEMPTY):
+		return false, nil
+	default:
+		return false, fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
 }
 
 // New returns a fresh Job for one run of the job id: a new random mark
@@ -101,7 +187,15 @@ func (j Job) Prepare() (*os.File, error) {
 	if j.Cgroup == "" {
 		return nil, nil
 	}
-	if err := os.MkdirAll(j.Cgroup, 0o755); err != nil {
+	// Another daemon starting may remove this daemon's folder while it
+	// holds no job (SweepStale) between MkdirAll's steps: try again then.
+	var err error
+	for range 3 {
+		if err = os.MkdirAll(j.Cgroup, 0o755); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create job cgroup: %w", err)
 	}
 	f, err := os.Open(j.Cgroup)
@@ -257,8 +351,9 @@ func cgroupProcs(dir string) ([]int, error) {
 
 // scanMark returns the processes whose initial environment holds kv,
 // and the processes it cannot tell yet (see readEnviron). Processes that
-// cannot be read (another user's, gone meanwhile) are skipped: a job's
-// processes run as the daemon's user.
+// cannot be read (gone meanwhile, or another user's where the daemon is
+// not root) are skipped: a job's processes run as the daemon's user, or,
+// under a root daemon, which reads every process, as the job's user.
 func scanMark(kv string) (marked, unsettled []int, err error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {

@@ -12,7 +12,19 @@
 // /proc finds processes by it where no cgroup exists or a process left
 // its cgroup.
 //
-// The package owns finding, killing and waiting for a job's processes.
-// It does not decide when a job ends or what its share is: the daemon
-// (package hostd) and the supervisor (package hostd/supervisor) call it.
+// A job can leave its cgroup only by writing its pid into another
+// cgroup's cgroup.procs, which needs write access there: a job running as
+// a user other than the daemon's (a root daemon runs another user's job
+// as that user) cannot, as every folder and file of the hierarchy the
+// daemon and supervisor create is theirs (mode 0755 folders, 0644
+// files, nothing delegated). A job running as root, or as the user of a
+// daemon in a delegated subtree, can: the cgroup contains it only as
+// long as it does not try.
+//
+// The package owns finding, killing and waiting for a job's processes,
+// and the daemon's cgroup folder: Host.Release removes it when the daemon
+// ends with no job in it, Host.SweepStale removes empty ones earlier
+// daemons left. It does not decide when a job ends or what its share is:
+// the daemon (package hostd) and the supervisor (package
+// hostd/supervisor) call it.
 package contain

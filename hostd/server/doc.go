@@ -11,5 +11,8 @@
 // non-JSON POST body are refused. Jobs belong to the uid that submitted
 // them (the socket peer's, by SO_PEERCRED through ConnContext, or the
 // daemon's with the token): only the owner, the daemon's user and root
-// see a job's whole environment and output, or stop it.
+// see a job's whole environment and output, or stop it. A job's output is
+// read without following links (internal/safefs): a log or job folder
+// replaced by a link is refused, saying so. CheckSocketPath refuses a
+// socket path too long for a unix socket.
 package server

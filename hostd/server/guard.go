@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/peer"
 )
 
 // conn is what the guard knows about the connection a request came on.
@@ -38,7 +39,7 @@ type connKey struct{}
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	switch c := c.(type) {
 	case *net.UnixConn:
-		uid, err := peerUID(c)
+		uid, err := peer.UID(c)
 		return context.WithValue(ctx, connKey{}, conn{unix: true, peer: uid, peerKnown: err == nil})
 	case *net.TCPConn:
 		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
@@ -73,8 +74,9 @@ func callerOf(ctx context.Context) caller {
 //   - a POST with a body must be application/json (an HTML form or a
 //     "simple" cross-site fetch cannot send that without a preflight);
 //   - over TCP, any call but GET and HEAD needs the API token (any local
-//     user can reach a loopback port); the token makes the caller the
-//     daemon's user, no token makes it nobody;
+//     user can reach a loopback port), as a proof over a challenge's nonce
+//     (proof.go; the tessera CLI) or as a bearer token (curl); the token
+//     makes the caller the daemon's user, no token makes it nobody;
 //   - on the unix socket (whose file mode is its access control) the
 //     caller is the peer's uid.
 func (s *Server) guard(next http.Handler) http.Handler {
@@ -115,6 +117,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			case auth == "":
 				s.unauthorized(w, "this call needs the daemon's API token over TCP: send it as Authorization: Bearer TOKEN")
 				return
+			case strings.HasPrefix(strings.ToLower(auth), strings.ToLower(api.ProofScheme)+" "):
+				if ok, why := s.validProof(r, auth, c.local.String(), maxSubmission); !ok {
+					s.unauthorized(w, why)
+					return
+				}
+				who = caller{uid: s.uid, known: true}
 			case s.validToken(auth):
 				who = caller{uid: s.uid, known: true}
 			default:
@@ -136,7 +144,8 @@ func (s *Server) unauthorized(w http.ResponseWriter, msg string) {
 	} else {
 		msg += fmt.Sprintf(" (tessera up --http wrote it to %s, readable by the daemon's user only; the tessera CLI reads it from there, or from %s)", where, api.TokenEnv)
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="tessera"`)
+	w.Header().Add("WWW-Authenticate", api.ProofScheme+` realm="tessera"`)
+	w.Header().Add("WWW-Authenticate", `Bearer realm="tessera"`)
 	writeJSON(w, http.StatusUnauthorized, api.Error{Error: msg})
 }
 

@@ -11,9 +11,26 @@ import (
 	"time"
 )
 
+// MaxSocketPath is the longest unix socket path Linux takes, in bytes:
+// sockaddr_un's sun_path holds 108, the terminating NUL included.
+const MaxSocketPath = 107
+
+// CheckSocketPath refuses a socket path too long for a unix socket, which
+// bind would refuse with a bare "invalid argument".
+func CheckSocketPath(path string) error {
+	if len(path) > MaxSocketPath {
+		return fmt.Errorf("--socket %s: the path is %d bytes, and a unix socket path may be at most %d bytes on Linux (%d including the terminating NUL); give --socket a shorter path (the default, STATE_DIR/tessera.sock, is as long as --state-dir allows)",
+			path, len(path), MaxSocketPath, MaxSocketPath+1)
+	}
+	return nil
+}
+
 // ListenUnix listens on the unix socket path with the given mode. A stale
 // socket file left by a dead daemon is replaced; a live one is an error.
 func ListenUnix(path string, mode os.FileMode) (net.Listener, error) {
+	if err := CheckSocketPath(path); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("--socket %s: %w", path, err)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/internal/safefs"
 )
 
 // logPoll is how often a followed log is re-read for new output.
@@ -49,18 +51,31 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	path := filepath.Join(s.d.JobDir(id), name)
+	// Opened beneath the jobs folder, never through a link: a job folder
+	// or log replaced by a link is refused, saying so, before anything
+	// is sent.
+	jobs, rel := filepath.Dir(s.d.JobDir(id)), id+"/"+name
+	if err := checkLog(jobs, rel); err != nil {
+		s.log.Warn("refused to stream a log", "job", id, "err", err)
+		writeJSON(w, http.StatusInternalServerError, api.Error{Error: fmt.Sprintf("the output of %s: %v", id, err)})
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Trailer", api.LogCompleteTrailer)
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		// The answer has begun: a client timing the daemon's answer
+		// stops waiting for one (a quiet job may send nothing for long).
+		flusher.Flush()
+	}
 	t := time.NewTicker(logPoll)
 	defer t.Stop()
 	for {
 		// Read the state first: output written before the job ended is
 		// in the file by the time the state says it ended.
 		final := j.State.Final()
-		n, err := copyFrom(w, path, off)
+		n, err := copyFrom(w, jobs, rel, off)
 		off += n
 		if err != nil {
 			s.log.Warn("stream log", "job", id, "err", err)
@@ -86,8 +101,21 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func copyFrom(w io.Writer, path string, off int64) (int64, error) {
-	f, err := os.Open(path)
+// checkLog fails when the log rel under jobs cannot be opened (a missing
+// one is fine: the job has not written yet).
+func checkLog(jobs, rel string) error {
+	f, err := safefs.OpenFile(jobs, rel, os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func copyFrom(w io.Writer, jobs, rel string, off int64) (int64, error) {
+	f, err := safefs.OpenFile(jobs, rel, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}

@@ -74,6 +74,23 @@ func peerMain(args []string) int {
 		_ = resp.Body.Close()
 		fmt.Printf("%d\n%s", resp.StatusCode, body)
 		return 0
+	case len(args) == 2 && args[0] == "listen":
+		// Serve a unix socket at args[1], take one connection, print
+		// how many bytes it was sent before it closed.
+		l, lerr := net.Listen("unix", args[1])
+		if lerr != nil {
+			fmt.Println("error:", lerr)
+			return 3
+		}
+		fmt.Println("listening")
+		c, aerr := l.Accept()
+		if aerr != nil {
+			fmt.Println("error:", aerr)
+			return 3
+		}
+		n, _ := io.Copy(io.Discard, c)
+		fmt.Printf("got %d bytes\n", n)
+		return 0
 	case len(args) == 2 && args[0] == "read":
 		_, err = os.ReadFile(args[1])
 	case len(args) == 2 && args[0] == "readdir":
@@ -319,8 +336,9 @@ func TestUnixGuard(t *testing.T) {
 // variables (TESSERA_TOKEN excepted), and not its output.
 func TestEnvShownToOwnerOnly(t *testing.T) {
 	f := newFixture(t, 0o600)
-	env := []string{"SECRET=hunter2", "TESSERA_QUEUE_HINT=a", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "NVIDIA_DRIVER_CAPABILITIES=compute", "TESSERA_TOKEN=" + f.token, "PATH=/usr/bin"}
-	body, _ := json.Marshal(api.SubmitRequest{GPU: map[string]string{"compute": "0.1"}, Command: []string{"/bin/true"}, Env: env})
+	env := []string{"SECRET=hunter2", "TESSERA_QUEUE_HINT=a", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "PATH=/usr/bin"}
+	command := []string{"/bin/sh", "-c", "echo --password=hunter3"}
+	body, _ := json.Marshal(api.SubmitRequest{GPU: map[string]string{"compute": "0.1"}, Command: command, Env: env, Dir: "/tmp"})
 	code, out, _ := f.call(t, true, "POST", "/v1/jobs", string(body), map[string]string{"Content-Type": "application/json"})
 	if code != 201 {
 		t.Fatalf("submit: %d %s", code, out)
@@ -332,36 +350,57 @@ func TestEnvShownToOwnerOnly(t *testing.T) {
 	if j.OwnerUID == nil || *j.OwnerUID != uint32(os.Getuid()) {
 		t.Errorf("owner recorded = %v, want the socket peer's uid %d", j.OwnerUID, os.Getuid())
 	}
-	public := []string{"TESSERA_QUEUE_HINT=a", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "NVIDIA_DRIVER_CAPABILITIES=compute"}
+	if len(j.Env) != 0 || !j.EnvFiltered {
+		t.Errorf("the submission's answer echoes the environment: %s", out)
+	}
 	bearer := map[string]string{"Authorization": "Bearer " + f.token}
 	for _, tc := range []struct {
 		name    string
 		unix    bool
 		hdr     map[string]string
+		query   string
 		env     []string
+		command []string
+		dir     string
+		code    int // of GET /v1/jobs/{id} with the query
 		logs    int
-		private bool
 	}{
-		{"TCP without a token (nobody)", false, nil, public, 403, false},
-		{"TCP with the token (the daemon's user)", false, bearer, env, 200, true},
-		{"the socket, as the owner", true, nil, env, 200, true},
+		{"TCP without a token (nobody)", false, nil, "", nil, []string{"sh"}, "", 200, 403},
+		{"TCP without a token asking for the environment", false, nil, "?env=true", nil, []string{"sh"}, "", 403, 403},
+		{"TCP with the token (the daemon's user)", false, bearer, "", nil, command, "/tmp", 200, 200},
+		{"TCP with the token asking for the environment", false, bearer, "?env=true", env, command, "/tmp", 200, 200},
+		{"the socket, as the owner", true, nil, "", nil, command, "/tmp", 200, 200},
+		{"the socket, as the owner asking for the environment", true, nil, "?env=true", env, command, "/tmp", 200, 200},
 	} {
 		for _, path := range []string{"/v1/jobs", "/v1/jobs/" + j.ID} {
-			_, out, _ := f.call(t, tc.unix, "GET", path, "", tc.hdr)
+			code, out, _ := f.call(t, tc.unix, "GET", path+tc.query, "", tc.hdr)
 			var got []api.Job
 			if path == "/v1/jobs" {
 				_ = json.Unmarshal([]byte(out), &got)
 			} else {
+				if code != tc.code {
+					t.Errorf("%s: GET %s%s answered %d %s, want %d", tc.name, path, tc.query, code, out, tc.code)
+				}
+				if code != 200 {
+					continue
+				}
 				got = make([]api.Job, 1)
 				_ = json.Unmarshal([]byte(out), &got[0])
 			}
-			if len(got) != 1 || !slices.Equal(got[0].Env, tc.env) || got[0].EnvFiltered == tc.private {
-				t.Errorf("%s: GET %s = %s\nwant env %q (filtered %v)", tc.name, path, out, tc.env, !tc.private)
+			if len(got) != 1 || !slices.Equal(got[0].Env, tc.env) || got[0].EnvFiltered != (tc.env == nil) ||
+				!slices.Equal(got[0].Command, tc.command) || got[0].Dir != tc.dir || got[0].Filtered != (tc.dir == "") {
+				t.Errorf("%s: GET %s%s = %s\nwant env %q, command %q, dir %q", tc.name, path, tc.query, out, tc.env, tc.command, tc.dir)
+			}
+			if !tc.unix && tc.hdr == nil && (strings.Contains(out, "hunter") || strings.Contains(out, "PCI_BUS_ID")) {
+				t.Errorf("%s: an anonymous read shows a secret: %s", tc.name, out)
 			}
 		}
 		if code, out, _ := f.call(t, tc.unix, "GET", "/v1/jobs/"+j.ID+"/logs", "", tc.hdr); code != tc.logs {
 			t.Errorf("%s: logs answered %d %s, want %d", tc.name, code, out, tc.logs)
 		}
+	}
+	if code, out, _ := f.call(t, true, "GET", "/v1/jobs?env=yes", "", nil); code != 400 || !strings.Contains(out, `env: must be true or false, got \"yes\"`) {
+		t.Errorf("?env=yes: %d %s", code, out)
 	}
 }
 
@@ -479,8 +518,12 @@ func TestSocketModeAndOwnersAsAnotherUser(t *testing.T) {
 		t.Fatalf("uid %d could not use the 0666 socket in the state folder: %d %s", nobody, code, out)
 	}
 	code, out := u.http(f.sock, "GET", "/v1/jobs", "")
-	if code != 200 || strings.Contains(out, "SECRET") || !strings.Contains(out, "TESSERA_X=1") || strings.Count(out, `"envFiltered":true`) != 2 {
-		t.Errorf("uid %d lists: %d %s; want both jobs without SECRET, TESSERA_X kept", nobody, code, out)
+	if code != 200 || strings.Contains(out, "SECRET") || strings.Contains(out, "TESSERA_X=1") || strings.Contains(out, "/bin/true") ||
+		strings.Count(out, `"envFiltered":true`) != 2 || strings.Count(out, `"filtered":true`) != 2 {
+		t.Errorf("uid %d lists: %d %s; want both jobs without their environment, command lines and folders", nobody, code, out)
+	}
+	if code, out := u.http(f.sock, "GET", "/v1/jobs?env=true", ""); code != 200 || strings.Contains(out, "SECRET") {
+		t.Errorf("uid %d lists others' jobs asking for environments: %d %s; want none shown", nobody, code, out)
 	}
 	for _, id := range []string{"job-1", "job-2"} {
 		if code, out := u.http(f.sock, "POST", "/v1/jobs/"+id+"/stop", ""); code != 403 || !strings.Contains(out, "only its owner (uid 0), the daemon's user (uid 0) or root may stop it; this request is from uid 65534") {
@@ -494,13 +537,19 @@ func TestSocketModeAndOwnersAsAnotherUser(t *testing.T) {
 	if code, out := u.http(f.sock, "POST", "/v1/jobs", string(body)); code != 201 || !strings.Contains(out, `"ownerUid":65534`) {
 		t.Fatalf("uid %d submits: %d %s", nobody, code, out)
 	}
-	if code, out := u.http(f.sock, "GET", "/v1/jobs/job-3", ""); code != 200 || !strings.Contains(out, "SECRET=theirs") {
-		t.Errorf("uid %d reads its own job: %d %s; want its whole env", nobody, code, out)
+	if code, out := u.http(f.sock, "GET", "/v1/jobs/job-3", ""); code != 200 || strings.Contains(out, "SECRET=theirs") || !strings.Contains(out, `"command":["/bin/true"]`) {
+		t.Errorf("uid %d reads its own job unasked: %d %s; want its command, no environment", nobody, code, out)
+	}
+	if code, out := u.http(f.sock, "GET", "/v1/jobs/job-3?env=true", ""); code != 200 || !strings.Contains(out, "SECRET=theirs") {
+		t.Errorf("uid %d reads its own job with ?env=true: %d %s; want its whole env", nobody, code, out)
+	}
+	if code, out := u.http(f.sock, "GET", "/v1/jobs/job-1?env=true", ""); code != 403 {
+		t.Errorf("uid %d asks for root's job's environment: %d %s; want 403", nobody, code, out)
 	}
 	if code, out := u.http(f.sock, "POST", "/v1/jobs/job-3/stop", ""); code != 200 {
 		t.Errorf("uid %d stops its own job: %d %s", nobody, code, out)
 	}
-	_, out, _ = f.call(t, true, "GET", "/v1/jobs", "", nil)
+	_, out, _ = f.call(t, true, "GET", "/v1/jobs?env=true", "", nil)
 	for _, s := range []string{"SECRET=mine", "SECRET=old", "SECRET=theirs"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("root's list lacks %s: %s", s, out)

@@ -42,13 +42,15 @@ type Server struct {
 	token     string
 	tokenFile string
 	uid       uint32
+	// nonces are the outstanding challenges of the proof exchange.
+	nonces *nonces
 }
 
 // Handler returns the API, metrics and web UI handler, behind the guard
 // (see Server.guard). Serve it with ConnContext as the http.Server's
 // ConnContext. The web UI records its chart history until d is closed.
 func Handler(d *hostd.Daemon, o Options) (http.Handler, error) {
-	s := &Server{d: d, log: o.Log, token: o.Token, tokenFile: o.TokenFile, uid: uint32(os.Getuid())}
+	s := &Server{d: d, log: o.Log, token: o.Token, tokenFile: o.TokenFile, uid: uint32(os.Getuid()), nonces: newNonces(time.Now)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -60,6 +62,7 @@ func Handler(d *hostd.Daemon, o Options) (http.Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+api.ChallengePath, s.challenge)
 	mux.HandleFunc("POST /v1/jobs", s.submit)
 	mux.HandleFunc("GET /v1/jobs", s.list)
 	mux.HandleFunc("GET /v1/jobs/{id}", s.get)
@@ -104,13 +107,24 @@ func (s *Server) mayManage(c caller, j api.Job) bool {
 	return s.privileged(c) || (c.known && c.uid == s.owner(j))
 }
 
-// view is j as c may see it: whole for those who may manage it, with
-// only its public variables (hostd.PublicEnv) for anyone else.
-func (s *Server) view(c caller, j api.Job) api.Job {
-	if s.mayManage(c, j) {
-		return j
+// view is j as c may see it (hostd.View): its environment only when
+// asked (withEnv) and only to those who may manage it; to anyone else
+// only its program's name, no folder.
+func (s *Server) view(c caller, j api.Job, withEnv bool) api.Job {
+	return hostd.View(j, s.mayManage(c, j), withEnv)
+}
+
+// withEnv reports whether the request asks for jobs' environments
+// (?env=true; tessera ps --show-env), or says why its value is wrong.
+func withEnv(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("env"); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("env: must be true or false, got %q", v)
 	}
-	return hostd.Redacted(j)
 }
 
 // forbidden answers 403 for a caller who may not manage job j.
@@ -173,12 +187,17 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.OwnerUID = &who.uid
-	j, err := s.d.Submit(req)
+	j, created, err := s.d.SubmitOnce(req)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, j)
+	code := http.StatusCreated
+	if !created {
+		// A retry of a submission the daemon queued before.
+		code = http.StatusOK
+	}
+	writeJSON(w, code, s.view(who, j, false))
 }
 
 func (s *Server) queues(w http.ResponseWriter, _ *http.Request) {
@@ -191,6 +210,11 @@ func (s *Server) queues(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	env, err := withEnv(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: err.Error(), Field: "env"})
+		return
+	}
 	jobs, err := s.d.Jobs()
 	if err != nil {
 		s.fail(w, err)
@@ -199,32 +223,75 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	who := callerOf(r.Context())
 	out := make([]api.Job, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, s.view(who, j))
+		out = append(out, s.view(who, j, env))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	env, err := withEnv(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: err.Error(), Field: "env"})
+		return
+	}
 	j, err := s.d.Job(r.PathValue("id"))
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.view(callerOf(r.Context()), j))
+	who := callerOf(r.Context())
+	if env && !s.mayManage(who, j) {
+		s.forbidden(w, who, j, "see the environment of")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(who, j, env))
 }
 
+// wait answers once job id has ended. The answer begins at once, and a
+// space (which JSON ignores) follows every api.WaitHeartbeat while the
+// job runs, so the client tells a long job from a daemon that stopped
+// answering; a wait cut by the daemon's shutdown ends without a job,
+// which the client reads as a daemon gone away.
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
-	j, err := s.d.Wait(r.Context(), r.PathValue("id"))
-	if err != nil {
-		if r.Context().Err() != nil {
-			// The client went away, or the daemon is shutting down.
-			writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "the daemon is shutting down; ask again"})
-			return
-		}
+	id := r.PathValue("id")
+	if _, err := s.d.Job(id); err != nil {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.view(callerOf(r.Context()), j))
+	type result struct {
+		j   api.Job
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		j, err := s.d.Wait(r.Context(), id)
+		done <- result{j, err}
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	beat := time.NewTicker(api.WaitHeartbeat)
+	defer beat.Stop()
+	for {
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-beat.C:
+			if _, err := io.WriteString(w, " "); err != nil {
+				return
+			}
+		case res := <-done:
+			if res.err != nil {
+				if r.Context().Err() == nil {
+					s.log.Error("api: wait", "job", id, "err", res.err)
+				}
+				return
+			}
+			_ = json.NewEncoder(w).Encode(s.view(callerOf(r.Context()), res.j, false))
+			return
+		}
+	}
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +302,8 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The owner never changes: checking it before stopping is no race.
-	if who := callerOf(r.Context()); !s.mayManage(who, j) {
+	who := callerOf(r.Context())
+	if !s.mayManage(who, j) {
 		s.forbidden(w, who, j, "stop")
 		return
 	}
@@ -243,7 +311,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, s.view(who, j, false))
 }
 
 func (s *Server) queue(w http.ResponseWriter, _ *http.Request) {

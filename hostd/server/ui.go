@@ -133,7 +133,11 @@ func hostSnapshot(in hostState) webui.Snapshot {
 		w := webui.Workload{
 			ID: j.ID, State: string(j.State), Queue: queueName(j.Queue), Priority: j.Priority, Request: webui.RequestText(j.GPU),
 			Submitted: j.Submitted, Started: j.Started, Finished: j.Finished, ExitCode: j.ExitCode,
-			Reason: j.Reason, Command: strings.Join(j.Command, " "), Seq: j.Seq,
+			// Anyone who reaches the dashboard reads it (no token over
+			// TCP): a command's arguments may hold secrets, so only its
+			// program's name is shown (tessera ps shows the rest to the
+			// job's owner).
+			Reason: j.Reason, Command: strings.Join(hostd.ProgramOnly(j.Command), " "), Seq: j.Seq,
 		}
 		// Where it runs, or ran (a finished job keeps its placement).
 		if j.State != api.Queued {

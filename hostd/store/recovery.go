@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/internal/safefs"
 )
 
 // Report says what Recover did.
@@ -37,11 +39,11 @@ type Report struct {
 func Recover(stateDir string, now time.Time) (Report, error) {
 	var rep Report
 	path := filepath.Join(stateDir, DBFile)
-	if err := os.MkdirAll(filepath.Join(stateDir, JobsDir), 0o700); err != nil {
-		return rep, fmt.Errorf("state folder: %w", err)
+	if err := prepare(stateDir); err != nil {
+		return rep, err
 	}
 	old := map[string]api.Job{}
-	if _, err := os.Stat(path); err == nil {
+	if _, err := os.Lstat(path); err == nil {
 		if err := notHeld(path); err != nil {
 			return rep, err
 		}
@@ -59,19 +61,16 @@ func Recover(stateDir string, now time.Time) (Report, error) {
 	var maxSeq uint64
 	for _, f := range folders {
 		maxSeq = max(maxSeq, f.seq)
-		dir := JobDir(stateDir, f.id)
-		if j, err := readMirror(dir); err == nil && j.ID == f.id {
-			jobs[f.id] = j
+		j, from := loadFolder(stateDir, f, old, now)
+		jobs[f.id] = j
+		switch from {
+		case fromMirror:
 			rep.FromMirror = append(rep.FromMirror, f.id)
-			continue
-		}
-		if j, ok := old[f.id]; ok {
-			jobs[f.id] = j
+		case fromDatabase:
 			rep.FromDatabase = append(rep.FromDatabase, f.id)
-			continue
+		default:
+			rep.Rebuilt = append(rep.Rebuilt, f.id)
 		}
-		jobs[f.id] = rebuild(dir, f, now)
-		rep.Rebuilt = append(rep.Rebuilt, f.id)
 	}
 	for id, j := range old {
 		if _, ok := jobs[id]; !ok && j.ID == id && j.Seq > 0 {
@@ -82,7 +81,8 @@ func Recover(stateDir string, now time.Time) (Report, error) {
 			maxSeq = max(maxSeq, j.Seq)
 		}
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	removeStaleTemps(stateDir, folders, jobs, slog.Default())
+	db, err := openBolt(path, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return rep, fmt.Errorf("create job database %s: %w", path, err)
 	}
@@ -118,7 +118,7 @@ func Recover(stateDir string, now time.Time) (Report, error) {
 // notHeld fails when a daemon has the database open (bbolt holds an
 // exclusive flock on it while open).
 func notHeld(path string) error {
-	f, err := os.Open(path)
+	f, err := safefs.OpenFile(filepath.Dir(path), filepath.Base(path), os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
@@ -144,7 +144,7 @@ func salvage(path string) (out map[string]api.Job) {
 		// file mapped; it is moved aside next.)
 		_ = recover()
 	}()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	db, err := openBolt(path, &bolt.Options{Timeout: time.Second, ReadOnly: true})
 	if err != nil {
 		return out
 	}
@@ -165,8 +165,40 @@ func salvage(path string) (out map[string]api.Job) {
 	return out
 }
 
+// Where loadFolder found a job's record.
+const (
+	fromMirror = iota
+	fromDatabase
+	rebuilt
+)
+
+// loadFolder returns the record of job folder f of stateDir: its mirror
+// when that is a record of this job, else its record in the old
+// database, else one rebuilt from the folder's spec and exit status.
+func loadFolder(stateDir string, f folder, old map[string]api.Job, now time.Time) (api.Job, int) {
+	dir := JobDir(stateDir, f.id)
+	if j, err := readMirror(dir); err == nil && validRecord(j, f) {
+		return j, fromMirror
+	}
+	if j, ok := old[f.id]; ok {
+		return j, fromDatabase
+	}
+	return rebuild(dir, f, now), rebuilt
+}
+
+// validRecord reports whether j can be folder f's record: its ID and
+// sequence number are the folder's and its state is one a job can be in.
+func validRecord(j api.Job, f folder) bool {
+	switch j.State {
+	case api.Queued, api.Running, api.Succeeded, api.Failed, api.Stopped, api.Lost, api.Preempted:
+	default:
+		return false
+	}
+	return j.ID == f.id && j.Seq == f.seq
+}
+
 func readMirror(dir string) (api.Job, error) {
-	data, err := os.ReadFile(filepath.Join(dir, RecordFile))
+	data, err := safefs.ReadFile(filepath.Dir(dir), filepath.Base(dir)+"/"+RecordFile)
 	if err != nil {
 		return api.Job{}, err
 	}

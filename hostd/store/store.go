@@ -19,6 +19,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/internal/safefs"
 )
 
 // Names inside a state folder.
@@ -54,8 +55,10 @@ type Store struct {
 	// mirror (and the job's folder) to the mirror writer, off the
 	// submission's path; a Put of the job writes its own and drops it.
 	pending map[string]api.Job
-	kick    chan struct{}
-	stopped chan struct{}
+	// requests maps requestKey(owner, request ID) to the job it made.
+	requests map[string]string
+	kick     chan struct{}
+	stopped  chan struct{}
 }
 
 // JobDir is the folder of job id in stateDir.
@@ -71,15 +74,15 @@ func Open(stateDir string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := os.MkdirAll(filepath.Join(stateDir, JobsDir), 0o700); err != nil {
-		return nil, fmt.Errorf("state folder: %w", err)
+	if err := prepare(stateDir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(stateDir, DBFile)
 	folders, err := jobFolders(stateDir)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0):
 		if len(folders) > 0 {
@@ -91,6 +94,8 @@ func Open(stateDir string, log *slog.Logger) (*Store, error) {
 		}
 	case err != nil:
 		return nil, fmt.Errorf("open job store %s: %w", path, err)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("open job store %s: %w", path, notRegular(fi))
 	default:
 		if err := checkMeta(path, fi.Size()); err != nil {
 			return nil, damaged(path, err.Error())
@@ -102,6 +107,10 @@ func Open(stateDir string, log *slog.Logger) (*Store, error) {
 	}
 	s := &Store{db: db, dir: stateDir, log: log, pending: map[string]api.Job{}, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if err := s.matchFolders(folders); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.indexRequests(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -121,7 +130,7 @@ func openChecked(path string) (*bolt.DB, error) {
 	if err := checkCopy(path); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := openBolt(path, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("open job store %s: locked by another tessera daemon (use a different --state-dir)", path)
@@ -141,7 +150,7 @@ func openChecked(path string) (*bolt.DB, error) {
 // checkCopy runs the checks on a private copy of the database at path
 // (absent or empty: nothing to check).
 func checkCopy(path string) (err error) {
-	src, err := os.Open(path)
+	src, err := safefs.OpenFile(filepath.Dir(path), filepath.Base(path), os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -246,6 +255,7 @@ func (s *Store) matchFolders(folders []folder) error {
 	for _, j := range have {
 		s.mirror(j, true)
 	}
+	removeStaleTemps(s.dir, folders, have, s.log)
 	return nil
 }
 
@@ -260,27 +270,42 @@ func summarize(ids []string) string {
 // database is the durable copy, the mirror what recovery starts from).
 // With onlyIfStale it leaves an equal mirror alone.
 func (s *Store) mirror(j api.Job, onlyIfStale bool) {
-	dir := JobDir(s.dir, j.ID)
 	data, err := json.Marshal(j)
 	if err != nil {
 		s.log.Error("mirror job record", "job", j.ID, "err", err)
 		return
 	}
-	p := filepath.Join(dir, RecordFile)
+	rel := JobsDir + "/" + j.ID
 	if onlyIfStale {
-		if old, err := os.ReadFile(p); err == nil && string(old) == string(data) {
+		if old, err := safefs.ReadFile(s.dir, rel+"/"+RecordFile); err == nil && string(old) == string(data) {
 			return
 		}
 	}
-	err = writeMirror(p, data)
+	err = writeMirror(s.dir, rel, data)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = os.MkdirAll(dir, 0o700); err == nil {
-			err = writeMirror(p, data)
+		if err = safefs.MkdirAll(s.dir, rel, 0o700); err == nil {
+			err = writeMirror(s.dir, rel, data)
 		}
 	}
 	if err != nil {
 		s.log.Error("mirror job record", "job", j.ID, "err", err)
 	}
+}
+
+// indexRequests reads every job's request ID into s.requests: the records
+// are where request IDs are kept, so recovery rebuilds them too.
+func (s *Store) indexRequests() error {
+	jobs, err := s.List()
+	if err != nil {
+		return err
+	}
+	s.requests = map[string]string{}
+	for _, j := range jobs {
+		if j.RequestID != "" {
+			s.requests[requestKey(j.OwnerUID, j.RequestID)] = j.ID
+		}
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -318,11 +343,42 @@ func (s *Store) Create(j api.Job) (api.Job, error) {
 		return api.Job{}, fmt.Errorf("create job: %w", err)
 	}
 	s.pending[j.ID] = j
+	if j.RequestID != "" {
+		s.requests[requestKey(j.OwnerUID, j.RequestID)] = j.ID
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
 	return j, nil
+}
+
+// requestKey is the key of a submission's request ID: request IDs are
+// the submitting user's, so one user's cannot name another's job.
+func requestKey(owner *uint32, id string) string {
+	if owner == nil {
+		return "-/" + id
+	}
+	return fmt.Sprintf("%d/%s", *owner, id)
+}
+
+// ByRequest returns the job owner submitted with request ID id, if any
+// (false for id "").
+func (s *Store) ByRequest(owner *uint32, id string) (api.Job, bool, error) {
+	if id == "" {
+		return api.Job{}, false, nil
+	}
+	s.mu.Lock()
+	jobID, ok := s.requests[requestKey(owner, id)]
+	s.mu.Unlock()
+	if !ok {
+		return api.Job{}, false, nil
+	}
+	j, err := s.Get(jobID)
+	if err != nil {
+		return api.Job{}, false, fmt.Errorf("request %s: %w", id, err)
+	}
+	return j, true, nil
 }
 
 // mirrorPending writes new jobs' folders and mirrors as they come, until

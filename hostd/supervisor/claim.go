@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tessera-gpu/tessera/internal/safefs"
 )
 
 // A run's claim decides, once and for all, whether a supervisor started
@@ -42,12 +46,24 @@ type Claimed struct {
 var ErrClaimed = errors.New("run already claimed")
 
 // claimAs creates path with content, failing with ErrClaimed if it exists.
+// The job folder is opened without following links (internal/safefs), and
+// the claim is made in it by linkat(2).
 func claimAs(path, content string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".claim-*")
+	root, rel := inJobs(path)
+	d, err := safefs.OpenDir(root, filepath.Base(filepath.Dir(path)))
 	if err != nil {
 		return fmt.Errorf("claim run: %w", err)
 	}
-	defer os.Remove(tmp.Name())
+	defer d.Close()
+	dfd := int(d.Fd())
+	tmpName := fmt.Sprintf(".claim-%d-%s", os.Getpid(), filepath.Base(path))
+	_ = unix.Unlinkat(dfd, tmpName, 0) // one a crash of this pid left
+	fd, err := unix.Openat(dfd, tmpName, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("claim run: %w", &fs.PathError{Op: "create", Path: filepath.Join(filepath.Dir(path), tmpName), Err: err})
+	}
+	defer unix.Unlinkat(dfd, tmpName, 0)
+	tmp := os.NewFile(uintptr(fd), filepath.Join(filepath.Dir(path), tmpName))
 	if _, err := tmp.WriteString(content); err != nil {
 		tmp.Close()
 		return fmt.Errorf("claim run: %w", err)
@@ -59,13 +75,16 @@ func claimAs(path, content string) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("claim run: %w", err)
 	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
+	if err := unix.Linkat(dfd, tmpName, dfd, filepath.Base(rel), 0); err != nil {
+		if err == unix.EEXIST {
 			return ErrClaimed
 		}
-		return fmt.Errorf("claim run: %w", err)
+		return fmt.Errorf("claim run: %w", &fs.PathError{Op: "link", Path: path, Err: err})
 	}
-	return syncDir(filepath.Dir(path))
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Dir(path), err)
+	}
+	return nil
 }
 
 // Claim claims the run for the calling supervisor (pid and start time).
@@ -78,7 +97,8 @@ func Cancel(path string) error { return claimAs(path, cancelledClaim) }
 
 // ReadClaim reads a claim; ok is false when the run is not claimed.
 func ReadClaim(path string) (c Claimed, ok bool, err error) {
-	data, err := os.ReadFile(path)
+	root, rel := inJobs(path)
+	data, err := safefs.ReadFile(root, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Claimed{}, false, nil
 	}
@@ -97,16 +117,4 @@ func ReadClaim(path string) (c Claimed, ok bool, err error) {
 		}
 	}
 	return Claimed{}, false, fmt.Errorf("claim %s: unreadable content %q", path, data)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

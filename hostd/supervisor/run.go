@@ -26,6 +26,9 @@ func Run(jobDir string) int {
 }
 
 func run(jobDir string) error {
+	if err := CheckJobDir(jobDir); err != nil {
+		return err
+	}
 	var spec Spec
 	if err := readJSON(filepath.Join(jobDir, SpecFile), &spec); err != nil {
 		return fmt.Errorf("read job spec: %w", err)
@@ -45,16 +48,18 @@ func run(jobDir string) error {
 			return nil
 		}
 	}
-	stdout, err := os.OpenFile(filepath.Join(jobDir, StdoutFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	stdout, err := openLog(jobDir, StdoutFile)
 	if err != nil {
 		return fmt.Errorf("open stdout log: %w", err)
 	}
 	defer stdout.Close()
-	stderr, err := os.OpenFile(filepath.Join(jobDir, StderrFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	stderr, err := openLog(jobDir, StderrFile)
 	if err != nil {
 		return fmt.Errorf("open stderr log: %w", err)
 	}
 	defer stderr.Close()
+	// Room for the exit status, set aside before the job can fill the disk.
+	reserveExit(jobDir)
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -62,8 +67,13 @@ func run(jobDir string) error {
 
 	cmd, err := startJob(spec, stdout, stderr)
 	if err != nil {
+		if why := whyNotStarted(spec.Dir, spec.User); why != "" {
+			// The kernel's words ("fork/exec /bin/true: no such file or
+			// directory") name the program, not the folder at fault.
+			err = errors.New(why)
+		}
 		fmt.Fprintf(stderr, "tessera: cannot start %s: %v\n", spec.Command[0], err)
-		return WriteJSON(filepath.Join(jobDir, ExitFile), Exit{Code: 127, Reason: "cannot start: " + err.Error(), Finished: time.Now().UTC()})
+		return writeExit(jobDir, Exit{Code: 127, Reason: "cannot start: " + err.Error(), Finished: time.Now().UTC()})
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -98,7 +108,7 @@ wait:
 		fmt.Fprintln(os.Stderr, "tessera supervise:", err)
 		e.Reason += "; " + err.Error()
 	}
-	return WriteJSON(filepath.Join(jobDir, ExitFile), e)
+	return writeExit(jobDir, e)
 }
 
 // claim claims the run for this supervisor; cancelled is true when a
@@ -137,15 +147,24 @@ func endRest(c contain.Job) error {
 	return c.Remove()
 }
 
-// startJob starts the job in its own process group, with its mark in the
-// environment and, where it has one, inside its cgroup from the first
-// instruction (so no child can be forked outside it).
+// startJob starts the job in its own process group, as spec.User where
+// set, with its mark in the environment and, where it has one, inside its
+// cgroup from the first instruction (so no child can be forked outside
+// it). The cgroup is the supervisor's: the job's user cannot write to it
+// or to any cgroup above it, so a job run as another user cannot move
+// itself out.
 func startJob(spec Spec, stdout, stderr *os.File) (*exec.Cmd, error) {
 	env := append(slices.Clone(spec.Env), spec.Contain.Env())
+	if spec.User != nil {
+		env = userEnv(env, *spec.User)
+	}
 	newCmd := func() *exec.Cmd {
 		cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
 		cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, spec.Dir, stdout, stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if spec.User != nil {
+			cmd.SysProcAttr.Credential = spec.User.credential()
+		}
 		return cmd
 	}
 	cg, err := spec.Contain.Prepare()

@@ -2,10 +2,11 @@ package supervisor
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"github.com/tessera-gpu/tessera/internal/safefs"
 )
 
 // Start writes spec into jobDir and starts a supervisor for it: argv (the
@@ -17,13 +18,14 @@ func Start(argv []string, jobDir string, spec Spec) (*exec.Cmd, uint64, error) {
 	if len(argv) == 0 {
 		return nil, 0, fmt.Errorf("start supervisor: empty supervisor command")
 	}
-	if err := os.MkdirAll(jobDir, 0o700); err != nil {
+	jobs := filepath.Dir(filepath.Clean(jobDir))
+	if err := safefs.MkdirAll(jobs, filepath.Base(jobDir), 0o700); err != nil {
 		return nil, 0, fmt.Errorf("start supervisor: %w", err)
 	}
 	if err := WriteJSON(filepath.Join(jobDir, SpecFile), spec); err != nil {
 		return nil, 0, fmt.Errorf("start supervisor: %w", err)
 	}
-	log, err := os.OpenFile(filepath.Join(jobDir, SupervisorFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	log, err := openLog(jobDir, SupervisorFile)
 	if err != nil {
 		return nil, 0, fmt.Errorf("start supervisor: %w", err)
 	}

@@ -593,7 +593,7 @@ func (c *hostChaos) watchFinal(ctx context.Context) {
 func (c *hostChaos) fetchObserve(ctx context.Context) ([]api.Job, error) {
 	c.obsMu.Lock()
 	defer c.obsMu.Unlock()
-	jobs, err := c.cl.Jobs(ctx)
+	jobs, err := c.cl.JobsWithEnv(ctx, true)
 	if err == nil {
 		c.observe(jobs)
 	}

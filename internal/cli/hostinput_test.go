@@ -39,8 +39,12 @@ func TestRunBadInputInHostWords(t *testing.T) {
 			[]string{`--mig: must be empty on this host, got "foo": none of its GPUs is in MIG mode`, "H100-SXM support MIG"}, []string{"1g.18gb", "7g.141gb", "1g.5gb"}},
 		{"memory limit above the GPU", []string{"--gpu-fraction", "0.5", "--gpu-memory-limit", "100Gi", "--", "true"},
 			[]string{`--gpu-memory-limit: must be at most 81559Mi`, "79.6Gi", "H100-SXM", `got "100Gi"`}, nil},
-		{"memory limit alone", []string{"--gpu-memory-limit", "100Gi", "--", "true"},
-			[]string{`--gpu-memory: must be set when --gpu-memory-limit is set without --gpu-fraction`}, nil},
+		{"memory limit alone, above the GPU", []string{"--gpu-memory-limit", "100Gi", "--", "true"},
+			[]string{`--gpu-memory-limit: must be at most 81559Mi`, "79.6Gi", "H100-SXM", `got "100Gi"`, "needs --gpu-memory", "--gpu-fraction"}, []string{`got ""`}},
+		{"memory limit alone", []string{"--gpu-memory-limit", "20Gi", "--", "true"},
+			[]string{`--gpu-memory-limit: needs --gpu-memory`, "--gpu-fraction", `got "20Gi" alone`, "79.6Gi", "H100-SXM"}, []string{`got ""`}},
+		{"memory limit alone, not a size", []string{"--gpu-memory-limit", "lots", "--", "true"},
+			[]string{`--gpu-memory-limit: must be a size`, `got "lots"`}, []string{`got ""`}},
 		{"model the host lacks", []string{"--model", "H200", "--", "true"},
 			[]string{`--model: must be a model this host has (H100-SXM)`, `got "H200"`}, nil},
 		{"model nobody knows", []string{"--model", "Z9000", "--", "true"},
@@ -157,7 +161,7 @@ func TestLogsOnQueuedJob(t *testing.T) {
 	t.Setenv("GATE", gate)
 	var ids []string
 	for range 2 {
-		code, out, errs := tessera(append(append([]string{"run", "--detach"}, host...), "--", "sh", "-c", wait)...)
+		code, out, errs := tessera(append(append([]string{"run", "--detach", "--env", "GATE"}, host...), "--", "sh", "-c", wait)...)
 		if code != 0 {
 			t.Fatalf("run --detach: %d %s", code, errs)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/client"
+	"github.com/tessera-gpu/tessera/internal/termsafe"
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
@@ -28,18 +29,26 @@ func (a *app) hostClient(h *hostFlags) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr, err := h.address()
-	if err != nil || addr == "" {
-		return client.New(socket), err
+	if h.timeout < 0 {
+		return nil, usageError("--timeout: must be 0 (wait as long as it takes) or more, got %s", h.timeout)
 	}
-	token, from, err := apiToken(stateDir)
+	addr, err := h.address()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.NewHTTP(addr, token, from)
-	if err != nil {
-		return nil, fmt.Errorf("--addr: %w", err)
+	var c *client.Client
+	if addr == "" {
+		c = client.New(socket)
+	} else {
+		token, from, err := apiToken(stateDir)
+		if err != nil {
+			return nil, err
+		}
+		if c, err = client.NewHTTP(addr, token, from); err != nil {
+			return nil, fmt.Errorf("--addr: %w", err)
+		}
 	}
+	c.SetTimeout(h.timeout)
 	return c, nil
 }
 
@@ -65,10 +74,11 @@ func apiToken(stateDir string) (token, from string, err error) {
 
 func newPsCommand(a *app) *cobra.Command {
 	var (
-		host   hostFlags
-		all    bool
-		gpus   bool
-		output string
+		host    hostFlags
+		all     bool
+		gpus    bool
+		showEnv bool
+		output  string
 	)
 	cmd := &cobra.Command{
 		Use:   "ps",
@@ -95,7 +105,10 @@ func newPsCommand(a *app) *cobra.Command {
 				}
 				return writeHostGPUs(a.stdout, st)
 			}
-			jobs, err := c.Jobs(cmd.Context())
+			if showEnv && output == formatTable {
+				return usageError("--show-env: needs -o json or -o yaml (the table has no environment column)")
+			}
+			jobs, err := c.JobsWithEnv(cmd.Context(), showEnv)
 			if err != nil {
 				return err
 			}
@@ -114,10 +127,14 @@ func newPsCommand(a *app) *cobra.Command {
 	host.register(cmd)
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include finished jobs")
 	cmd.Flags().BoolVar(&gpus, "gpus", false, "show each GPU's free fraction, free memory and jobs instead")
+	cmd.Flags().BoolVar(&showEnv, "show-env", false, "with -o json|yaml, include the environment of your own jobs (the daemon shows it to no one else)")
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
 	return cmd
 }
 
+// writeJobs prints the jobs, one line each. Every string from the daemon
+// is escaped (termsafe), so none can add a line or reach the terminal as
+// a control sequence; -o json and -o yaml keep them as they are.
 func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTATE\tQUEUE\tPRIORITY\tGPUS\tEXIT\tSUBMITTED\tNOTE\tCOMMAND")
@@ -129,7 +146,7 @@ func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
 		var gpus []string
 		for _, s := range j.Shares {
 			if s.MIGProfile != "" {
-				gpus = append(gpus, fmt.Sprintf("%d:%s", s.Index, s.MIGProfile))
+				gpus = append(gpus, fmt.Sprintf("%d:%s", s.Index, termsafe.String(s.MIGProfile)))
 				continue
 			}
 			gpus = append(gpus, fmt.Sprintf("%d:%s", s.Index, trimShare(s.ComputeMilli)))
@@ -138,11 +155,12 @@ func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
 		if g == "" {
 			g = "-"
 		}
-		cmd := strings.Join(j.Command, " ")
-		if len(cmd) > 60 {
-			cmd = cmd[:57] + "..."
+		cmd := termsafe.String(strings.Join(j.Command, " "))
+		if r := []rune(cmd); len(r) > 60 {
+			cmd = string(r[:57]) + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", j.ID, j.State, j.Queue, j.Priority, g, exit, now.Sub(j.Submitted).Round(time.Second), jobNote(j), cmd)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", termsafe.String(j.ID), termsafe.String(string(j.State)), termsafe.String(j.Queue),
+			j.Priority, g, exit, now.Sub(j.Submitted).Round(time.Second), jobNote(j), cmd)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
@@ -151,8 +169,13 @@ func writeJobs(w io.Writer, jobs []api.Job, now time.Time) error {
 }
 
 // jobNote is the short why of a job's state for tessera ps: who preempted
-// it (or is preempting it), else "-" (ps -o json has the full reason).
+// it (or is preempting it), else "-" (ps -o json has the full reason);
+// terminal-safe.
 func jobNote(j api.Job) string {
+	return termsafe.String(rawJobNote(j))
+}
+
+func rawJobNote(j api.Job) string {
 	switch {
 	case j.Preempt != nil && j.State == api.Running:
 		return "being preempted by " + j.Preempt.By + " (" + j.Preempt.Kind + ")"
@@ -172,11 +195,11 @@ func writeHostGPUs(w io.Writer, st api.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GPU\tMODEL\tFREE\tFREE MEMORY\tJOBS\tUUID")
 	for _, g := range st.GPUs {
-		jobs := strings.Join(g.Jobs, ",")
+		jobs := termsafe.String(strings.Join(g.Jobs, ","))
 		if jobs == "" {
 			jobs = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\n", g.Index, g.Model, trimShare(int64(g.FreeFraction*1000+0.5)), humanMiB(g.FreeMemoryMiB), humanMiB(g.MemoryMiB), jobs, g.UUID)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\n", g.Index, termsafe.String(g.Model), trimShare(int64(g.FreeFraction*1000+0.5)), humanMiB(g.FreeMemoryMiB), humanMiB(g.MemoryMiB), jobs, termsafe.String(g.UUID))
 		for _, in := range g.MIG { // a GPU in MIG mode: one line per instance
 			state, job := "free", "-"
 			if in.InUse {
@@ -185,7 +208,7 @@ func writeHostGPUs(w io.Writer, st api.Status) error {
 			if in.Job != "" {
 				job = in.Job
 			}
-			fmt.Fprintf(tw, "\t  MIG %s@%d\t%s\t%s\t%s\t%s\n", in.Profile, in.Start, state, humanMiB(in.MemoryMiB), job, in.UUID)
+			fmt.Fprintf(tw, "\t  MIG %s@%d\t%s\t%s\t%s\t%s\n", termsafe.String(in.Profile), in.Start, state, humanMiB(in.MemoryMiB), termsafe.String(job), termsafe.String(in.UUID))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -195,7 +218,7 @@ func writeHostGPUs(w io.Writer, st api.Status) error {
 	if st.Simulated {
 		src += " (simulated)"
 	}
-	fmt.Fprintf(w, "\nInventory: %s; %d running, %d queued\n", src, st.Running, st.Queued)
+	fmt.Fprintf(w, "\nInventory: %s; %d running, %d queued\n", termsafe.String(src), st.Running, st.Queued)
 	return nil
 }
 
@@ -265,9 +288,9 @@ func newStopCommand(a *app) *cobra.Command {
 					continue
 				}
 				if j.State == api.Running {
-					fmt.Fprintf(a.stdout, "%s: stopping\n", id)
+					fmt.Fprintf(a.stdout, "%s: stopping\n", termsafe.String(id))
 				} else {
-					fmt.Fprintf(a.stdout, "%s: %s\n", id, j.State)
+					fmt.Fprintf(a.stdout, "%s: %s\n", termsafe.String(id), termsafe.String(string(j.State)))
 				}
 			}
 			if len(errs) > 0 {
@@ -290,25 +313,26 @@ func (a *app) noOutputYet(ctx context.Context, c *client.Client, j api.Job, foll
 		return nil
 	case j.Preemptions > 0: // re-queued: its earlier runs' output is there
 		if j.State == api.Queued {
-			fmt.Fprintf(a.stderr, "tessera: %s is queued again (preempted %dx); the output of its earlier runs follows\n", j.ID, j.Preemptions)
+			fmt.Fprintf(a.stderr, "tessera: %s is queued again (preempted %dx); the output of its earlier runs follows\n", termsafe.String(j.ID), j.Preemptions)
 		}
 		return nil
 	case j.State.Final():
-		return &exitError{code: 1, msg: fmt.Sprintf("%s never started (%s: %s), so it has no output", j.ID, j.State, cmp.Or(j.Reason, "no reason recorded"))}
+		return &exitError{code: 1, msg: fmt.Sprintf("%s never started (%s: %s), so it has no output", termsafe.String(j.ID), termsafe.String(string(j.State)), termsafe.String(cmp.Or(j.Reason, "no reason recorded")))}
 	}
 	why := ""
 	if q, err := c.Queue(ctx); err == nil {
 		for _, e := range q {
 			if e.ID == j.ID && e.Reason != "" {
-				why = fmt.Sprintf(" (position %d: %s)", e.Position, e.Reason)
+				why = fmt.Sprintf(" (position %d: %s)", e.Position, termsafe.String(e.Reason))
 			}
 		}
 	}
+	id, state := termsafe.String(j.ID), termsafe.String(string(j.State))
 	if follow {
-		fmt.Fprintf(a.stderr, "tessera: %s is %s%s; its output follows once it starts\n", j.ID, j.State, why)
+		fmt.Fprintf(a.stderr, "tessera: %s is %s%s; its output follows once it starts\n", id, state, why)
 		return nil
 	}
-	return &exitError{code: 1, msg: fmt.Sprintf("%s is %s%s and has no output yet; tessera logs -f %s waits for it to start and follows its output", j.ID, j.State, why, j.ID)}
+	return &exitError{code: 1, msg: fmt.Sprintf("%s is %s%s and has no output yet; tessera logs -f %s waits for it to start and follows its output", id, state, why, id)}
 }
 
 func jobError(err error, id string) error {
@@ -365,21 +389,26 @@ the guarantee).`,
 			if output != formatTable {
 				return writeStructured(a.stdout, output, q)
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "POS\tJOB\tQUEUE\tPRIORITY\tREQUEST\tWHY")
-			for _, e := range q {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.Position, e.ID, e.Queue, e.Priority, e.Request, e.Reason)
-			}
-			if err := tw.Flush(); err != nil {
-				return fmt.Errorf("write table: %w", err)
-			}
-			return nil
+			return writeQueue(a.stdout, q)
 		},
 	}
 	host.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
 	cmd.Flags().BoolVar(&queues, "queues", false, "list the queues (guarantee, limit, usage, fair share) instead of the waiting jobs")
 	return cmd
+}
+
+// writeQueue prints the waiting jobs in start order, one line each.
+func writeQueue(w io.Writer, q []api.QueueEntry) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POS\tJOB\tQUEUE\tPRIORITY\tREQUEST\tWHY")
+	for _, e := range q {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.Position, termsafe.String(e.ID), termsafe.String(e.Queue), e.Priority, termsafe.String(e.Request), termsafe.String(e.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
 }
 
 func writeQueues(w io.Writer, qs []api.QueueStatus) error {
@@ -394,7 +423,7 @@ func writeQueues(w io.Writer, qs []api.QueueStatus) error {
 		if parent == "" {
 			parent = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%.2f\t%d\t%d\n", name, parent, q.Priority, q.Weight,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%.2f\t%d\t%d\n", termsafe.String(name), termsafe.String(parent), q.Priority, q.Weight,
 			amounts(q.Guaranteed, "-"), amounts(q.Limit, "none"), amounts(q.Used, "0"), q.Share, q.Running, q.Waiting)
 	}
 	if err := tw.Flush(); err != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/hostd/client"
+	"github.com/tessera-gpu/tessera/internal/termsafe"
 )
 
 // app carries what every command needs; it replaces package-level state.
@@ -32,17 +34,53 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintln(stderr, "Error:", ee.msg)
+				fmt.Fprintln(stderr, "Error:", termsafe.Lines(ee.msg))
 			}
 			return ee.code
 		}
-		fmt.Fprintln(stderr, "Error:", err)
+		fmt.Fprintln(stderr, "Error:", safeMessage(err))
 		return 1
 	}
 	return 0
 }
 
-// exitError ends a command with a given exit code.
+// safeMessage is err's message made safe for a terminal: the daemon's
+// messages in it (client.APIError, whatever the daemon or a program
+// listening at --addr answered) are escaped whole, newlines included, so
+// they cannot forge lines; the rest keeps its line breaks, with every
+// other control character escaped (termsafe).
+func safeMessage(err error) string {
+	msg := err.Error()
+	for _, m := range daemonMessages(err) {
+		if s := termsafe.String(m); s != m {
+			msg = strings.ReplaceAll(msg, m, s)
+		}
+	}
+	return termsafe.Lines(msg)
+}
+
+// daemonMessages are the messages of the client.APIErrors in err's tree.
+func daemonMessages(err error) []string {
+	var ms []string
+	if ae, ok := err.(*client.APIError); ok && ae.Msg != "" {
+		ms = append(ms, ae.Msg)
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			ms = append(ms, daemonMessages(e)...)
+		}
+	case interface{ Unwrap() error }:
+		if e := u.Unwrap(); e != nil {
+			ms = append(ms, daemonMessages(e)...)
+		}
+	}
+	return ms
+}
+
+// exitError ends a command with a given exit code. Strings from the
+// daemon in msg must be escaped already (termsafe.String): Execute only
+// escapes what a terminal would act on and keeps msg's line breaks.
 type exitError struct {
 	code int
 	msg  string
@@ -60,13 +98,14 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
-// asUsage makes err a usage error (exit 2), keeping its message.
+// asUsage makes err a usage error (exit 2), keeping its message (the
+// daemon's part escaped, see safeMessage).
 func asUsage(err error) error {
 	var ee *exitError
 	if err == nil || errors.As(err, &ee) {
 		return err
 	}
-	return &exitError{code: exitUsage, msg: err.Error()}
+	return &exitError{code: exitUsage, msg: safeMessage(err)}
 }
 
 // rangeAnnotation is the flag annotation holding a flag's allowed range

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/client"
+	"github.com/tessera-gpu/tessera/internal/termsafe"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -34,6 +38,11 @@ type runOptions struct {
 	detach       bool
 	interceptLib string
 	restartable  bool
+	// env are --env entries (NAME, or NAME=VALUE); envAll is --env-all.
+	env    []string
+	envAll bool
+	// requestID is --request-id: "" makes a random one.
+	requestID string
 }
 
 func newRunCommand(a *app) *cobra.Command {
@@ -79,6 +88,9 @@ Without GPU flags the job takes one whole GPU.`,
 	f.BoolVarP(&o.detach, "detach", "d", false, "print the job ID and return instead of streaming its output")
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload instead of the daemon's")
 	f.BoolVar(&o.restartable, "restartable", false, "if preempted, go back to the queue and start again from the beginning (default: end as preempted)")
+	f.StringArrayVarP(&o.env, "env", "e", nil, "pass NAME from this environment, or set NAME=VALUE, in the job's environment (repeatable); by default the job gets only "+strings.Join(baseEnvNames, ", ")+" and LC_*")
+	f.BoolVar(&o.envAll, "env-all", false, "pass this whole environment to the job (the daemon keeps it with the job; TESSERA_TOKEN is never passed)")
+	f.StringVar(&o.requestID, "request-id", "", "submit at most once under this ID (8-64 of A-Z a-z 0-9 - _): a retry with the same ID returns the first job instead of queueing another (default: a new random ID)")
 	return cmd
 }
 
@@ -113,9 +125,34 @@ func flagError(err error) error {
 	var ae *client.APIError
 	if errors.As(err, &ae) && ae.Field != "" {
 		msg := strings.TrimPrefix(ae.Msg, ae.Field+": ")
-		return usageError("%s: %s", hostd.FlagOf(ae.Field), msg)
+		return usageError("%s: %s", hostd.FlagOf(ae.Field), termsafe.String(msg))
 	}
 	return asUsage(err)
+}
+
+// refuseNUL refuses a NUL byte in the command, the environment or the
+// working folder before anything is sent (the daemon refuses it too): no
+// program can be given one. Values are not quoted: they may be secrets.
+func refuseNUL(command, env []string, dir string) error {
+	for _, f := range []struct {
+		name string
+		vs   []string
+	}{{"command", command}, {"env", env}, {"dir", []string{dir}}} {
+		for i, v := range f.vs {
+			if at := strings.IndexByte(v, 0); at >= 0 {
+				name := fmt.Sprintf("%s[%d]", f.name, i)
+				switch f.name {
+				case "env": // named by its variable: the index means nothing here
+					k, _, _ := strings.Cut(v, "=")
+					name = "environment variable " + termsafe.String(k)
+				case "dir":
+					name = "working folder"
+				}
+				return usageError("%s: contains a NUL byte (at byte %d), which a program's arguments, environment and folder cannot hold", name, at)
+			}
+		}
+	}
+	return nil
 }
 
 // resolveCommand finds the program on PATH, so a missing command is an
@@ -166,19 +203,43 @@ func (a *app) runJob(ctx context.Context, flags *pflag.FlagSet, o runOptions, ar
 	if err != nil {
 		return err
 	}
-	job, err := c.Submit(ctx, api.SubmitRequest{
-		GPU: fields, Command: command, Env: os.Environ(), Dir: wd,
+	env, err := jobEnv(os.Environ(), o.env, o.envAll)
+	if err != nil {
+		return err
+	}
+	if err := refuseNUL(command, env, wd); err != nil {
+		return err
+	}
+	rid := o.requestID
+	if rid == "" {
+		rid = newRequestID()
+	}
+	req := api.SubmitRequest{
+		GPU: fields, Command: command, Env: env, Dir: wd,
 		Queue: o.queue, Priority: o.priority, InterceptLib: lib, Restartable: o.restartable,
-	})
+		RequestID: rid,
+	}
+	if t := c.Timeout(); t > 0 {
+		// A submission the daemon reads only after this client gave up
+		// queues nothing (a frozen daemon resumed later).
+		notAfter := time.Now().Add(t)
+		req.NotAfter = &notAfter
+	}
+	job, err := c.Submit(ctx, req)
 	if err != nil {
 		var ae *client.APIError
-		if errors.As(err, &ae) && ae.Status == 400 {
+		switch {
+		case errors.As(err, &ae) && ae.Status == 400 && ae.Field == "requestId":
+			return usageError("--request-id: %s", termsafe.String(strings.TrimPrefix(ae.Msg, "requestId: ")))
+		case errors.As(err, &ae) && ae.Status == 400:
 			return flagError(err)
+		case errors.Is(err, client.ErrTimeout):
+			return fmt.Errorf("%w. The submission was sent under request ID %s: the daemon queues it only if it read it within that time; to be sure, run the same command with --request-id %s, which returns that job if it was queued and queues it once if not", err, rid, rid)
 		}
 		return err
 	}
 	if o.detach {
-		fmt.Fprintln(a.stdout, job.ID)
+		fmt.Fprintln(a.stdout, termsafe.String(job.ID))
 		return nil
 	}
 	return a.follow(ctx, c, job.ID)
@@ -201,9 +262,9 @@ func (a *app) follow(ctx context.Context, c *client.Client, id string) error {
 	go func() {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "tessera: stopping %s\n", id)
+			fmt.Fprintf(stderr, "tessera: stopping %s\n", termsafe.String(id))
 			if _, err := c.Stop(bg, id); err != nil {
-				fmt.Fprintf(stderr, "tessera: stop %s: %v\n", id, err)
+				fmt.Fprintf(stderr, "tessera: stop %s: %s\n", termsafe.String(id), safeMessage(err))
 			}
 		case <-stopped:
 		}
@@ -269,7 +330,7 @@ func jobExit(j api.Job) error {
 		if j.ExitCode != nil && *j.ExitCode != 0 {
 			code = *j.ExitCode
 		}
-		return &exitError{code: code, msg: fmt.Sprintf("job %s %s (submit it with --restartable to have it re-queued instead)", j.ID, j.Reason)}
+		return &exitError{code: code, msg: fmt.Sprintf("job %s %s (submit it with --restartable to have it re-queued instead)", termsafe.String(j.ID), termsafe.String(j.Reason))}
 	}
 	if j.ExitCode != nil {
 		if *j.ExitCode == 0 {
@@ -277,7 +338,7 @@ func jobExit(j api.Job) error {
 		}
 		return &exitError{code: *j.ExitCode}
 	}
-	return &exitError{code: 1, msg: fmt.Sprintf("job %s %s: %s", j.ID, j.State, j.Reason)}
+	return &exitError{code: 1, msg: fmt.Sprintf("job %s %s: %s", termsafe.String(j.ID), termsafe.String(string(j.State)), termsafe.String(j.Reason))}
 }
 
 // lockedWriter serialises writes from the two log streams.
@@ -301,4 +362,68 @@ type onceWriter struct {
 func (o *onceWriter) Write(p []byte) (int, error) {
 	o.once.Do(func() { _, _ = o.w.Write(p) })
 	return len(p), nil
+}
+
+// baseEnvNames are the variables of the caller's environment a job gets
+// without --env or --env-all (with LC_*): where programs are found, whose
+// the session is, its language and terminal. They hold no secrets, as
+// sudo's env_reset keeps the like of them.
+var baseEnvNames = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR"}
+
+// jobEnv is the environment tessera run sends with a job: the base
+// variables of environ, or all of it with all, then each --env entry
+// (NAME takes environ's value, NAME=VALUE sets it). TESSERA_TOKEN is
+// never sent.
+func jobEnv(environ, entries []string, all bool) ([]string, error) {
+	keep := func(name string) bool {
+		return all || slices.Contains(baseEnvNames, name) || strings.HasPrefix(name, "LC_")
+	}
+	byName := map[string]string{}
+	var order []string
+	set := func(name, kv string) {
+		if _, ok := byName[name]; !ok {
+			order = append(order, name)
+		}
+		byName[name] = kv
+	}
+	lookup := map[string]string{}
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			continue
+		}
+		lookup[name] = kv
+		if keep(name) && name != api.TokenEnv {
+			set(name, kv)
+		}
+	}
+	for _, e := range entries {
+		name, _, hasValue := strings.Cut(e, "=")
+		switch {
+		case name == "" || strings.ContainsAny(name, " \t\n\x00"):
+			return nil, usageError("--env: must be NAME or NAME=VALUE with a NAME of no spaces, got %q", e)
+		case name == api.TokenEnv:
+			return nil, usageError("--env: %s is never passed to a job (it runs commands as the daemon's user)", api.TokenEnv)
+		case hasValue:
+			set(name, e)
+		default:
+			kv, ok := lookup[name]
+			if !ok {
+				return nil, usageError("--env: %s is not set in this environment (give --env %s=VALUE to set it)", name, name)
+			}
+			set(name, kv)
+		}
+	}
+	out := make([]string, 0, len(order))
+	for _, name := range order {
+		out = append(out, byName[name])
+	}
+	return out, nil
+}
+
+// newRequestID makes a random submission request ID.
+func newRequestID() string {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(raw[:])
 }

@@ -4,6 +4,8 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/catalog"
@@ -99,5 +101,39 @@ func TestJobExit(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: exit %d, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// Issue #34 (1): tessera run sends the job only the base variables and
+// those asked for, never TESSERA_TOKEN.
+func TestJobEnv(t *testing.T) {
+	environ := []string{"PATH=/bin", "HOME=/home/a", "LC_ALL=C", "AWS_SECRET_ACCESS_KEY=x", "TESSERA_TOKEN=t", "GATE=/tmp/g", "EMPTY=", "odd"}
+	for _, tc := range []struct {
+		name    string
+		entries []string
+		all     bool
+		want    []string
+		err     string
+	}{
+		{name: "base only", want: []string{"PATH=/bin", "HOME=/home/a", "LC_ALL=C"}},
+		{name: "asked by name and set", entries: []string{"GATE", "MODE=fast", "PATH=/opt/bin", "EMPTY"},
+			want: []string{"PATH=/opt/bin", "HOME=/home/a", "LC_ALL=C", "GATE=/tmp/g", "MODE=fast", "EMPTY="}},
+		{name: "everything", all: true, want: []string{"PATH=/bin", "HOME=/home/a", "LC_ALL=C", "AWS_SECRET_ACCESS_KEY=x", "GATE=/tmp/g", "EMPTY="}},
+		{name: "unset name", entries: []string{"NOPE"}, err: "--env: NOPE is not set in this environment"},
+		{name: "the token", entries: []string{"TESSERA_TOKEN"}, err: "--env: TESSERA_TOKEN is never passed"},
+		{name: "no name", entries: []string{"=x"}, err: `--env: must be NAME or NAME=VALUE`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := jobEnv(environ, tc.entries, tc.all)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("jobEnv = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

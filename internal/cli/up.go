@@ -22,8 +22,10 @@ import (
 	"github.com/tessera-gpu/tessera/hostd/server"
 	"github.com/tessera-gpu/tessera/hostd/store"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/internal/safefs"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/migctl"
+	"github.com/tessera-gpu/tessera/placement"
 )
 
 // Environment variables that stand in for --state-dir, --socket and --addr.
@@ -40,13 +42,20 @@ const interceptLibName = "libtessera-intercept.so"
 // for clients its TCP address (tessera up --http).
 type hostFlags struct {
 	stateDir, socket, addr string
+	// timeout bounds each call to the daemon (--timeout).
+	timeout time.Duration
 }
+
+// defaultCallTimeout is --timeout's default: a daemon that has not
+// answered a call in this long is stopped, frozen or overloaded.
+const defaultCallTimeout = 30 * time.Second
 
 // register adds the flags of a client command: the daemon's state folder
 // and socket, or its TCP address.
 func (h *hostFlags) register(cmd *cobra.Command) {
 	h.registerDaemon(cmd)
-	cmd.Flags().StringVar(&h.addr, "addr", "", "talk to the daemon over TCP instead of its socket: its tessera up --http address, http://127.0.0.1:PORT (env "+envAddr+"); calls that change anything send the API token, from env "+api.TokenEnv+" or STATE_DIR/"+api.TokenFile)
+	cmd.Flags().StringVar(&h.addr, "addr", "", "talk to the daemon over TCP instead of its socket: its tessera up --http address, http://127.0.0.1:PORT (env "+envAddr+"); the daemon must first prove it holds the API token (env "+api.TokenEnv+" or STATE_DIR/"+api.TokenFile+"), which is never sent")
+	cmd.Flags().DurationVar(&h.timeout, "timeout", defaultCallTimeout, "how long to wait for the daemon to answer a call (0: as long as it takes); a job's run time is not limited")
 }
 
 // registerDaemon adds --state-dir and --socket.
@@ -120,6 +129,9 @@ type upOptions struct {
 	sharing, mpsRoot, mpsControl string
 	// contain is --contain: auto, cgroup or mark.
 	contain string
+	// jobUser is --job-user: whom a root daemon runs root's and token
+	// holders' jobs as ("" for root).
+	jobUser string
 	// recover is --recover: rebuild a damaged job database first.
 	recover bool
 	// migManaged is --mig-managed: GPUs whose MIG layout the daemon manages.
@@ -155,13 +167,14 @@ Jobs keep running across daemon restarts.`,
 	f.StringVar(&o.simulate, "simulate", "", `simulate GPUs instead of reading NVML: a spec such as 8xH200 or 4xA100-80GB+2xL4, or a nodes .yaml file`)
 	f.StringVar(&o.socketMode, "socket-mode", "0600", "socket file mode, octal; anyone who can open the socket can run commands as this user (0660: its group; the state folder then becomes traversable, not listable, when the socket is in it)")
 	f.StringVar(&o.httpAddr, "http", "", "also serve the API, metrics and dashboard over HTTP on this loopback address (127.0.0.1:PORT or [::1]:PORT); submitting and stopping there need the API token, kept in STATE_DIR/"+api.TokenFile)
-	f.StringVar(&o.policy, "policy", "", "placement policy (default: the engine's default)")
+	f.StringVar(&o.policy, "policy", "", fmt.Sprintf("placement policy: one of %s, or %s (the same as %s, the default)", strings.Join(placement.Names(), ", "), placement.DefaultAlias, placement.DefaultPolicy))
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload into jobs (default: "+interceptLibName+" from intercept/build or /usr/local/lib/tessera, when found)")
 	f.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "time a stopped job has between SIGTERM and SIGKILL")
 	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
 	f.DurationVar(&o.minRuntime, "preemption-min-runtime", time.Minute, "jobs that have run less than this are never preempted (wins over the config file)")
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
 	f.StringVar(&o.contain, "contain", "auto", "how each job's processes are kept together so all of them end before its GPU share is freed: cgroup (a cgroup v2 per job; refuse to start without a writable hierarchy), mark (an environment mark found in /proc; a process that clears its environment escapes) or auto (cgroup where possible, else mark)")
+	f.StringVar(&o.jobUser, "job-user", "", "user (name or uid) a daemon running as root runs the jobs of root and of API token holders as (default: root, and a job running as root can leave its cgroup); a job another user submits over the socket always runs as that user")
 	f.BoolVar(&o.recover, "recover", false, "rebuild the job database from the job folders before starting (keeps the old file as jobs.db.damaged-TIME); for a database tessera up refuses as damaged")
 	f.StringVar(&o.migManaged, "mig-managed", "", `GPUs whose MIG layout this daemon manages: "all" (every GPU in MIG mode) or GPU UUIDs, comma-separated; a --mig job placed on one gets its instance created when it starts and destroyed when it ends (simulated with --simulate). The GPUs must already be in MIG mode: Tessera never switches it (docs/mig.md)`)
 	f.StringVar(&o.sharing, "sharing", sharingShared, "how jobs share a GPU: shared (the node arbiter gates kernel launches with tokens) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
@@ -191,17 +204,25 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := server.CheckSocketPath(socket); err != nil {
+		return usageError("%v", err)
+	}
 	mode, err := strconv.ParseUint(o.socketMode, 8, 32)
 	if err != nil || mode > 0o777 {
-		return fmt.Errorf("--socket-mode: must be an octal file mode in [0000, 0777] such as 0600, got %q", o.socketMode)
+		return usageError("--socket-mode: must be an octal file mode in [0000, 0777] such as 0600, got %q", o.socketMode)
 	}
 	if o.httpAddr != "" {
 		if err := checkLoopback(o.httpAddr); err != nil {
-			return err
+			return asUsage(err)
 		}
 	}
 	if o.stopGrace <= 0 {
-		return fmt.Errorf("--stop-grace: must be a positive duration such as 10s, got %s", o.stopGrace)
+		return usageError("--stop-grace: must be a positive duration such as 10s, got %s", o.stopGrace)
+	}
+	if o.policy != "" {
+		if _, err := placement.Canonical(o.policy); err != nil {
+			return usageError("--policy: must be one of %s, or %s (the same as %s), got %q", strings.Join(placement.Names(), ", "), placement.DefaultAlias, placement.DefaultPolicy, o.policy)
+		}
 	}
 	settings, err := hostSettings(o)
 	if err != nil {
@@ -209,11 +230,16 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	}
 	sharing, err := sharingMode(o)
 	if err != nil {
-		return err
+		return asUsage(err)
 	}
 	lib, err := findInterceptLib(o.interceptLib)
 	if err != nil {
-		return err
+		return asUsage(err)
+	}
+	// Before anything is written in it: a state folder another user could
+	// change would let them point the daemon's writes anywhere.
+	if err := safefs.PrepareStateDir(stateDir, "state folder"); err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
 	}
 	srcName, simulated, nodes, err := a.discoverHost(ctx, o.simulate)
 	if err != nil {
@@ -244,7 +270,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 		// owner-only before the control daemons make their folders (0755)
 		// in it, since --socket-mode may make the state folder traversable.
 		if rel, err := filepath.Rel(stateDir, arbCfg.MPS.Root); err == nil && filepath.IsLocal(rel) {
-			if err := os.MkdirAll(arbCfg.MPS.Root, 0o700); err != nil {
+			if err := safefs.MkdirAll(stateDir, filepath.ToSlash(rel), 0o700); err != nil {
 				return fmt.Errorf("--mps-root %s: %w", arbCfg.MPS.Root, err)
 			}
 		}
@@ -284,6 +310,10 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	jobUser, err := jobUserOf(o.jobUser)
+	if err != nil {
+		return err
+	}
 	if o.recover {
 		if err := a.recoverState(stateDir); err != nil {
 			return err
@@ -293,7 +323,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 		StateDir: stateDir, Source: srcName, Simulated: simulated, Nodes: nodes, Catalog: a.catalog,
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
 		Arbiter: hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
-		Sharing: sharing, Contain: containment,
+		Sharing: sharing, Contain: containment, JobUser: jobUser,
 		StopGrace: o.stopGrace, Log: a.log, MIG: mig,
 		Queues: settings.Queues, DisablePreemption: settings.DisablePreemption, PreemptionMinRuntime: *settings.MinRuntime,
 	})
@@ -381,7 +411,7 @@ func hostSettings(o upOptions) (hostd.Settings, error) {
 		}
 	}
 	if o.minRuntime < 0 {
-		return hostd.Settings{}, fmt.Errorf("--preemption-min-runtime: must be a duration >= 0 such as 1m, got %s", o.minRuntime)
+		return hostd.Settings{}, usageError("--preemption-min-runtime: must be a duration >= 0 such as 1m, got %s", o.minRuntime)
 	}
 	if o.minRuntimeSet || s.MinRuntime == nil {
 		s.MinRuntime = &o.minRuntime
@@ -483,7 +513,7 @@ func (a *app) discoverHost(ctx context.Context, simulate string) (string, bool, 
 	}
 	src, err := discovery.Open(source, a.catalog)
 	if err != nil {
-		return "", false, nil, fmt.Errorf("--simulate %s: %w", simulate, err)
+		return "", false, nil, usageError("--simulate %s: %v", simulate, err)
 	}
 	nodes, err := src.Discover(ctx)
 	if err != nil {
@@ -554,4 +584,26 @@ func containMode(v string) (hostd.Containment, error) {
 		return hostd.Containment(v), nil
 	}
 	return "", usageError("--contain: must be auto, cgroup or mark, got %q", v)
+}
+
+// jobUserOf resolves --job-user: nil for none (jobs of root run as root).
+// A daemon not running as root runs every job as itself: naming another
+// user is refused, naming itself changes nothing.
+func jobUserOf(flag string) (*supervisor.User, error) {
+	if flag == "" {
+		return nil, nil
+	}
+	u, err := supervisor.LookupUser(flag)
+	if err != nil {
+		return nil, usageError("--job-user: %v", err)
+	}
+	euid := os.Geteuid()
+	switch {
+	case euid == 0:
+		return &u, nil
+	case u.UID == uint32(euid):
+		return nil, nil
+	default:
+		return nil, usageError("--job-user: must be this daemon's own user (uid %d) when tessera up does not run as root, got %q (%s): only root can start jobs as another user; start tessera up as root, or leave --job-user out", euid, flag, u)
+	}
 }

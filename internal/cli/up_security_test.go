@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"bytes"
+	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,7 +71,7 @@ func TestAddrUsesTheToken(t *testing.T) {
 
 	t.Setenv("MY_SECRET", "s3cret")
 	t.Setenv(api.TokenEnv, "")
-	code, out, errs := tessera(append(append([]string{"run", "-d"}, tcp...), "--", "sleep", "600")...)
+	code, out, errs := tessera(append(append([]string{"run", "-d", "--env", "MY_SECRET"}, tcp...), "--", "sleep", "600")...)
 	if code != 0 {
 		t.Fatalf("run over TCP with the state folder's token: %d %s", code, errs)
 	}
@@ -87,7 +91,7 @@ func TestAddrUsesTheToken(t *testing.T) {
 		{"no token", append(append([]string{"run", "-d"}, noToken...), "--", "true"), "",
 			[]string{"refused POST /v1/jobs", "No token was sent: " + api.TokenEnv + " is empty and there is no ", api.TokenFile}},
 		{"wrong token", append(append([]string{"stop"}, tcp...), id), strings.Repeat("x", 43),
-			[]string{"does not match", "The token sent (from " + api.TokenEnv + ") is not this daemon's"}},
+			[]string{"could not prove it holds the API token", "the token was not sent", "or the token (from " + api.TokenEnv + ") is not this daemon's"}},
 		{"not loopback", []string{"ps", "--addr", "http://example.com:9400"}, "",
 			[]string{"--addr: must be http://127.0.0.1:PORT"}},
 		{"both --addr and --socket", []string{"ps", "--addr", addr, "--socket", filepath.Join(d.dir, "api.sock")}, "",
@@ -116,14 +120,17 @@ func TestAddrUsesTheToken(t *testing.T) {
 		t.Fatalf("no %s in %+v", id, jobs)
 		return api.Job{}
 	}
-	anon, owner := find(psJobs(t, noToken)), find(psJobs(t, tcp))
-	if slices.Contains(anon.Env, "MY_SECRET=s3cret") || !anon.EnvFiltered || len(anon.Env) == 0 {
-		t.Errorf("anonymous read of %s: env %q, filtered %v", id, anon.Env, anon.EnvFiltered)
+	anon, owner := find(psJobs(t, noToken)), find(psJobs(t, append([]string{"--show-env"}, tcp...)))
+	if len(anon.Env) != 0 || !anon.EnvFiltered || !anon.Filtered || !slices.Equal(anon.Command, []string{"sleep"}) {
+		t.Errorf("anonymous read of %s: env %q, filtered %v, command %q", id, anon.Env, anon.EnvFiltered, anon.Command)
+	}
+	if plain := find(psJobs(t, tcp)); len(plain.Env) != 0 || !plain.EnvFiltered {
+		t.Errorf("a read without --show-env shows the environment: %q", plain.Env)
 	}
 	if !slices.Contains(owner.Env, "MY_SECRET=s3cret") || owner.EnvFiltered || owner.OwnerUID == nil || *owner.OwnerUID != uint32(os.Getuid()) {
 		t.Errorf("read with the token: env has MY_SECRET %v, filtered %v, owner %v", slices.Contains(owner.Env, "MY_SECRET=s3cret"), owner.EnvFiltered, owner.OwnerUID)
 	}
-	for _, j := range psJobs(t, tcp) {
+	for _, j := range psJobs(t, append([]string{"--show-env"}, tcp...)) {
 		for _, kv := range j.Env {
 			if strings.HasPrefix(kv, api.TokenEnv+"=") {
 				t.Errorf("%s was submitted with %s", j.ID, kv)
@@ -206,5 +213,66 @@ func TestUpSocketModeOpensStateFolder(t *testing.T) {
 	code, _, errs := tessera("up", "--simulate", "1xH200", "--state-dir", t.TempDir(), "--socket", filepath.Join(private, "t.sock"), "--socket-mode", "0660")
 	if code == 0 || !strings.Contains(errs, "--socket-mode 0660: the socket's group could not reach "+filepath.Join(private, "t.sock")) {
 		t.Errorf("up with a 0660 socket in a private folder: %d %s", code, errs)
+	}
+}
+
+// Issue #34 (1): pointed at a port another program holds (a typo, or the
+// daemon's port taken while it restarted), the CLI sends it neither the
+// token nor a job nor its environment: the program cannot prove it holds
+// the state folder's token, and the CLI says so.
+func TestAddrRefusesAnImpostor(t *testing.T) {
+	addr := freeLoopbackAddr(t)
+	d := startUp(t, "1xH200", "--http", addr)
+	waitListening(t, addr)
+	data, err := os.ReadFile(filepath.Join(d.dir, api.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(data))
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var dump bytes.Buffer
+		_ = r.Write(&dump)
+		mu.Lock()
+		seen = append(seen, dump.String())
+		mu.Unlock()
+		// What a program would answer to pass for the daemon.
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"nonce":"abc","proof":"def","id":"job-1"}`)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	impostor := []string{"--addr", "http://" + l.Addr().String(), "--state-dir", d.dir}
+
+	t.Setenv(api.TokenEnv, "")
+	t.Setenv("MY_SECRET", "s3cret")
+	for _, args := range [][]string{
+		{"ps"},
+		{"run", "-d", "--env-all", "--", "touch", filepath.Join(t.TempDir(), "pwned")},
+		{"stop", "job-1"},
+		{"logs", "job-1"},
+	} {
+		code, _, errs := tessera(append(append([]string{args[0]}, impostor...), args[1:]...)...)
+		if code == 0 || !strings.Contains(errs, "could not prove it holds the API token") || !strings.Contains(errs, "the token was not sent") {
+			t.Errorf("%v through an impostor: exit %d, stderr %q", args, code, errs)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, req := range seen {
+		if !strings.HasPrefix(req, "GET "+api.ChallengePath+"?client=") || strings.Contains(req, token) || strings.Contains(req, "s3cret") || strings.Contains(req, "pwned") {
+			t.Errorf("the impostor was sent %q", req)
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("the impostor got %d requests, want one challenge per command", len(seen))
 	}
 }

@@ -55,11 +55,11 @@ func mpsConfig(o upOptions, stateDir, source string, simulated bool, nodes []inv
 			}
 		}
 		if err != nil {
-			return mps.Config{}, fmt.Errorf("--mps-control: must be an executable file, got %q (%v)", bin, err)
+			return mps.Config{}, usageError("--mps-control: must be an executable file, got %q (%v)", bin, err)
 		}
 		bin = abs
 	case simulated:
-		return mps.Config{}, fmt.Errorf("--sharing %s: needs NVIDIA GPUs and their driver's MPS; this host's GPUs are simulated (%s). Use --sharing %s, or give --mps-control PATH to run a stand-in control program (tests)",
+		return mps.Config{}, usageError("--sharing %s: needs NVIDIA GPUs and their driver's MPS; this host's GPUs are simulated (%s). Use --sharing %s, or give --mps-control PATH to run a stand-in control program (tests)",
 			sharingMPS, source, sharingShared)
 	default:
 		found, err := exec.LookPath(mps.DefaultBinary)
@@ -90,7 +90,7 @@ func mpsConfig(o upOptions, stateDir, source string, simulated bool, nodes []inv
 		return mps.Config{}, fmt.Errorf("--sharing %s: this host's GPUs: %w", arbiter.ModeMPS, err)
 	}
 	if err := cfg.WithDefaults().Validate(); err != nil {
-		return mps.Config{}, fmt.Errorf("--mps-root: %w", err)
+		return mps.Config{}, usageError("--mps-root: %v", err)
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return mps.Config{}, fmt.Errorf("--state-dir: %w", err)

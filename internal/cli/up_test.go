@@ -21,8 +21,10 @@ const cliSuperviseEnv = "TESSERA_CLI_TEST_MAIN"
 
 // TestMain lets the test binary stand in for the tessera binary: the
 // daemon under test starts `<this binary> supervise JOBDIR` for each job.
+// A fuzzing worker (go test -fuzz starts this binary again, with
+// -test.fuzzworker first and this environment) runs the tests' code.
 func TestMain(m *testing.M) {
-	if os.Getenv(cliSuperviseEnv) == "1" {
+	if os.Getenv(cliSuperviseEnv) == "1" && (len(os.Args) < 2 || os.Args[1] != "-test.fuzzworker") {
 		os.Exit(Execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	if err := os.Setenv(cliSuperviseEnv, "1"); err != nil {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/tessera-gpu/tessera/internal/atomicfile"
 )
@@ -31,7 +33,7 @@ type header struct {
 // damaged one, one of another version or one holding a field v's type does
 // not have is an error naming the file; v may then be partly filled.
 func (f Format) Load(path string, v any) (bool, error) {
-	data, err := os.ReadFile(path)
+	data, err := readNoFollow(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -54,6 +56,20 @@ func (f Format) Load(path string, v any) (bool, error) {
 		return false, fmt.Errorf("%s %s: %w", f.Name, path, err)
 	}
 	return true, nil
+}
+
+// readNoFollow reads the file at path, refusing a symbolic link (a state
+// file is written by rename, so a link there was put by someone else).
+func readNoFollow(path string) ([]byte, error) {
+	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: a state file is never read through a link; remove it", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	return io.ReadAll(file)
 }
 
 // Save replaces the file at path with v encoded as JSON, atomically and

@@ -147,3 +147,22 @@ func TestSaveFailureKeepsTheOldFile(t *testing.T) {
 		t.Errorf("folder holds %v, want the file and the blocking folder alone", entries)
 	}
 }
+
+func TestLoadRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.json")
+	if err := os.WriteFile(real, []byte(`{"version":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "state.json")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Version int `json:"version"`
+	}
+	_, err := Format{Name: "checkpoint", Version: 1}.Load(link, &v)
+	if err == nil || !strings.Contains(err.Error(), link+" is a symbolic link") {
+		t.Errorf("Load of a link: %v, want a refusal naming it", err)
+	}
+}

@@ -16,5 +16,6 @@
 // pure (no I/O, no clock: the caller passes the time); Model fetches
 // through the function it is given and does nothing else. Strings from
 // the daemon are shown as text: control characters (and so terminal
-// escape sequences) are replaced, never written to the terminal.
+// escape sequences) are written out as escapes ("\x1b", "\n", by
+// internal/termsafe, as tessera ps does), never sent to the terminal.
 package termview

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/tessera-gpu/tessera/internal/termsafe"
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/webui"
 )
@@ -629,16 +629,7 @@ func gpuName(node string, index int, multi bool) string {
 }
 
 // clean makes a string from the daemon safe to write to a terminal: each
-// control character (ESC, so any escape sequence, newlines, tabs) becomes
-// a "?".
-func clean(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// control character (ESC, so any escape sequence, newlines, tabs) and
+// each byte of invalid UTF-8 is written out as an escape ("\x1b", "\n"),
+// as tessera ps shows them (termsafe.String).
+func clean(s string) string { return termsafe.String(s) }

@@ -216,7 +216,7 @@ func TestRender(t *testing.T) {
 			name:    "control characters from the daemon never reach the terminal",
 			s:       hostile,
 			v:       View{Now: now},
-			want:    []string{"evil?]0;pwned??[31mred?line", "sim?[2J"},
+			want:    []string{`evil\x1b]0;pwned\a\x1b[31mred\nline`, `sim\x1b[2J`},
 			notWant: []string{"\x1b", "\x07"},
 		},
 		{

@@ -1,4 +1,4 @@
-package server
+package peer
 
 import (
 	"fmt"
@@ -7,9 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerUID returns the uid of the process at the other end of a unix
-// socket connection (SO_PEERCRED: as it was when it connected).
-func peerUID(c *net.UnixConn) (uint32, error) {
+// UID returns the uid of the process at the other end of a unix socket
+// connection (SO_PEERCRED: as it was when it connected, or, on the
+// connecting side, when the other end called listen).
+func UID(c *net.UnixConn) (uint32, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return 0, fmt.Errorf("peer credentials: %w", err)

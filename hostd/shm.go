@@ -1,0 +1,112 @@
+package hostd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
+)
+
+// A job's accounting folder (TESSERA_SHM_DIR) holds the file its
+// interception library counts memory in and the arbiter's grant region;
+// the job must be able to create files in it. For a job that runs as the
+// daemon's user it is JOBDIR/shm. A root daemon running a job as another
+// user cannot give it a folder inside the owner-only state folder (the
+// user could not reach it, and must not be able to change the state
+// folder), so that job's folder is RuntimeDir/JOB, owned by the job's
+// user, under folders only root may write (RuntimeDir defaults to
+// /run/tessera/<digest of the state folder's path>, on tmpfs). It is
+// removed when the job ends.
+
+// DefaultRuntimeRoot is where a root daemon makes RuntimeDir by default.
+const DefaultRuntimeRoot = "/run/tessera"
+
+// defaultRuntimeDir is RuntimeDir for stateDir: one folder per state
+// folder, so daemons side by side keep apart.
+func defaultRuntimeDir(stateDir string) string {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		abs = stateDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(DefaultRuntimeRoot, hex.EncodeToString(sum[:8]))
+}
+
+// otherUser reports whether a job run as user runs as another user than
+// the daemon's.
+func (d *Daemon) otherUser(user *supervisor.User) bool {
+	return user != nil && int(user.UID) != d.euid
+}
+
+// prepareShm makes job j's accounting folder for a run as user, and
+// returns it.
+func (d *Daemon) prepareShm(j api.Job, user *supervisor.User) (string, error) {
+	if !d.otherUser(user) {
+		shm := filepath.Join(d.JobDir(j.ID), "shm")
+		if err := os.MkdirAll(shm, 0o700); err != nil {
+			return "", fmt.Errorf("accounting folder: %w", err)
+		}
+		return shm, nil
+	}
+	root := d.cfg.RuntimeDir
+	// Every folder above the job's is root's and only root may write it:
+	// the job's user may enter (0711), not add or rename entries.
+	for _, dir := range []string{filepath.Dir(root), root} {
+		if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("accounting folder: %w", err)
+		}
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return "", fmt.Errorf("accounting folder: %w", err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() || !ok || int(st.Uid) != d.euid || fi.Mode().Perm()&0o022 != 0 {
+			return "", fmt.Errorf("accounting folder: %s must be a folder of the daemon's user (uid %d) that no one else may write, got mode %s", dir, d.euid, fi.Mode())
+		}
+		if fi.Mode().Perm() != 0o711 {
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return "", fmt.Errorf("accounting folder: %w", err)
+			}
+		}
+	}
+	shm := filepath.Join(root, j.ID)
+	// A folder from an earlier run (a restartable job started again) or
+	// an earlier daemon goes: what is in it was the job user's to change.
+	if err := os.RemoveAll(shm); err != nil {
+		return "", fmt.Errorf("accounting folder: %w", err)
+	}
+	if err := os.Mkdir(shm, 0o700); err != nil {
+		return "", fmt.Errorf("accounting folder: %w", err)
+	}
+	if err := os.Chown(shm, int(user.UID), int(user.GID)); err != nil {
+		return "", fmt.Errorf("accounting folder: %w", err)
+	}
+	return shm, nil
+}
+
+// shmOf is job j's accounting folder as its start recorded it.
+func (d *Daemon) shmOf(j api.Job) string {
+	if j.ShmDir != "" {
+		return j.ShmDir
+	}
+	return filepath.Join(d.JobDir(j.ID), "shm")
+}
+
+// dropShm removes j's accounting folder when it is outside the state
+// folder (the job ran as another user); one in the job folder stays with
+// the job's other files.
+func (d *Daemon) dropShm(j api.Job) {
+	if j.ShmDir == "" || filepath.Dir(j.ShmDir) != d.cfg.RuntimeDir {
+		return
+	}
+	if err := os.RemoveAll(j.ShmDir); err != nil {
+		d.cfg.Log.Warn("remove the job's accounting folder", "job", j.ID, "folder", j.ShmDir, "err", err)
+	}
+}
