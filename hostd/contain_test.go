@@ -35,26 +35,35 @@ func escapees(t *testing.T, dir string) map[int]uint64 {
 	t.Helper()
 	out := map[int]uint64{}
 	for _, name := range []string{"bg", "sid", "orphan"} {
-		p := filepath.Join(dir, name)
-		eventually(t, "the job to record its "+name+" pid", func() bool {
-			_, err := os.Stat(p)
-			return err == nil
-		})
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err != nil {
-			t.Fatalf("%s pid %q: %v", name, data, err)
-		}
-		start, _, ok, err := supervisor.ProcStart(pid)
-		if err != nil || !ok {
-			t.Fatalf("%s process %d is not running: %v", name, pid, err)
+		pid, start, ok := recordedPid(t, filepath.Join(dir, name), "its "+name+" pid")
+		if !ok {
+			t.Fatalf("%s process %d is not running", name, pid)
 		}
 		out[pid] = start
 	}
 	return out
+}
+
+// recordedPid waits for the pid a job writes to path (what names it in
+// messages) and returns it with its start time; ok is false when that
+// process is not running any more.
+func recordedPid(t *testing.T, path, what string) (pid int, start uint64, ok bool) {
+	t.Helper()
+	eventually(t, "the job to record "+what, func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, err = strconv.Atoi(strings.TrimSpace(string(data))); err != nil {
+		t.Fatalf("%s %q: %v", what, data, err)
+	}
+	if start, _, ok, err = supervisor.ProcStart(pid); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return pid, start, ok
 }
 
 func aliveOf(procs map[int]uint64) []int {

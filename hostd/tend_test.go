@@ -28,23 +28,7 @@ echo $$ > "$PIDS/main.tmp" && mv "$PIDS/main.tmp" "$PIDS/main"
 // start time.
 func mainPid(t *testing.T, pids string) (int, uint64) {
 	t.Helper()
-	p := filepath.Join(pids, "main")
-	eventually(t, "the job to stop its supervisor", func() bool {
-		_, err := os.Stat(p)
-		return err == nil
-	})
-	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, _, _, err := supervisor.ProcStart(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid, start, _ := recordedPid(t, filepath.Join(pids, "main"), "the pid of the job that stops its supervisor")
 	return pid, start
 }
 
