@@ -227,6 +227,8 @@ for p in "$CGMNT$(dirname "$cg")" "$CGMNT$(dirname "$(dirname "$cg")")" "$CGMNT"
 	if echo $$ > "$p/cgroup.procs"; then echo "moved to $p"; else echo "refused $p"; fi
 done
 if : > "$TESSERA_SHM_DIR/probe"; then echo "shm $TESSERA_SHM_DIR"; else echo "shm not writable"; fi
+if kill -0 $PPID 2>/dev/null; then echo "may signal its supervisor"; else echo "cannot signal its supervisor"; fi
+if ls "$STATE" >/dev/null 2>&1; then echo "may read the state folder"; else echo "cannot read the state folder"; fi
 setsid env -i /bin/sleep 600 &
 echo "sleeper $!"
 while grep -q TESSERA_JOB_MARK /proc/$!/environ 2>/dev/null; do sleep 0.01; done
@@ -235,7 +237,8 @@ exit 0`
 // checkContained checks a job that ran escapeScript: it ran as uid, each
 // cgroup.procs write was refused, it could write its accounting folder
 // (where its interception library counts memory), which is gone after
-// it, and its sleeper was gone when it was recorded as ended.
+// it, it could neither signal its supervisor nor read the state folder,
+// and its sleeper was gone when it was recorded as ended.
 func checkContained(t *testing.T, host []string, id string, uid int) {
 	t.Helper()
 	got := finalJob(t, host, id)
@@ -244,7 +247,7 @@ func checkContained(t *testing.T, host []string, id string, uid int) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < 6 || lines[0] != strconv.Itoa(uid) {
+	if len(lines) < 8 || lines[0] != strconv.Itoa(uid) {
 		t.Fatalf("job output %q, want its uid %d first", out, uid)
 	}
 	sleeper, err := strconv.Atoi(strings.TrimPrefix(lines[len(lines)-1], "sleeper "))
@@ -266,6 +269,9 @@ func checkContained(t *testing.T, host []string, id string, uid int) {
 	} else if _, err := os.Lstat(shm); err == nil {
 		t.Errorf("the job's accounting folder %s is left after the job", shm)
 	}
+	if lines[5] != "cannot signal its supervisor" || lines[6] != "cannot read the state folder" {
+		t.Errorf("the job reached what is not its own: %q", lines[5:7])
+	}
 	errs, _ := os.ReadFile(filepath.Join(host[1], "jobs", id, supervisor.StderrFile))
 	if !strings.Contains(string(errs), "Permission denied") {
 		t.Errorf("job stderr %q, want the cgroup.procs writes refused with Permission denied", errs)
@@ -283,7 +289,7 @@ func TestJobOfAnotherUserCannotLeaveItsCgroup(t *testing.T) {
 	mnt := needRootAndCgroup(t)
 	bin := copyForOthers(t)
 	d := openDaemon(t)
-	code, out := asNobody(t, bin, append(append([]string{"run", "-d"}, d.host...), "-e", "CGMNT="+mnt, "--", "/bin/sh", "-c", escapeScript)...)
+	code, out := asNobody(t, bin, append(append([]string{"run", "-d"}, d.host...), "-e", "CGMNT="+mnt, "-e", "STATE="+d.host[1], "--", "/bin/sh", "-c", escapeScript)...)
 	if code != 0 {
 		t.Fatalf("run as uid %d: %d %s", nobodyUID, code, out)
 	}
@@ -308,7 +314,7 @@ func TestJobUserRunsRootsJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(open)
-	code, out, errs := tessera(append(append([]string{"run", "-d"}, d.host...), "-e", "CGMNT="+mnt, "--", "/bin/sh", "-c", escapeScript)...)
+	code, out, errs := tessera(append(append([]string{"run", "-d"}, d.host...), "-e", "CGMNT="+mnt, "-e", "STATE="+d.host[1], "--", "/bin/sh", "-c", escapeScript)...)
 	if code != 0 {
 		t.Fatalf("run: %d %s", code, errs)
 	}
