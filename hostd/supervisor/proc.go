@@ -1,10 +1,12 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ProcStart returns the start time of pid (clock ticks since boot, field 22
@@ -13,7 +15,8 @@ import (
 func ProcStart(pid int) (start uint64, zombie, ok bool, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		if os.IsNotExist(err) {
+		// ESRCH: the process ended between the open and the read.
+		if os.IsNotExist(err) || errors.Is(err, syscall.ESRCH) {
 			return 0, false, false, nil
 		}
 		return 0, false, false, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
