@@ -8,10 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
+	"github.com/tessera-gpu/tessera/internal/safefs"
 )
 
 // A job's accounting folder (TESSERA_SHM_DIR) holds the file its
@@ -62,18 +62,11 @@ func (d *Daemon) prepareShm(j api.Job, user *supervisor.User) (string, error) {
 		if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("accounting folder: %w", err)
 		}
-		fi, err := os.Lstat(dir)
-		if err != nil {
+		if err := safefs.CheckStateDir(dir, "accounting folder"); err != nil {
+			return "", err
+		}
+		if err := os.Chmod(dir, 0o711); err != nil {
 			return "", fmt.Errorf("accounting folder: %w", err)
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !fi.IsDir() || !ok || int(st.Uid) != d.euid || fi.Mode().Perm()&0o022 != 0 {
-			return "", fmt.Errorf("accounting folder: %s must be a folder of the daemon's user (uid %d) that no one else may write, got mode %s", dir, d.euid, fi.Mode())
-		}
-		if fi.Mode().Perm() != 0o711 {
-			if err := os.Chmod(dir, 0o711); err != nil {
-				return "", fmt.Errorf("accounting folder: %w", err)
-			}
 		}
 	}
 	shm := filepath.Join(root, j.ID)

@@ -229,18 +229,9 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 		}
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(ctx, req)
 	if err != nil {
-		if ctx.Err() != nil {
-			if context.Cause(ctx) == errCallTimeout {
-				return nil, err
-			}
-			return nil, ctx.Err()
-		}
-		if ue := (*url.Error)(nil); errors.Is(err, ErrNotTheDaemon) && errors.As(err, &ue) {
-			return nil, ue.Err
-		}
-		return nil, c.unreachable(err)
+		return nil, err
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable {
 		_ = resp.Body.Close()
@@ -264,6 +255,27 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 		return nil, e
 	}
 	return resp, nil
+}
+
+// roundTrip sends req, made with ctx, and says why it got no answer: the
+// caller's cancellation as is, the client's timeout as the transport
+// error (timedOut words it), a socket served by an untrusted user as
+// ErrNotTheDaemon, anything else as an unreachable daemon.
+func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err == nil {
+		return resp, nil
+	}
+	if ctx.Err() != nil {
+		if context.Cause(ctx) == errCallTimeout {
+			return nil, err
+		}
+		return nil, ctx.Err()
+	}
+	if ue := (*url.Error)(nil); errors.Is(err, ErrNotTheDaemon) && errors.As(err, &ue) {
+		return nil, ue.Err
+	}
+	return nil, c.unreachable(err)
 }
 
 // unreachable wraps a transport error: the daemon is not there.
@@ -292,15 +304,9 @@ func (c *Client) prove(ctx context.Context, req *http.Request, body []byte) (str
 	if err != nil {
 		return "", fmt.Errorf("build challenge: %w", err)
 	}
-	resp, err := c.hc.Do(creq)
+	resp, err := c.roundTrip(ctx, creq)
 	if err != nil {
-		if ctx.Err() != nil {
-			if context.Cause(ctx) == errCallTimeout {
-				return "", err
-			}
-			return "", ctx.Err()
-		}
-		return "", c.unreachable(err)
+		return "", err
 	}
 	defer resp.Body.Close()
 	notDaemon := func(why string) error {

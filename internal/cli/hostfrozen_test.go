@@ -74,7 +74,10 @@ func TestFrozenDaemonAndRetries(t *testing.T) {
 	if len(mine) != 1 || mine[0] != strings.TrimSpace(out) {
 		t.Errorf("after the thaw and a retry: jobs %v for request frozen-test-1, the retry answered %q; want exactly one, the one answered", mine, out)
 	}
-	if code, _, errs := tessera(append([]string{"stop", ids[0]}, host...)...); code != 0 {
+	// The stop sent while the daemon was frozen may have been carried out
+	// once it thawed (a stop is wanted whenever it lands): either way the
+	// sleeper ends stopped.
+	if code, _, errs := tessera(append([]string{"stop", ids[0]}, host...)...); code != 0 && !strings.Contains(errs, "already finished (stopped)") {
 		t.Errorf("stop %s: %d %s", ids[0], code, errs)
 	}
 }
