@@ -14,7 +14,7 @@ FUZZTIME     ?= 10s
 VERSION       = $(or $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null),v0.0.0-dev)
 COMMIT        = $(or $(shell git rev-parse HEAD 2>/dev/null),unknown)$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo -dirty)
 BUILD_DATE    = $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-CLI_PKG      := github.com/tessera-gpu/tessera/internal/cli
+CLI_PKG      := github.com/tessera-gpu/tessera/cmd/tessera/cli
 GO_LDFLAGS    = -X $(CLI_PKG).version=$(VERSION) -X $(CLI_PKG).commit=$(COMMIT) -X $(CLI_PKG).buildDate=$(BUILD_DATE)
 
 # go-nvml's cgo code calls NVML functions that its nvml.h marks deprecated,
@@ -129,7 +129,7 @@ fuzz:
 	$(GO) test ./hostd/server -run '^$$' -fuzz '^FuzzSubmit$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./hostd -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./hostd/store -run '^$$' -fuzz '^FuzzJobFolder$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/cli -run '^$$' -fuzz '^FuzzWriteTables$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/tessera/cli -run '^$$' -fuzz '^FuzzWriteTables$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/termsafe -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME)
 
 ## bench: Go benchmarks (results and commands are recorded in docs/benchmarks.md).
@@ -144,7 +144,7 @@ bench:
 ## kubelet restarts and agent restarts. `make unit` runs them too;
 ## they skip, saying why, where the machine cannot run containers.
 e2e-node:
-	$(GO) test -count=1 -timeout 40m -v ./internal/e2enode/
+	$(GO) test -count=1 -timeout 40m -v ./test/e2enode/
 
 ## bench-kube: pods bound per second, Tessera vs the stock kube-scheduler, on
 ## a real API server with KWOK nodes (TESSERA_BENCH_NODES, TESSERA_BENCH_PODS).

@@ -455,7 +455,7 @@ func (a *Allocator) Reconcile(ctx context.Context) error {
 // manager fills from the API server after start, one pod at a time), and
 // a release in that window would drop the shares of running containers,
 // which a restarted agent then no longer recovers (found on the real node,
-// internal/e2enode; test TestKubeletStartingUpKeepsAllocations).
+// test/e2enode; test TestKubeletStartingUpKeepsAllocations).
 //
 // Allocate calls it too, before it registers a new container: the
 // scheduler binds a pod to the room a deleted pod left as soon as the

@@ -111,7 +111,7 @@ func TestAllocateReleasesDeletedPodsFirst(t *testing.T) {
 // PodResources API before it has re-added the pods it runs, and lists none
 // of them meanwhile. A release in that window must not drop the shares of
 // running containers: a new agent process would then not recover them
-// (found on the real node, internal/e2enode: after "kubelet restart", the
+// (found on the real node, test/e2enode: after "kubelet restart", the
 // agent deleted in "agent pod deleted" came back with one of two halves).
 // Pods that ended meanwhile are still released.
 func TestKubeletStartingUpKeepsAllocations(t *testing.T) {

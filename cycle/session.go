@@ -36,6 +36,27 @@ type Workload struct {
 	// AwaitingVictims: it named victims in an earlier cycle and waits for
 	// them to stop; it names no more until the caller clears this.
 	AwaitingVictims bool
+	// Reserver, when set, holds what the engine does not place (a pod's
+	// DRA claims, its volumes) once the cycle has placed the parts.
+	Reserver Reserver
+}
+
+// Reserver holds, for a workload a cycle places, what the engine does not
+// place itself, inside the cycle's step: a gang whose members do not all
+// fit gives back its members' holds with their bookings (Statement), as
+// kube-scheduler's Reserve and Unreserve extension points do. Only real
+// steps call it, never the what-if placements of preemption and
+// reservations.
+type Reserver interface {
+	// Reserve is called once w's parts are booked at decisions (nodes
+	// indexed in the snapshot's cluster). why, when not "", rules that node
+	// out for w (the cycle places w again elsewhere and counts why among
+	// the rejections); an error refuses w itself (Invalid, the error in
+	// Outcome.Err). Nothing is held when either is returned.
+	Reserve(w *Workload, decisions []placement.Decision) (why string, err error)
+	// Unreserve gives back what a successful Reserve held, when the step
+	// that placed w is discarded.
+	Unreserve(w *Workload, decisions []placement.Decision)
 }
 
 // Gang is a group of workloads placed all or nothing.
@@ -134,6 +155,8 @@ type Outcome struct {
 	Decisions []placement.Decision
 	// Message says why it waits, in the engine's words.
 	Message string
+	// Err is, for a workload its Reserver refused, the Reserver's error.
+	Err error
 	// Rejections count, for a workload no node took, the nodes that turned
 	// it down by reason (the first check each failed).
 	Rejections map[string]int
@@ -181,16 +204,13 @@ func Run(s Snapshot) ([]Outcome, error) {
 	if s.Usage == nil {
 		for i := range s.Running {
 			run := &s.Running[i]
-			q := run.Queue
-			if q == "" {
-				q = queueing.DefaultQueue
-			}
+			q := queueing.QueueOr(run.Queue)
 			usage[q] = usage[q].Add(Resources(run.Parts))
 		}
 	}
 	capacity := s.Capacity
 	if capacity == (queueing.Resources{}) {
-		capacity = total(s.Cluster)
+		capacity = Capacity(s.Cluster)
 	}
 	ledger := tree.NewLedger(capacity, usage)
 	byQueue := map[string][]item{}
@@ -201,10 +221,7 @@ func Run(s Snapshot) ([]Outcome, error) {
 	gangAt := map[string]at{} // a gang is served in its first member's queue
 	var strictOrder []at      // every item, in the pending order
 	for _, w := range s.Pending {
-		q := w.Queue
-		if q == "" {
-			q = queueing.DefaultQueue
-		}
+		q := queueing.QueueOr(w.Queue)
 		if _, ok := tree.Queue(q); !ok {
 			r.out = append(r.out, Outcome{Workload: w.ID, Status: Invalid, Message: fmt.Sprintf("queue %q does not exist", q)})
 			continue
@@ -291,6 +308,8 @@ type run struct {
 	// gangs' surplus, worked out on first use (candidates).
 	perNode map[int][]preemption.Candidate
 	surplus map[string]int
+	// refusedByHold: the last placement saw a Reserver refuse a node.
+	refusedByHold bool
 }
 
 // runningByID returns the snapshot's running workload id (nil if none).
@@ -324,8 +343,9 @@ func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, e
 		o = cached
 		o.Workload = w.ID
 	} else {
-		st := NewStatement(r.snap.Cluster)
+		st := newStep(r.snap.Cluster)
 		var err error
+		r.refusedByHold = false
 		if o, err = r.place(st, w); err != nil {
 			return queueing.Resources{}, err
 		}
@@ -334,7 +354,8 @@ func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, e
 			r.out = append(r.out, o)
 			return Resources(w.Parts), nil
 		}
-		if key != "" && o.Status == NoFit {
+		if key != "" && o.Status == NoFit && !r.refusedByHold {
+			// (A node its Reserver refused may serve an equal request.)
 			r.misfit[key] = o
 		}
 	}
@@ -367,7 +388,7 @@ func (r *run) gang(key string, members []Workload, ledger *queueing.Ledger) (que
 			key, g.Running+len(members), g.MinMember, g.Running, len(members)))
 		return queueing.Resources{}, nil
 	}
-	st := NewStatement(r.snap.Cluster)
+	st := newStep(r.snap.Cluster)
 	outs := make([]Outcome, len(members))
 	placed, firstWhy := 0, ""
 	for i, w := range members {
@@ -458,17 +479,30 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 			return o, err
 		}
 		decisions := append([]placement.Decision{d}, rest...)
-		why := notTogether
+		why, reserved := notTogether, false
 		if fits {
 			blocked, err := r.snap.Reservation.blocks(st.c, pol, w, node)
 			if err != nil {
 				return o, err
 			}
-			if !blocked {
-				o.Status, o.Decisions = Placed, decisions
-				return o, nil
+			if blocked {
+				why, reserved = "reserved for "+r.snap.Reservation.What, true
+			} else {
+				held, err := st.hold(&w, decisions)
+				if err != nil {
+					if rerr := st.rollback(mark); rerr != nil {
+						return o, rerr
+					}
+					o.Status, o.Message, o.Err = Invalid, err.Error(), err
+					return o, nil
+				}
+				if held == "" {
+					o.Status, o.Decisions = Placed, decisions
+					return o, nil
+				}
+				why = held // the Reserver cannot serve w on this node
+				r.refusedByHold = true
 			}
-			why = "reserved for " + r.snap.Reservation.What
 		}
 		if err := st.rollback(mark); err != nil {
 			return o, err
@@ -476,7 +510,7 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 		if skip == nil {
 			skip = map[int]string{}
 		}
-		if why == notTogether {
+		if !reserved {
 			skip[node] = why
 			continue
 		}
@@ -629,8 +663,11 @@ func Resources(parts []placement.Pod) queueing.Resources {
 	return r
 }
 
-// total is the cluster's capacity, for fair shares.
-func total(c *placement.Cluster) queueing.Resources {
+// Capacity is the cluster's capacity for fair shares: every node's CPU
+// and memory, a whole GPU's compute and its memory for every GPU the
+// snapshot holds (unhealthy ones are not in it). The front doors' fair
+// shares read it, so all of them share one.
+func Capacity(c *placement.Cluster) queueing.Resources {
 	var t queueing.Resources
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

@@ -6,12 +6,16 @@ import (
 	"github.com/tessera-gpu/tessera/placement"
 )
 
-// Statement records the bookings of one step of a cycle on a cluster, so
-// that they can be kept (Commit) or undone as a whole (Discard): a gang
-// that fits only in part leaves the cluster as it was.
+// Statement records the bookings of one step of a cycle on a cluster, and
+// what the workloads' Reservers held for them, so that they can be kept
+// (Commit) or undone as a whole (Discard): a gang that fits only in part
+// leaves the cluster, and its claims and volumes, as they were.
 type Statement struct {
 	c   *placement.Cluster
 	ops []booked
+	// hooks: the step is real, so a placed workload's Reserver is called
+	// (what-if steps, for preemption and reservations, never call it).
+	hooks bool
 }
 
 type booked struct {
@@ -19,10 +23,32 @@ type booked struct {
 	dec placement.Decision
 	// released: the op freed a running workload's part (Unbook).
 	released bool
+	// held: the op is a Reserver's hold for a placed workload (Hold).
+	held *Workload
+	decs []placement.Decision
 }
 
 // NewStatement starts an empty statement on c.
 func NewStatement(c *placement.Cluster) *Statement { return &Statement{c: c} }
+
+// newStep starts a statement for a step whose placements are real: it
+// calls the Reservers of the workloads it places.
+func newStep(c *placement.Cluster) *Statement { return &Statement{c: c, hooks: true} }
+
+// hold asks w's Reserver to hold what w needs beyond its parts on the
+// decisions' node, and records the hold so a Discard gives it back. It
+// returns why the node cannot serve w ("" when held) or a workload error.
+func (s *Statement) hold(w *Workload, decisions []placement.Decision) (string, error) {
+	if !s.hooks || w.Reserver == nil {
+		return "", nil
+	}
+	why, err := w.Reserver.Reserve(w, decisions)
+	if why != "" || err != nil {
+		return why, err
+	}
+	s.ops = append(s.ops, booked{held: w, decs: decisions})
+	return "", nil
+}
 
 // Book applies a decision for p to the cluster and records it.
 func (s *Statement) Book(p placement.Pod, d placement.Decision) error {
@@ -58,6 +84,10 @@ func (s *Statement) Discard() error { return s.rollback(0) }
 func (s *Statement) rollback(n int) error {
 	for i := len(s.ops) - 1; i >= n; i-- {
 		op := s.ops[i]
+		if op.held != nil {
+			op.held.Reserver.Unreserve(op.held, op.decs)
+			continue
+		}
 		undo := s.c.Release
 		if op.released {
 			undo = s.c.Apply

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/crd"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // auditPolicy records every request's metadata, for the RBAC check.

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // chartDir is the chart, relative to this package.

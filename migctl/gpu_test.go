@@ -9,7 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/internal/gputest"
+	"github.com/tessera-gpu/tessera/test/gputest"
 )
 
 // TestCatalogMatchesThisGPU reads GPU 0's MIG GPU-instance profiles and

@@ -10,8 +10,10 @@
 // with the reason the adapter gave), the sharing rules a node's sharing modes set (SharingFit:
 // exclusive GPUs, MPS, memory oversubscription; a reason code each front
 // door words itself), the scoring policies
-// (one file each, sharing the Policy interface), and the explicit, checked
-// step that applies or releases a decision on a snapshot.
+// (one file each, sharing the Policy interface), the explicit, checked
+// step that applies or releases a decision on a snapshot, and the one way
+// a decision becomes the binding.Share of each GPU it names (Shares,
+// shares.go), which every front door calls.
 //
 // Policies never mutate the snapshot they read; Apply is a separate step and
 // returns an error (never panics) when a decision would over-allocate.

@@ -74,7 +74,7 @@ func (r Rules) Why(w Waiting, c Candidate, now time.Time) Kind {
 	if !r.RanLongEnough(c.Started, now) {
 		return NotEligible
 	}
-	if c.Priority < w.Priority && queueOr(c.Queue) == queueOr(w.Queue) {
+	if c.Priority < w.Priority && queueing.QueueOr(c.Queue) == queueing.QueueOr(w.Queue) {
 		return ByPriority
 	}
 	if r.Fair.MayReclaim(w.Queue, w.Need, c.Queue) {
@@ -202,7 +202,7 @@ func (f *Fairness) MayReclaim(waitingQueue string, need queueing.Resources, vict
 	if f == nil || f.Tree == nil || f.Ledger == nil {
 		return false
 	}
-	victimQueue, waitingQueue = queueOr(victimQueue), queueOr(waitingQueue)
+	victimQueue, waitingQueue = queueing.QueueOr(victimQueue), queueing.QueueOr(waitingQueue)
 	if victimQueue == waitingQueue {
 		return false
 	}
@@ -220,12 +220,4 @@ func (f *Fairness) MayReclaim(waitingQueue string, need queueing.Resources, vict
 	}
 	used := f.Ledger.Used(victimQueue)
 	return used.GPUMilli > vq.Guaranteed.GPUMilli || (vq.Guaranteed.GPUMemoryMiB > 0 && used.GPUMemoryMiB > vq.Guaranteed.GPUMemoryMiB)
-}
-
-// queueOr names the queue, the default one for "".
-func queueOr(q string) string {
-	if q == "" {
-		return queueing.DefaultQueue
-	}
-	return q
 }

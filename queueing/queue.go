@@ -9,6 +9,15 @@ import (
 // (no guarantee, weight 1, no limit) unless defined.
 const DefaultQueue = "default"
 
+// QueueOr is the queue work naming queue name goes to: DefaultQueue for
+// "". Every front door maps a missing queue name with it.
+func QueueOr(name string) string {
+	if name == "" {
+		return DefaultQueue
+	}
+	return name
+}
+
 // MaxDepth bounds the queue hierarchy.
 const MaxDepth = 8
 

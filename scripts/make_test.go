@@ -135,8 +135,8 @@ func TestMakeBuildSilencesOnlyDependencyDeprecations(t *testing.T) {
 		t.Errorf("go build %q: no -ldflags", args)
 	} else {
 		for _, v := range []string{"version", "commit", "buildDate"} {
-			if !strings.Contains(args[i+1], "-X github.com/tessera-gpu/tessera/internal/cli."+v+"=") {
-				t.Errorf("-ldflags %q does not set internal/cli.%s", args[i+1], v)
+			if !strings.Contains(args[i+1], "-X github.com/tessera-gpu/tessera/cmd/tessera/cli."+v+"=") {
+				t.Errorf("-ldflags %q does not set cmd/tessera/cli.%s", args[i+1], v)
 			}
 		}
 	}

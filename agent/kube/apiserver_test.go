@@ -19,10 +19,10 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // TestAgainstRealAPIServer runs the agent's Kubernetes side against etcd and

@@ -6,5 +6,5 @@
 // containers the versioned file the symlink names.
 //
 // It owns the folder layout and its atomicity; it must not know flags or
-// containers (internal/cli and agent/handoff do).
+// containers (cmd/tessera/cli and agent/handoff do).
 package libinstall

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/internal/gputest"
+	"github.com/tessera-gpu/tessera/test/gputest"
 )
 
 // TestOnRealMPS runs the real control daemon on GPU 0 under the

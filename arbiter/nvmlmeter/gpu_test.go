@@ -10,8 +10,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/tessera-gpu/tessera/internal/gputest"
 	"github.com/tessera-gpu/tessera/shareenv"
+	"github.com/tessera-gpu/tessera/test/gputest"
 )
 
 // TestOnRealGPU measures a matmul loop and a tiny-kernel loop through the

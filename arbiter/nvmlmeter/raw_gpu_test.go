@@ -12,7 +12,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/tessera-gpu/tessera/internal/gputest"
+	"github.com/tessera-gpu/tessera/test/gputest"
 )
 
 // TestRawSamplesOnRealGPU logs what NVML's per-process utilisation samples

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tessera-gpu/tessera/internal/cli"
+	"github.com/tessera-gpu/tessera/cmd/tessera/cli"
 )
 
 func main() {

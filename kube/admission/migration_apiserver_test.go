@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/request"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // TestMigrationOnRealAPIServer creates every migration case's pod through

@@ -24,7 +24,6 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/clusterview"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
@@ -32,6 +31,7 @@ import (
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/quantity"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 	"github.com/tessera-gpu/tessera/webui"
 	"github.com/tessera-gpu/tessera/webui/browsertest"
 )

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/request"
 	"github.com/tessera-gpu/tessera/webui"
@@ -17,7 +16,7 @@ import (
 
 // Viewer is what the cluster view reads: *scheduler.Scheduler.
 type Viewer interface {
-	View() (scheduler.View, bool)
+	View() (View, bool)
 	ViewChanged() <-chan struct{}
 }
 
@@ -55,7 +54,7 @@ const labelSource = "node-labels"
 
 // Translate turns the scheduler's view into the page's snapshot, taken at
 // now.
-func Translate(v scheduler.View, now time.Time) webui.Snapshot {
+func Translate(v View, now time.Time) webui.Snapshot {
 	s := webui.Snapshot{Scope: "cluster", Title: "Tessera cluster", Time: now.UTC(),
 		Source: fmt.Sprintf("scheduler %s · policy %s · %d nodes · last cycle %s", v.Scheduler, v.Policy, len(v.Nodes), v.Time.UTC().Format(time.RFC3339))}
 	if v.Typical > 0 {
@@ -127,7 +126,7 @@ func Translate(v scheduler.View, now time.Time) webui.Snapshot {
 // Reason is why a pending pod waits, as the page shows it: the message of
 // the PodScheduled=False condition the scheduler wrote, word for word
 // (its reason when it has no message; a note when it has none yet).
-func Reason(p scheduler.PodView) string {
+func Reason(p PodView) string {
 	r := p.Message
 	if r == "" {
 		r = p.Reason
@@ -138,7 +137,7 @@ func Reason(p scheduler.PodView) string {
 	return r
 }
 
-func workloadOf(p scheduler.PodView) webui.Workload {
+func workloadOf(p PodView) webui.Workload {
 	w := webui.Workload{ID: p.Namespace + "/" + p.Name, Queue: p.Queue, Priority: int(p.Priority), Request: requestText(p), Submitted: p.Created}
 	if !p.Started.IsZero() {
 		t := p.Started
@@ -164,7 +163,7 @@ func workloadOf(p scheduler.PodView) webui.Workload {
 
 // requestText is a pod's GPU requests in words ("2x 0.5 GPU 40Gi"), one
 // per container asking for GPUs; CPU-only pods say their CPU and memory.
-func requestText(p scheduler.PodView) string {
+func requestText(p PodView) string {
 	if p.RequestError != "" {
 		return "invalid: " + p.RequestError
 	}
@@ -181,7 +180,7 @@ func requestText(p scheduler.PodView) string {
 // gpuOf is one GPU with placement's books: guaranteed compute and memory
 // booked are what placement no longer offers. A GPU placement does not
 // offer (unhealthy) counts its shares instead (added by addShare).
-func gpuOf(n scheduler.NodeView, g scheduler.GPUView) webui.GPU {
+func gpuOf(n NodeView, g GPUView) webui.GPU {
 	out := webui.GPU{Node: n.Name, Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB,
 		Health: string(g.Health), HealthReason: g.HealthReason, Unschedulable: !g.Schedulable, Shares: []webui.Share{}}
 	if g.Schedulable {

@@ -9,26 +9,25 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/inventory"
-	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 	"github.com/tessera-gpu/tessera/webui"
 )
 
 type fakeViewer struct {
-	v  scheduler.View
+	v  View
 	ok bool
 }
 
-func (f fakeViewer) View() (scheduler.View, bool) { return f.v, f.ok }
+func (f fakeViewer) View() (View, bool)           { return f.v, f.ok }
 func (f fakeViewer) ViewChanged() <-chan struct{} { return nil }
 
 func share(uuid string, index int, milli, limit, mem int64) binding.Share {
 	return binding.Share{UUID: uuid, Index: index, ComputeMilli: milli, ComputeLimitMilli: limit, MemoryMiB: mem, MemoryLimitMiB: mem}
 }
 
-func pod(name, queue string, shares ...binding.Share) scheduler.PodView {
-	p := scheduler.PodView{Namespace: "ns", Name: name, Queue: queue, Created: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
+func pod(name, queue string, shares ...binding.Share) PodView {
+	p := PodView{Namespace: "ns", Name: name, Queue: queue, Created: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)}
 	if len(shares) > 0 {
 		p.Assignment = &binding.Assignment{Node: "n1", Containers: []binding.Container{{Name: "main", GPUs: shares}}}
 		p.Requests = []request.GPU{{Count: len(shares), ComputeMilli: shares[0].ComputeMilli, ComputeLimitMilli: shares[0].ComputeLimitMilli, MemoryMiB: shares[0].MemoryMiB}}
@@ -39,7 +38,7 @@ func pod(name, queue string, shares ...binding.Share) scheduler.PodView {
 // view is a node with a shared GPU (two pods), a MIG GPU (one instance in
 // use), an unhealthy GPU, a node read from labels, two queues and two
 // waiting pods, one with the scheduler's reason and one not tried yet.
-func view() scheduler.View {
+func view() View {
 	gpu := func(uuid string, index int, mem int64) inventory.GPU {
 		return inventory.GPU{UUID: uuid, Index: index, Model: "H100-SXM", MemoryMiB: mem, Health: inventory.Healthy}
 	}
@@ -55,22 +54,22 @@ func view() scheduler.View {
 	waits.Reason, waits.Message = "Unschedulable", "no node fits 4 GPU(s) at compute 1000/1000 for ns/waits/main: 2 node(s) too few GPUs"
 	fresh := pod("fresh", "research")
 	fresh.Requests = []request.GPU{{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250}}
-	return scheduler.View{
+	return View{
 		Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Scheduler: "tessera", Policy: "binpack",
-		Nodes: []scheduler.NodeView{
-			{Name: "n1", Source: "nvml", Ready: true, CPUMilli: 32000, FreeCPUMilli: 29000, MemoryMiB: 131072, FreeMemoryMiB: 131072, Pods: []scheduler.PodView{a, b, m},
-				GPUs: []scheduler.GPUView{
+		Nodes: []NodeView{
+			{Name: "n1", Source: "nvml", Ready: true, CPUMilli: 32000, FreeCPUMilli: 29000, MemoryMiB: 131072, FreeMemoryMiB: 131072, Pods: []PodView{a, b, m},
+				GPUs: []GPUView{
 					{GPU: g0, Schedulable: true, FreeMilli: 250, FreeMemoryMiB: 81920 - 30720},
 					{GPU: g1, Schedulable: true, FreeMilli: 500, FreeMemoryMiB: 40960},
 					{GPU: g2},
 				}},
-			{Name: "n2", Source: "node-labels", Unschedulable: true, GPUs: []scheduler.GPUView{{GPU: gpu("n2/gpu0", 0, 81920), Schedulable: true, FreeMilli: 1000, FreeMemoryMiB: 81920}}},
+			{Name: "n2", Source: "node-labels", Unschedulable: true, GPUs: []GPUView{{GPU: gpu("n2/gpu0", 0, 81920), Schedulable: true, FreeMilli: 1000, FreeMemoryMiB: 81920}}},
 		},
-		Queues: []scheduler.QueueView{
+		Queues: []QueueView{
 			{Queue: queueing.Queue{Name: "default", Weight: 1}, Used: queueing.Resources{GPUMilli: 250}, Share: 1.25, Running: 1, Waiting: 1},
 			{Queue: queueing.Queue{Name: "research", Weight: 2, Guaranteed: queueing.Resources{GPUMilli: 2000}}, Configured: true, Used: queueing.Resources{GPUMilli: 1000, GPUMemoryMiB: 61440}, Share: 0.5, Running: 2, Waiting: 1},
 		},
-		Pending: []scheduler.PodView{waits, fresh},
+		Pending: []PodView{waits, fresh},
 	}
 }
 

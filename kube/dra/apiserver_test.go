@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // classes is a DeviceClassLister over the classes read back from the API.

@@ -14,7 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
-	"github.com/tessera-gpu/tessera/request"
+	"github.com/tessera-gpu/tessera/placement"
 )
 
 // MIG instances as DRA devices (partitionable devices, beta and on in
@@ -235,16 +235,14 @@ func migProfileOf(sels []resourceapi.DeviceSelector, cat *catalog.Catalog, path 
 }
 
 // migShare reads device, when it is a MIG device of one of n's GPUs in
-// MIG mode (ok), as the whole instance it stands for.
+// MIG mode (ok), as the whole instance it stands for (placement.MIGShare:
+// the profile's compute slices and memory, an existing instance's own
+// memory where the node reports it).
 func migShare(n *inventory.Node, device string, cat *catalog.Catalog) (sh binding.Share, ok bool, err error) {
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
 		if g.MIGMode != inventory.MIGEnabled || !strings.HasPrefix(device, DeviceName(g.Index)+"-mig-") {
 			continue
-		}
-		whole := func(profile string, memoryMiB int64, mig *binding.MIGInstance, uuid string) binding.Share {
-			return binding.Share{UUID: uuid, Index: g.Index, ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole,
-				MemoryMiB: memoryMiB, MemoryLimitMiB: memoryMiB, MIGProfile: profile, MIG: mig}
 		}
 		if !g.MIGManaged {
 			for k, in := range g.MIGInstances {
@@ -253,7 +251,7 @@ func migShare(n *inventory.Node, device string, cat *catalog.Catalog) (sh bindin
 					start = *in.Start
 				}
 				if instanceDeviceName(g, k) == device {
-					return whole(in.Profile, in.MemoryMiB, &binding.MIGInstance{GPU: g.UUID, Start: start}, in.UUID), true, nil
+					return placement.MIGShare(placement.MIGSpecOf(cat, g.Model), g, placement.MIGChoice{UUID: in.UUID, Start: start}, in.Profile), true, nil
 				}
 			}
 			return binding.Share{}, false, fmt.Errorf("GPU %d (%s) has no MIG instance %s (the operator's layout changed?)", g.Index, g.UUID, device)
@@ -261,14 +259,14 @@ func migShare(n *inventory.Node, device string, cat *catalog.Catalog) (sh bindin
 		if cat == nil {
 			return binding.Share{}, false, fmt.Errorf("MIG device %s: no catalog to read its profile from", device)
 		}
-		m, found := cat.Lookup(g.Model)
-		if !found || !m.SupportsMIG() {
+		spec := placement.MIGSpecOf(cat, g.Model)
+		if spec == nil {
 			return binding.Share{}, false, fmt.Errorf("MIG device %s: the catalog has no MIG profiles for model %q", device, g.Model)
 		}
-		for _, p := range m.MIG.Profiles {
+		for _, p := range spec.Profiles {
 			for _, start := range p.Starts {
 				if MIGDeviceName(g.Index, p.Name, start) == device {
-					return whole(p.Name, p.MemoryMiB, &binding.MIGInstance{GPU: g.UUID, Start: start, Create: true}, g.UUID), true, nil
+					return placement.MIGShare(spec, g, placement.MIGChoice{Start: start, Create: true}, p.Name), true, nil
 				}
 			}
 		}

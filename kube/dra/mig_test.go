@@ -23,9 +23,9 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/request"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // migNode has a GPU of each kind: 0 not in MIG mode, 1 in MIG mode managed
@@ -298,7 +298,10 @@ func TestMIGShares(t *testing.T) {
 	m, _ := cat.Lookup("H100-SXM")
 	mem := m.MIG.Profiles[m.MIG.ProfileIndex("3g.40gb")].MemoryMiB
 	got, err := Shares(claimOn(MIGDeviceName(1, "3g.40gb", 4)), n, cat)
-	want := binding.Share{UUID: "GPU-dynamic", Index: 1, ComputeMilli: 1000, ComputeLimitMilli: 1000, MemoryMiB: mem, MemoryLimitMiB: mem,
+	// The profile's compute slices over the GPU's (3 of 7), as the
+	// scheduler's annotation gives it (placement.MIGShare).
+	c := int64(3) * request.Whole / int64(m.MIG.ComputeSlices)
+	want := binding.Share{UUID: "GPU-dynamic", Index: 1, ComputeMilli: c, ComputeLimitMilli: c, MemoryMiB: mem, MemoryLimitMiB: mem,
 		MIGProfile: "3g.40gb", MIG: &binding.MIGInstance{GPU: "GPU-dynamic", Start: 4, Create: true}}
 	if err != nil || len(got) != 1 || got[0].MIG == nil || *got[0].MIG != *want.MIG {
 		t.Fatalf("managed 3g.40gb@4: %+v, %v; want %+v", got, err, want)
@@ -310,6 +313,14 @@ func TestMIGShares(t *testing.T) {
 	got, err = Shares(claimOn(MIGDeviceName(2, "3g.40gb", 4)), n, cat)
 	if err != nil || len(got) != 1 || got[0].UUID != "MIG-b" || got[0].MIG.Create || got[0].MIG.Start != 4 || got[0].MIG.GPU != "GPU-static" {
 		t.Errorf("static instance MIG-b: %+v, %v", got, err)
+	}
+	// An existing instance: the profile's compute, its own memory as the
+	// node reports it; without a catalog, a whole GPU's compute.
+	if len(got) == 1 && (got[0].ComputeMilli != c || got[0].ComputeLimitMilli != c || got[0].MemoryMiB != 40192 || got[0].MemoryLimitMiB != 40192) {
+		t.Errorf("static instance MIG-b: %+v, want compute %d and the instance's memory 40192", got[0], c)
+	}
+	if got, err := Shares(claimOn(MIGDeviceName(2, "3g.40gb", 4)), n, nil); err != nil || len(got) != 1 || got[0].ComputeMilli != request.Whole || got[0].MemoryMiB != 40192 {
+		t.Errorf("static instance MIG-b, no catalog: %+v, %v; want a whole GPU's compute and memory 40192", got, err)
 	}
 	if _, err := Shares(claimOn(MIGDeviceName(1, "3g.40gb", 4)), n, nil); err == nil || !strings.Contains(err.Error(), "no catalog") {
 		t.Errorf("no catalog: %v, want an error", err)

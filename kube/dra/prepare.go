@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/placement"
 )
 
 // Shares reads what an allocated claim gives Tessera's driver on node n:
@@ -70,10 +71,7 @@ func Shares(claim *resourceapi.ResourceClaim, n *inventory.Node, cat *catalog.Ca
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
-		s := binding.Share{UUID: gpu.UUID, Index: gpu.Index}
-		s.ComputeMilli, s.ComputeLimitMilli = req.ResolveCompute(gpu.MemoryMiB)
-		s.MemoryMiB, s.MemoryLimitMiB = req.ResolveMemory(gpu.MemoryMiB)
-		out = append(out, s)
+		out = append(out, placement.GPUShare(req, gpu.UUID, gpu.Index, gpu.MemoryMiB))
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("claim %s: allocates no device of %s", name, DriverName)

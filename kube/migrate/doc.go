@@ -6,6 +6,6 @@
 // carried over exactly.
 //
 // It is pure: objects in, objects and a report out. It must not talk to
-// the API server, read files or print; `tessera migrate` (internal/cli)
+// the API server, read files or print; `tessera migrate` (cmd/tessera/cli)
 // does that.
 package migrate

@@ -24,10 +24,10 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery/simulated"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // The DRA scenario of BenchmarkBindThroughput (TESSERA_BENCH_SCENARIO=dra).

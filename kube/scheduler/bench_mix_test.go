@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // The mix scenario of BenchmarkBindThroughput (TESSERA_BENCH_SCENARIO=mix).

@@ -10,7 +10,7 @@ import (
 )
 
 // settleFailedBind decides what a failed binding of an assumed pod did, and
-// reports whether the pod turned out bound.
+// reports whether the pod turned out bound, as read back.
 //
 // A binding can fail after the API server applied it: its answer is lost
 // when the server stops mid-request, and a later attempt is refused because
@@ -21,19 +21,17 @@ import (
 // GPUs) until the informer shows it bound; unbound or gone, it is
 // forgotten and scheduled again. While the API server cannot answer, the
 // pod stays assumed where it was planned, and the read is retried.
-func (s *Scheduler) settleFailedBind(ctx context.Context, pod *corev1.Pod, bindErr error) bool {
+func (s *Scheduler) settleFailedBind(ctx context.Context, pod *corev1.Pod, bindErr error) (*corev1.Pod, bool) {
 	wait := 100 * time.Millisecond
 	for {
 		cur, err := s.cfg.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		switch {
 		case err == nil && cur.UID == pod.UID && cur.Spec.NodeName != "":
-			s.assume(cur)
 			s.cfg.Log.Info("binding failed but the pod is bound (the answer was lost); keeping its node's resources booked",
 				"pod", pod.Namespace+"/"+pod.Name, "node", cur.Spec.NodeName, "err", bindErr)
-			return true
+			return cur, true
 		case err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil:
-			s.forget(pod.UID)
-			return false
+			return nil, false
 		}
 		s.cfg.Log.Debug("cannot read back a pod whose binding failed; keeping it booked", "pod", pod.Namespace+"/"+pod.Name, "err", err, "retry in", wait)
 		select {

@@ -79,27 +79,26 @@ func TestFailedBindingThatApplied(t *testing.T) {
 			ctx := context.Background()
 			inv := LabelInventory{Catalog: catalogtest.Small()}
 			snap := buildSnapshot(s.cfg.Log, inv, []*corev1.Node{node}, nil)
-			pl, o, msg := s.plan(snap, a)
+			pl, o, msg := s.planPod(snap, a)
 			if o != outcomeBound {
 				t.Fatalf("plan a: %v %s", o, msg)
 			}
-			s.commit(ctx, snap, a, pl, a.Namespace+"/"+a.Name, false) // no binder outside Run: binds inline
+			s.bookAndCommit(ctx, t, snap, a, pl) // no binder outside Run: binds inline
 
 			// The next cycle, before the informer shows a bound: a is still
-			// pending in the informer's view.
-			assumed := s.assumedPods(map[types.UID]bool{a.UID: true, b.UID: true})
+			// pending in the informer's view; the binding's report is taken in.
+			s.takeReports()
+			var assumed []*corev1.Pod
 			gotNode := ""
-			if s.isAssumed(a.UID) {
-				if len(assumed) != 1 {
-					t.Fatalf("assumed = %v", assumed)
-				}
-				gotNode = assumed[0].Spec.NodeName
+			if p, ok := s.assumed[a.UID]; ok {
+				assumed = append(assumed, p)
+				gotNode = p.Spec.NodeName
 			}
 			if gotNode != tc.wantNode {
 				t.Fatalf("after the failed binding, a is assumed on %q, want %q", gotNode, tc.wantNode)
 			}
 			next := buildSnapshot(s.cfg.Log, inv, []*corev1.Node{node}, assumed)
-			_, o, msg = s.plan(next, b)
+			_, o, msg = s.planPod(next, b)
 			if fits := o == outcomeBound; fits != (tc.wantNode == "") {
 				t.Errorf("pod b fits: %v (%s), want %v: node n's only GPU is a's when a is bound", fits, msg, tc.wantNode == "")
 			}

@@ -34,11 +34,11 @@ import (
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
 	"github.com/tessera-gpu/tessera/agent/kubeletsim"
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/internal/cli"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/cmd/tessera/cli"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // The chaos test's knobs.

@@ -491,7 +491,9 @@ func TestSchedulerAllocatesMIGClaims(t *testing.T) {
 // TestGangClaimsAllOrNothing, on a real control plane: a gang of two pods
 // with claims, whose second member's claim no device can take (its
 // selector names a GPU that does not exist), binds neither member and
-// allocates neither claim; each says which member failed and why.
+// allocates neither claim (the claim is allocated inside the cycle's step,
+// so the gang's discard gives back the first member's); each says which
+// member failed and why.
 func TestGangClaimsAllOrNothing(t *testing.T) {
 	ctx, c := controlPlane(t)
 	installClasses(ctx, t, c)
@@ -513,7 +515,7 @@ func TestGangClaimsAllOrNothing(t *testing.T) {
 	claimPod(ctx, t, c, "b", map[string]string{"gpu": "g-b"}, nil, gang)
 	waitFor(t, "neither member bound, each saying member b's claim fits nowhere", func() error {
 		for _, name := range []string{"a", "b"} {
-			if err := hasCondition(ctx, c, name, corev1.PodReasonUnschedulable, "gang default/pair: member default/b cannot be bound"); err != nil {
+			if err := hasCondition(ctx, c, name, corev1.PodReasonUnschedulable, "(all or nothing); first misfit: default/b: no node fits default/b/claim g-b/gpu"); err != nil {
 				return err
 			}
 		}

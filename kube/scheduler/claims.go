@@ -224,13 +224,13 @@ func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
 		AddFunc: func(any) { s.poke() },
 		UpdateFunc: func(o, n any) {
 			if holds(o) || holds(n) {
-				s.backoff.clusterChanged() // a claim let go may make room
+				s.inbox.clusterChanged() // a claim let go may make room
 				s.poke()
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if holds(obj) {
-				s.backoff.clusterChanged()
+				s.inbox.clusterChanged()
 				s.poke()
 			}
 		},
@@ -241,7 +241,7 @@ func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
 // node that publishes devices, or a class, may let a pod's claims fit.
 func (s *Scheduler) draEvents() cache.ResourceEventHandler {
 	changed := func() {
-		s.backoff.clusterChanged()
+		s.inbox.clusterChanged()
 		s.poke()
 	}
 	return cache.ResourceEventHandlerFuncs{

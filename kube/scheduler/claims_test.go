@@ -20,6 +20,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/queues"
@@ -238,9 +239,10 @@ func TestPreemptionFreesAPodsOwnClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gangs := map[string]cycle.Gang{}
+		gangs := map[string]dispatch.GangSpec{}
+		running := s.running(snap, gangs)
 		outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap),
-			Capacity: snap.capacity, Gangs: gangs, Pending: []cycle.Workload{wl}, Running: s.running(snap, gangs), Preemption: &cycle.Preemption{Now: time.Now()}})
+			Capacity: snap.capacity, Gangs: cycleGangs(gangs), Pending: []cycle.Workload{wl}, Running: running, Preemption: &cycle.Preemption{Now: time.Now()}})
 		if err != nil || len(outs) != 1 {
 			t.Fatalf("cycle: %v %+v", err, outs)
 		}

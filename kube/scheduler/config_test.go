@@ -56,8 +56,8 @@ func TestBackoffConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.backoff.initial != tc.wantInit || s.backoff.max != tc.wantMx {
-				t.Errorf("backoff %v..%v, want %v..%v", s.backoff.initial, s.backoff.max, tc.wantInit, tc.wantMx)
+			if c := s.core.Config(); c.InitialBackoff != tc.wantInit || c.MaxBackoff != tc.wantMx {
+				t.Errorf("backoff %v..%v, want %v..%v", c.InitialBackoff, c.MaxBackoff, tc.wantInit, tc.wantMx)
 			}
 		})
 	}

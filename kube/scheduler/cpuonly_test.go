@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // TestCPUOnlyPods: pods that ask Tessera for no GPU (none at all, or only
@@ -167,10 +167,10 @@ func TestUnbindablePodBacksOff(t *testing.T) {
 // backoffAttempts is how many attempts a backoff from initial doubling to
 // max allows in elapsed after the first.
 func backoffAttempts(initial, max, elapsed time.Duration) int {
-	b := newBackoff(initial, max)
-	n, at := 1, time.Duration(0)
+	n, at, d := 1, time.Duration(0), initial
 	for {
-		at += b.delay(n)
+		at += min(d, max)
+		d *= 2
 		if at > elapsed {
 			return n
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -70,10 +71,10 @@ func BenchmarkCycleEngine(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				gangs := map[string]cycle.Gang{}
+				gangs := map[string]dispatch.GangSpec{}
 				running := s.running(snap, gangs)
 				outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap),
-					Capacity: snap.capacity, Gangs: gangs, Pending: []cycle.Workload{wl}, Running: running})
+					Capacity: snap.capacity, Gangs: cycleGangs(gangs), Pending: []cycle.Workload{wl}, Running: running})
 				if err != nil || len(outs) != 1 || outs[0].Status != cycle.Placed {
 					b.Fatalf("cycle: %v %+v", err, outs)
 				}

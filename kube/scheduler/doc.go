@@ -15,14 +15,17 @@
 // restarted scheduler rebuilds it from the assignment annotations of bound
 // pods (and the specs of the others).
 //
-// A pod or gang that could not be bound (it fits nowhere, its request is
-// invalid, the API refused the binding) gets a PodScheduled=False condition
-// and an event, and is retried after a per-pod exponential backoff, as in
-// kube-scheduler's queue; informer events that may help end the wait.
+// Every decision between cycles is the scheduling core's (package
+// dispatch): the pending pods' order, retry backoff, gangs, the bindings in
+// flight, the reservation and how long a preemptor waits. This package
+// feeds it (pending pods as items, informer events that may help, how each
+// binding ended) and carries out what it returns: bindings, evictions, and
+// for a pod that waits a PodScheduled=False condition and an event.
 //
 // After each cycle it publishes what the cycle decided from (View, in
 // view.go) for the dashboard's cluster view (kube/clusterview).
 //
-// It must not contain placement policy (that is package placement) or
-// translate request keys (that is package kube/workload).
+// It must not decide (order, retry, reserve, preempt: package dispatch;
+// place: packages cycle and placement) or translate request keys (package
+// kube/workload).
 package scheduler

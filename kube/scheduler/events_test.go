@@ -19,7 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // gatedPatches records the PodScheduled patches a fake client receives,

@@ -9,20 +9,11 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
-	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
-	"github.com/tessera-gpu/tessera/request"
 )
 
 // reasonQueueLimit leaves a pod pending because its queue is at its limit.
 const reasonQueueLimit = "QueueLimit"
-
-// item is one unit of the scheduling queue: a single pod or a gang.
-type item struct {
-	pod   *corev1.Pod
-	gang  *gang
-	queue string
-}
 
 // queueOf is the pod's queue name: its tessera.io/queue label, else
 // KAI's kai.scheduler/queue label, else the queue of its Volcano PodGroup,
@@ -79,20 +70,6 @@ func (s *Scheduler) queueTree(objs []*unstructured.Unstructured) (*queueing.Tree
 // ledger charges every booked pod to its queue, over the snapshot's total.
 func (s *Scheduler) ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger {
 	return tree.NewLedger(snap.capacity, s.usage(snap))
-}
-
-// capacityOf is what a cluster's nodes hold in all, for queue shares.
-func capacityOf(c *placement.Cluster) queueing.Resources {
-	var total queueing.Resources
-	for _, n := range c.Nodes {
-		total.CPUMilli += n.CPUMilli
-		total.MemoryMiB += n.MemoryMiB
-		for _, g := range n.GPUs {
-			total.GPUMilli += request.Whole
-			total.GPUMemoryMiB += g.MemoryMiB
-		}
-	}
-	return total
 }
 
 // bookedResources is what a booking takes: its host share and GPU shares.

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -22,17 +22,6 @@ const (
 	// MaxGangSize bounds minMember.
 	MaxGangSize = 10000
 )
-
-// gang is one group's state in a cycle.
-type gang struct {
-	key     string // namespace/name
-	min     int
-	pending []*corev1.Pod
-	bound   int // members already bound (or assumed)
-	err     error
-	// timeout is the PodGroup's schedule timeout (0: none).
-	timeout time.Duration
-}
 
 // groupKey returns the pod's gang key, or "" for a pod outside any gang:
 // the LabelPodGroup label, else the Volcano PodGroup its
@@ -134,54 +123,35 @@ func parallelism(j *batchv1.Job) int32 {
 	return *j.Spec.Parallelism
 }
 
-// gangs groups the pending pods by gang (in queue order of their first
-// member) and counts members already on nodes.
-func (s *Scheduler) gangs(pending, occupying []*corev1.Pod) map[string]*gang {
-	out := map[string]*gang{}
+// gangSpecs reads the definition of every gang a pending pod names: its
+// minimum (members must agree) and its PodGroup's schedule timeout. The
+// core groups the members and counts the running ones.
+func (s *Scheduler) gangSpecs(pending []*corev1.Pod) map[string]dispatch.GangSpec {
+	out := map[string]dispatch.GangSpec{}
 	for _, p := range pending {
 		k := s.groupKey(p)
 		if k == "" {
 			continue
 		}
 		g, ok := out[k]
-		if !ok {
-			g = &gang{key: k}
-			if name := p.Labels[LabelPodGroup]; name != "" {
-				if pg, found, _ := s.podGroup(p.Namespace, name); found {
-					g.timeout = pg.Timeout
-				}
+		if !ok && p.Labels[LabelPodGroup] != "" {
+			if pg, found, _ := s.podGroup(p.Namespace, p.Labels[LabelPodGroup]); found {
+				g.Timeout = pg.Timeout
 			}
-			out[k] = g
 		}
-		g.pending = append(g.pending, p)
 		n, err := s.minMember(p)
 		switch {
-		case err != nil && g.err == nil:
-			g.err = err
-		case err == nil && g.min != 0 && n != g.min && g.err == nil:
-			g.err = fmt.Errorf("annotation %s: members disagree (%d and %d); set the same value on every member", AnnotationMinMember, g.min, n)
-		case err == nil:
-			g.min = n
+		case g.Err != nil:
+		case err != nil:
+			g.Err = err
+		case g.Min != 0 && n != g.Min:
+			g.Err = fmt.Errorf("annotation %s: members disagree (%d and %d); set the same value on every member", AnnotationMinMember, g.Min, n)
+		default:
+			g.Min = n
 		}
-	}
-	if len(out) == 0 {
-		return out
-	}
-	for _, p := range occupying {
-		if !mayBeInGang(p) {
-			continue // most bound pods: no key to work out
-		}
-		if g, ok := out[s.groupKey(p)]; ok {
-			g.bound++
-		}
+		out[k] = g
 	}
 	return out
-}
-
-// mayBeInGang reports whether groupKey can give p a key: it names a
-// PodGroup or a Volcano group, or a Job controls it.
-func mayBeInGang(p *corev1.Pod) bool {
-	return namesGroup(p) || jobControlled(p)
 }
 
 // gangFromJob reports whether groupKey reads p's gang from its Job (whose
@@ -208,15 +178,4 @@ func (st *CycleStats) count(o outcome) {
 	case outcomeError:
 		st.Errors++
 	}
-}
-
-// waited is how long the gang's oldest pending member has existed.
-func (g *gang) waited() time.Duration {
-	var oldest time.Time
-	for _, p := range g.pending {
-		if oldest.IsZero() || p.CreationTimestamp.Time.Before(oldest) {
-			oldest = p.CreationTimestamp.Time
-		}
-	}
-	return time.Since(oldest)
 }

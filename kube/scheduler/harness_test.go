@@ -22,9 +22,9 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 func startScheduler(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, reg prometheus.Registerer, opts ...func(*Config)) (stop func()) {

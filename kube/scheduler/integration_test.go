@@ -15,9 +15,9 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery/simulated"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // TestSchedulerOnRealControlPlane runs the scheduler against etcd,

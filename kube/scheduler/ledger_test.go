@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -44,7 +45,9 @@ func TestCycleLedgerCountsItsBookings(t *testing.T) {
 	running.Labels = map[string]string{queues.LabelQueue: "team-a"}
 	snap := buildSnapshot(s.cfg.Log, LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{running})
 	var st CycleStats
-	if err := s.serve(context.Background(), snap, tree, []item{{pod: a, queue: "team-a"}, {pod: b, queue: "team-b"}}, &st); err != nil || st.Bound != 2 {
+	s.core.Add(s.itemOf(a))
+	s.core.Add(s.itemOf(b))
+	if err := s.serve(context.Background(), snap, tree, []*corev1.Pod{a, b}, map[string]dispatch.GangSpec{}, &st); err != nil || st.Bound != 2 {
 		t.Fatalf("serve: %v, %+v; want both bound", err, st)
 	}
 	after := s.ledger(tree, snap)

@@ -13,10 +13,10 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery/simulated"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // TestMIGOnRealControlPlane: a MIG node (two A100-80GB in MIG mode, GPU 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,49 +24,6 @@ const (
 	outcomeUnschedulable
 	outcomeError
 )
-
-// plan decides where a pod goes without changing snap or the API. On
-// success the outcome is outcomeBound (to be done by commit); otherwise it
-// is the reason the pod stays pending, with a message naming the cause.
-func (s *Scheduler) plan(snap *snapshot, pod *corev1.Pod) (plan, outcome, string) {
-	return s.planExcept(snap, pod, nil, "")
-}
-
-// planExcept is plan with the except nodes (by name) ruled out as reserved
-// for what. The engine's part is cycle.Plan: the first GPU container
-// chooses the node, the others go beside it (a node that cannot take them
-// all is ruled out and the first placed again).
-func (s *Scheduler) planExcept(snap *snapshot, pod *corev1.Pod, except map[string]bool, what string) (plan, outcome, string) {
-	pw, err := s.podWorkOf(snap, pod)
-	if err != nil {
-		return plan{}, outcomeOf(err), err.Error()
-	}
-	w, reqs := pw.w, pw.reqs
-	if len(except) > 0 {
-		own := w.Exclude
-		w.Exclude = func(i int) string {
-			if except[snap.nodes[i].Name] {
-				return "reserved for " + what
-			}
-			if own == nil {
-				return ""
-			}
-			return own(i)
-		}
-	}
-	o, err := cycle.Plan(snap.cluster, w, nil)
-	if err != nil {
-		return plan{}, outcomeError, err.Error()
-	}
-	switch o.Status {
-	case cycle.Placed:
-	case cycle.Invalid:
-		return plan{}, outcomeInvalid, o.Message
-	default:
-		return plan{}, outcomeUnschedulable, noFit(reqs, w.Parts, o)
-	}
-	return s.planFrom(context.TODO(), snap, pod, pw, o.Decisions)
-}
 
 // outcomeOf is the outcome of a pod that could not be translated: it
 // waits for a claim (claimWait), or is refused.
@@ -123,28 +79,13 @@ type plan struct {
 	claimUse queueing.Resources
 }
 
-// book applies a plan's bookings to snap.
-func (s *Scheduler) book(snap *snapshot, pod *corev1.Pod, pl plan) {
-	exact := true
-	for _, d := range pl.placed {
-		if err := snap.cluster.Apply(&d.pod, d.dec); err != nil {
-			exact = false
-			s.cfg.Log.Error("booking a fresh decision failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-		}
-	}
-	if len(pl.placed) > 0 {
-		ni := pl.placed[0].dec.Node
-		snap.record(ni, booking{pod: pod, parts: pl.placed, exact: exact, shares: shareResources(pl.assignment).Add(pl.claimUse)})
-	}
-}
-
-// commit books a planned pod on snap (or, when booked, records a booking
-// the cycle already made), assumes it (so later cycles count it until the
-// informer shows it bound) and hands its binding to the binder.
-// A binding that fails un-assumes the pod, reports why on it and backs off
-// key, after which the pod is scheduled again, unless the pod turns out
-// bound after all (settleFailedBind).
-func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan, key string, booked bool) outcome {
+// commit records a placed pod's booking (the cycle booked it) on snap,
+// assumes it (so later cycles count it until the informer shows it bound)
+// and hands its binding to the binder. How the binding ends reaches the
+// core through the inbox: a failed one un-assumes the pod and backs it
+// off (after reporting why on it), unless the pod turns out bound after
+// all (settleFailedBind).
+func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan) outcome {
 	a := pl.assignment
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = a.Node
@@ -154,35 +95,32 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		}
 		bound.Annotations[binding.AnnotationKey] = pl.encoded
 	}
-	if booked {
-		snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true, shares: shareResources(pl.assignment).Add(pl.claimUse)})
-	} else {
-		s.book(snap, bound, pl)
-	}
-	s.assume(bound)
-	s.assumeClaims(pod, pl.claims)
+	snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true, shares: shareResources(pl.assignment).Add(pl.claimUse)})
+	s.assumed[pod.UID] = bound
+	id := pod.Namespace + "/" + pod.Name
 	job := func(ctx context.Context) {
+		defer s.poke()
 		// A PodScheduled=False decided by an earlier cycle must not land
 		// after the binding.
 		s.events.settle(ctx, pod.UID)
 		if err := s.writeClaims(ctx, pod, pl.claims); err != nil {
 			s.undoClaims(ctx, pod, pl.claims)
 			s.forgetClaims(pod, pl.claims)
-			s.bindFailed(ctx, key, pod, err)
+			s.bindFailed(ctx, id, pod, err)
 			return
 		}
 		if err := s.bind(ctx, pod, a.Node, pl.encoded); err != nil {
-			if s.settleFailedBind(ctx, pod, err) {
-				s.backoff.forget(key)
+			if cur, ok := s.settleFailedBind(ctx, pod, err); ok {
+				s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true, bound: cur})
 				return
 			}
 			s.undoClaims(ctx, pod, pl.claims)
 			s.forgetClaims(pod, pl.claims)
-			s.bindFailed(ctx, key, pod, err)
+			s.bindFailed(ctx, id, pod, err)
 			return
 		}
 		s.metrics.bindOK.Inc()
-		s.backoff.forget(key)
+		s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true})
 		s.events.bound(ctx, pod, a.Node, a)
 	}
 	if s.binder == nil {
@@ -197,17 +135,14 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 // off (before it is un-assumed, so no cycle in between retries it at once)
 // and, unless it is gone or was bound by someone else, gets a
 // PodScheduled=False condition and an event saying why.
-func (s *Scheduler) bindFailed(ctx context.Context, key string, pod *corev1.Pod, err error) {
+func (s *Scheduler) bindFailed(ctx context.Context, id string, pod *corev1.Pod, err error) {
 	s.metrics.bindFail.Inc()
-	retry := s.backoff.failed(key, failedWithError, time.Now())
-	s.forget(pod.UID)
-	defer s.poke()
+	s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, err: err})
 	if ctx.Err() != nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Shutting down, deleted, or bound meanwhile: nothing to report on it.
-		s.cfg.Log.Debug("binding failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		s.cfg.Log.Debug("binding failed", "pod", id, "err", err)
 		return
 	}
-	s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", pod.Namespace+"/"+pod.Name, "retryIn", retry, "err", err)
 	s.events.reject(ctx, pod, reasonSchedulerError, err.Error())
 }
 
@@ -226,48 +161,16 @@ type placed struct {
 	dec placement.Decision
 }
 
-// shares turns a decision into per-GPU grants with the request's defaults
-// resolved against each chosen GPU.
+// shares is placement.Shares on the snapshot's node ni. A decision that
+// does not match the snapshot (which it was made on) is logged and gives
+// no shares.
 func (s *Scheduler) shares(snap *snapshot, ni int, d placement.Decision, r request.GPU) []binding.Share {
-	var out []binding.Share
-	n := &snap.cluster.Nodes[ni]
-	for k, pos := range d.GPUs {
-		g := n.GPUs[pos]
-		inv, _ := findGPU(&snap.inv[ni], g.Index)
-		if r.MIGProfile != "" && k < len(d.MIG) {
-			out = append(out, migShare(g, inv.UUID, d.MIG[k], r.MIGProfile))
-			continue
-		}
-		c, cl := r.ResolveCompute(g.MemoryMiB)
-		m, ml := r.ResolveMemory(g.MemoryMiB)
-		if r.Exclusive {
-			c, cl, m, ml = request.Whole, request.Whole, g.MemoryMiB, g.MemoryMiB
-		}
-		out = append(out, binding.Share{UUID: inv.UUID, Index: g.Index, ComputeMilli: c, ComputeLimitMilli: cl, MemoryMiB: max(m, 1), MemoryLimitMiB: max(ml, m, 1), MIGProfile: r.MIGProfile})
+	out, err := placement.Shares(&snap.cluster.Nodes[ni], &snap.inv[ni], r, d, s.cfg.Catalog)
+	if err != nil {
+		s.cfg.Log.Error("decision does not match its snapshot; no shares", "err", err)
+		return nil
 	}
 	return out
-}
-
-// migShare is the share of one MIG instance the engine chose on GPU g
-// (parent UUID parent): the instance taken (its UUID), or the one the node
-// must create at ch.Start (the parent's UUID until it exists), with the
-// profile's compute slices over the GPU's and its memory.
-func migShare(g placement.GPU, parent string, ch placement.MIGChoice, profile string) binding.Share {
-	s := binding.Share{UUID: ch.UUID, Index: g.Index, MIGProfile: profile,
-		ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, MemoryMiB: 1, MemoryLimitMiB: 1,
-		MIG: &binding.MIGInstance{GPU: parent, Start: ch.Start, Create: ch.Create}}
-	if ch.Create {
-		s.UUID = parent
-	}
-	if g.MIG != nil && g.MIG.Spec != nil {
-		if i := g.MIG.Spec.ProfileIndex(profile); i >= 0 {
-			p := g.MIG.Spec.Profiles[i]
-			c := int64(p.ComputeSlices) * request.Whole / int64(g.MIG.Spec.ComputeSlices)
-			s.MIGProfile, s.ComputeMilli, s.ComputeLimitMilli = p.Name, c, c
-			s.MemoryMiB, s.MemoryLimitMiB = p.MemoryMiB, p.MemoryMiB
-		}
-	}
-	return s
 }
 
 // noFit says why a pod (its parts' requests reqs) fits on no node: what its

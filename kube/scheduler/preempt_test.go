@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/dispatch"
 )
 
 // TestRunningPods: booked pods become the cycle's Running workloads; only
@@ -38,7 +38,7 @@ func TestRunningPods(t *testing.T) {
 		{{pod: pod("ours", DefaultName, member), exact: true}, {pod: pod("other", "default-scheduler", nil), exact: true}},
 		{{pod: pod("inexact", DefaultName, nil)}, {pod: pod("leaving", DefaultName, deleting), exact: true}},
 	}}
-	gangs := map[string]cycle.Gang{}
+	gangs := map[string]dispatch.GangSpec{}
 	run := s.running(snap, gangs)
 	pods := &bookedPods{snap: snap}
 	stopping := map[string]bool{}
@@ -57,7 +57,7 @@ func TestRunningPods(t *testing.T) {
 	if run[0].ID != "ns/ours" || !run[0].Started.Equal(started.Time) || run[0].Gang != "ns/g" {
 		t.Errorf("ours: %+v, want started %v in gang ns/g", run[0], started.Time)
 	}
-	if gangs["ns/g"].MinMember != 2 {
-		t.Errorf("gang ns/g minimum %d, want 2", gangs["ns/g"].MinMember)
+	if gangs["ns/g"].Min != 2 {
+		t.Errorf("gang ns/g minimum %d, want 2", gangs["ns/g"].Min)
 	}
 }

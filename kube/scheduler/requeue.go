@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"context"
 	"maps"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,51 +17,10 @@ import (
 // gang, off; informer events that may help end the wait early, as
 // kube-scheduler moves pods back to its active queue on cluster events.
 
-// key is the backoff key of a queue item: its gang's, or its pod's.
-func (it item) key() string {
-	if it.gang != nil {
-		return gangBlockKey(it.gang.key)
-	}
-	return podBlockKey(it.pod)
-}
-
-// backoffKey is the key a pod is backed off under: its gang's when it is a
-// member (the gang is tried as a whole), else its own.
-func (s *Scheduler) backoffKey(p *corev1.Pod) string {
-	if k := s.groupKey(p); k != "" {
-		return gangBlockKey(k)
-	}
-	return podBlockKey(p)
-}
-
-// reject leaves pod pending (its condition and event say why) and backs off
-// key, the pod's or its gang's.
-func (s *Scheduler) reject(ctx context.Context, key string, pod *corev1.Pod, reason, msg string) {
-	why := failedToFit
-	if reason == reasonSchedulerError {
-		why = failedWithError
-	}
-	s.backoff.failed(key, why, time.Now())
-	s.events.reject(ctx, pod, reason, msg)
-}
-
 // waitsForUs reports whether a pod is this scheduler's to bind: unbound,
 // naming it, not being deleted (assumed pods included).
 func (s *Scheduler) waitsForUs(p *corev1.Pod) bool {
 	return p.Spec.NodeName == "" && p.Spec.SchedulerName == s.cfg.Name && p.DeletionTimestamp == nil
-}
-
-// gcBackoff forgets the backoff of pods and gangs none of whose members
-// still waits for this scheduler.
-func (s *Scheduler) gcBackoff(unbound []*corev1.Pod) {
-	if s.backoff.empty() {
-		return
-	}
-	live := make(map[string]bool, len(unbound))
-	for _, p := range unbound {
-		live[s.backoffKey(p)] = true
-	}
-	s.backoff.retain(live)
 }
 
 // added handles a new node, Job, Queue, PodGroup or GPUNode: it may make
@@ -71,7 +28,7 @@ func (s *Scheduler) gcBackoff(unbound []*corev1.Pod) {
 // watch starts are not news: the scheduler reads them before it decides.
 func (s *Scheduler) added(_ any, isInInitialList bool) {
 	if !isInInitialList {
-		s.backoff.clusterChanged()
+		s.inbox.clusterChanged()
 	}
 	s.poke()
 }
@@ -94,7 +51,7 @@ func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
 			old, okOld := o.(*corev1.Node)
 			cur, okNew := n.(*corev1.Node)
 			if !okOld || !okNew || nodeMayHelp(old, cur) {
-				s.backoff.clusterChanged()
+				s.inbox.clusterChanged()
 				s.poke()
 			} else if !maps.Equal(old.Annotations, cur.Annotations) || !equality.Semantic.DeepEqual(old.Status.Capacity, cur.Status.Capacity) {
 				s.poke() // an inventory may be read from them
@@ -142,21 +99,14 @@ func nodeMayHelp(old, cur *corev1.Node) bool {
 // fixed request: its count starts over).
 func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if p, ok := obj.(*corev1.Pod); ok && s.waitsForUs(p) {
-				if k := s.groupKey(p); k != "" {
-					s.backoff.endWait(gangBlockKey(k))
-				}
-			}
-			s.poke()
-		},
+		AddFunc: func(any) { s.poke() }, // a gang's new member ends its wait (the core's Add)
 		UpdateFunc: func(o, n any) {
 			old, okOld := o.(*corev1.Pod)
 			cur, okNew := n.(*corev1.Pod)
 			switch {
 			case !okOld || !okNew:
 			case boundpods.Occupies(old) && !boundpods.Occupies(cur):
-				s.backoff.clusterChanged()
+				s.inbox.clusterChanged()
 			case s.waitsForUs(cur):
 				s.podChanged(old, cur)
 			}
@@ -169,7 +119,7 @@ func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 				obj = t.Obj
 			}
 			if p, ok := obj.(*corev1.Pod); !ok || boundpods.Occupies(p) {
-				s.backoff.clusterChanged()
+				s.inbox.clusterChanged()
 			}
 			s.poke()
 		},
@@ -202,15 +152,11 @@ func (s *Scheduler) podUpdateMatters(old, cur *corev1.Pod) bool {
 // claims made from its templates did (kube-controller-manager names them
 // in its status).
 func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
-	keys := []string{s.backoffKey(old), s.backoffKey(cur)}
-	if !s.backoff.has(keys[0]) && !s.backoff.has(keys[1]) {
-		return
-	}
 	if maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) && equality.Semantic.DeepEqual(old.Spec, cur.Spec) &&
 		resourceclaim.PodStatusEqual(old.Status.ResourceClaimStatuses, cur.Status.ResourceClaimStatuses) {
 		return
 	}
-	s.backoff.forget(keys...)
+	s.inbox.podRespecified(cur.Namespace + "/" + cur.Name)
 }
 
 // jobEvents pokes the loop on every Job event and ends waits when a Job is
@@ -222,7 +168,7 @@ func (s *Scheduler) jobEvents() cache.ResourceEventHandler {
 			old, okOld := o.(*batchv1.Job)
 			cur, okNew := n.(*batchv1.Job)
 			if !okOld || !okNew || parallelism(old) != parallelism(cur) {
-				s.backoff.clusterChanged()
+				s.inbox.clusterChanged()
 			}
 			s.poke()
 		},
@@ -233,7 +179,7 @@ func (s *Scheduler) jobEvents() cache.ResourceEventHandler {
 // changeEvents pokes the loop and ends waits on every event (for Queues,
 // PodGroups and GPUNodes).
 func (s *Scheduler) changeEvents() cache.ResourceEventHandler {
-	changed := func() { s.backoff.clusterChanged(); s.poke() }
+	changed := func() { s.inbox.clusterChanged(); s.poke() }
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    s.added,
 		UpdateFunc: func(any, any) { changed() },

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
@@ -106,8 +106,16 @@ type Scheduler struct {
 	events  *eventSink
 	metrics *metrics
 	binder  *binder // nil outside Run: bindings run inline
-	// backoff delays pods and gangs that failed (by block key).
-	backoff *backoff
+	// core is the scheduling core (package dispatch): the pending pods'
+	// order, backoff, gangs, reservation and preemptor waits, bindings in
+	// flight. Only the scheduling loop calls it; reports reach it through
+	// inbox. nextRetry is when its first backoff ends.
+	core      *dispatch.Core
+	inbox     inbox
+	nextRetry time.Time
+	// assumed are the pods bound by us, not yet seen bound by the
+	// informer, as the snapshot books them (scheduling loop only).
+	assumed map[types.UID]*corev1.Pod
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
@@ -117,11 +125,7 @@ type Scheduler struct {
 	// client or while Volcano's CRD is not served).
 	volcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
 
-	mu         sync.Mutex
-	assumed    map[types.UID]*corev1.Pod // bound by us, not yet seen bound by the informer
-	preemptors map[types.UID]time.Time   // pods waiting for their victims, until when
-	blocked    map[string]blockedSince   // pods and gangs that did not fit, since when
-	reserved   *reservation              // at most one reservation at a time
+	mu sync.Mutex
 	// assumedClaims are the claims bindings allocate or join, as written,
 	// until the informer shows them (claimalloc.go).
 	assumedClaims map[types.UID]*assumedClaim
@@ -177,6 +181,12 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: --policy: %w", err)
 	}
+	core, err := dispatch.New(dispatch.Config{InitialBackoff: cfg.PodInitialBackoff, MaxBackoff: cfg.PodMaxBackoff,
+		ReservationWait: cfg.ReservationWait, PreemptorWait: preemptionWait, Preemption: !cfg.DisablePreemption,
+		MinRuntime: cfg.PreemptionMinRuntime, Noun: "pod"})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
 	return &Scheduler{
 		queueObjects: func() []*unstructured.Unstructured { return nil },
 		podGroup:     func(string, string) (podgroups.Group, bool, error) { return podgroups.Group{}, false, nil },
@@ -185,8 +195,8 @@ func New(cfg Config) (*Scheduler, error) {
 		},
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
-		preemptors: map[types.UID]time.Time{}, assumedClaims: map[types.UID]*assumedClaim{}, blocked: map[string]blockedSince{}, arrived: map[types.UID]bool{},
-		metrics: newMetrics(cfg.Metrics), backoff: newBackoff(cfg.PodInitialBackoff, cfg.PodMaxBackoff),
+		assumedClaims: map[types.UID]*assumedClaim{}, arrived: map[types.UID]bool{},
+		metrics: newMetrics(cfg.Metrics), core: core,
 		snaps: snapshotCache{cat: cfg.Catalog},
 	}, nil
 }
@@ -286,8 +296,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.cfg.Log.Error("scheduling cycle failed", "err", err)
 		}
 		retry.Stop()
-		if d, ok := s.backoff.next(time.Now()); ok {
-			retry.Reset(d)
+		if !s.nextRetry.IsZero() {
+			retry.Reset(max(time.Until(s.nextRetry), 0))
 		}
 		select {
 		case <-ctx.Done():
@@ -329,26 +339,35 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("list pods: %w", err)
 	}
-	var occupying, pending, unbound []*corev1.Pod
+	s.takeReports()
+	var occupying, pending []*corev1.Pod
 	seen := make(map[types.UID]bool, len(all))
+	live := make(map[string]bool)
 	for _, p := range all {
 		seen[p.UID] = true
 		switch {
 		case boundpods.Occupies(p):
 			occupying = append(occupying, p)
-			s.forget(p.UID)
+			delete(s.assumed, p.UID)
 		case s.waitsForUs(p):
-			unbound = append(unbound, p)
-			if !s.isAssumed(p.UID) {
+			id := p.Namespace + "/" + p.Name
+			live[id] = true
+			if _, ok := s.assumed[p.UID]; !ok {
 				pending = append(pending, p)
+				s.core.Add(s.itemOf(p))
 			}
 		}
 	}
-	occupying = append(occupying, s.assumedPods(seen)...)
+	s.core.Retain(live)
+	for uid := range s.assumed {
+		if !seen[uid] {
+			delete(s.assumed, uid)
+		}
+	}
+	for _, p := range s.assumed {
+		occupying = append(occupying, p)
+	}
 	s.observeArrivals(pending, seen)
-	s.gcPreemptors(seen, occupying)
-	s.gcReservations(seen, occupying)
-	s.gcBackoff(unbound)
 	s.events.gc(seen)
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
@@ -363,42 +382,23 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		}
 	}
 	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying, s.withAssumedClaims(claims, true))
-	sortQueue(pending)
 	s.metrics.pending.Set(float64(len(pending)))
-	groups := s.gangs(pending, occupying)
-	var items []item
+	gangs := s.gangSpecs(pending)
 	waiting := map[string]int{}
-	now, backingOff := time.Now(), !s.backoff.empty()
-	add := func(it item) {
-		waiting[it.queue] += len(it.members())
-		if backingOff && s.backoff.waiting(it.key(), now) {
-			st.BackingOff++
-			return
-		}
-		items = append(items, it)
-	}
 	for _, p := range pending {
-		if k := s.groupKey(p); k != "" {
-			// A gang is one item, at its first member's place in the queue.
-			if g, ok := groups[k]; ok {
-				delete(groups, k)
-				add(item{gang: g, queue: s.queueOf(g.pending[0])})
-			}
-			continue
-		}
-		add(item{pod: p, queue: s.queueOf(p)})
+		waiting[s.queueOf(p)]++
 	}
-	s.metrics.backingOff.Set(float64(st.BackingOff))
 	tree, err := s.queueTree(s.queueObjects())
 	if err != nil {
 		s.cfg.Log.Error("queues are inconsistent; only the default queue is used", "err", err)
 	}
 	s.metrics.observePending(tree, waiting)
-	if err := s.serve(ctx, snap, tree, items, &st); err != nil {
+	if err := s.serve(ctx, snap, tree, pending, gangs, &st); err != nil {
 		// The cycle may have booked what it did not record.
 		s.snaps.drop()
 		return st, err
 	}
+	s.metrics.backingOff.Set(float64(st.BackingOff))
 	s.publishView(cycleStart, snap, tree, pending, waiting)
 	if len(pending) > 0 {
 		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "errors", st.Errors, "backingOff", st.BackingOff, "nodes", len(snap.nodes))
@@ -406,57 +406,34 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	return st, nil
 }
 
-// sortQueue orders pending pods: higher priority first, then older, then by name.
-func sortQueue(pods []*corev1.Pod) {
-	prio := func(p *corev1.Pod) int32 {
-		if p.Spec.Priority != nil {
-			return *p.Spec.Priority
-		}
-		return 0
+// takeReports steps into the core and the assumed pods what informers and
+// binding workers reported since the last cycle.
+func (s *Scheduler) takeReports() {
+	changed, respecified, binds := s.inbox.take()
+	if changed {
+		s.core.ClusterChanged()
 	}
-	sort.SliceStable(pods, func(i, j int) bool {
-		a, b := pods[i], pods[j]
-		if prio(a) != prio(b) {
-			return prio(a) > prio(b)
-		}
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	})
-}
-
-func (s *Scheduler) assume(p *corev1.Pod) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.assumed[p.UID] = p
-}
-
-func (s *Scheduler) forget(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.assumed, uid)
-}
-
-func (s *Scheduler) isAssumed(uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.assumed[uid]
-	return ok
-}
-
-// assumedPods returns the pods we bound that the informer has not shown
-// bound yet; pods that disappeared are forgotten.
-func (s *Scheduler) assumedPods(seen map[types.UID]bool) []*corev1.Pod {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*corev1.Pod
-	for uid, p := range s.assumed {
-		if !seen[uid] {
-			delete(s.assumed, uid)
-			continue
-		}
-		out = append(out, p)
+	for _, id := range respecified {
+		s.core.Respecified(id)
 	}
-	return out
+	now := time.Now()
+	for _, r := range binds {
+		switch {
+		case r.ok && r.bound != nil:
+			s.assumed[r.uid] = r.bound // bound after all, as read back
+			s.core.Bound(r.id)
+		case r.ok:
+			s.core.Bound(r.id)
+		default:
+			retry := s.core.BindFailed(r.id, now)
+			delete(s.assumed, r.uid)
+			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", r.id, "retryIn", retry.Sub(now).Round(time.Millisecond), "err", r.err)
+		}
+	}
+}
+
+// itemOf is a pending pod as the core orders it.
+func (s *Scheduler) itemOf(p *corev1.Pod) dispatch.Item {
+	return dispatch.Item{ID: p.Namespace + "/" + p.Name, Instance: string(p.UID), Queue: s.queueOf(p), Priority: priority(p),
+		Gang: s.groupKey(p), Arrived: p.CreationTimestamp.Time}
 }

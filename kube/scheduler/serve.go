@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,27 +12,100 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
-// This file is the Kubernetes adapter of the scheduling cycle (package
-// cycle): it translates the cycle's pods, queues, gangs, running pods and
-// reservation into a cycle.Snapshot, runs the cycle once, and applies the
-// outcomes (bindings, rejections with their reasons, preemption victims,
-// reservations). Policy is the cycle's; this file only translates.
+// This file translates a cycle in and applies the core's actions out: the
+// pending pods become dispatch items and, when the core asks, cycle
+// workloads (translate.go); the core (package dispatch) orders, backs off,
+// groups gangs, reserves and runs the cycle; Binds, Evictions and Waits
+// come back and are carried out here (bindings, evictions, conditions).
 
-// pendingPod is what applying a workload's outcome needs.
-type pendingPod struct {
-	pod  *corev1.Pod
-	work podWork
-	item item
+// cycleWork is what a cycle keeps of the pods it works out: their
+// translation and, once placed, their plan (made inside the cycle's step
+// by planner.Reserve, so a gang's claims are kept or given back with it).
+type cycleWork struct {
+	s     *Scheduler
+	ctx   context.Context
+	snap  *snapshot
+	pods  map[string]*corev1.Pod
+	work  map[string]podWork
+	plans map[string]plan
+	gangs map[string]dispatch.GangSpec
 }
 
-// serve runs one scheduling cycle over the items (in queue order) on snap
-// and applies its outcomes, counting them in st.
-func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, items []item, st *CycleStats) error {
+// translate is the core's Frame.Translate: a pending pod as a cycle
+// workload, with a planner as its Reserver.
+func (cw *cycleWork) translate(id string) (cycle.Workload, error) {
+	p, ok := cw.pods[id]
+	if !ok {
+		return cycle.Workload{}, fmt.Errorf("pod %s is not pending", id)
+	}
+	pw, err := cw.s.podWorkOf(cw.snap, p)
+	if err != nil {
+		if outcomeOf(err) == outcomeUnschedulable {
+			return cycle.Workload{}, dispatch.Unready{Reason: err.Error()}
+		}
+		return cycle.Workload{}, err
+	}
+	pw.w.Reserver = (*planner)(cw)
+	cw.work[id] = pw
+	return pw.w, nil
+}
+
+// gang is the core's Frame.Gang.
+func (cw *cycleWork) gang(key string) dispatch.GangSpec {
+	if g, ok := cw.gangs[key]; ok {
+		return g
+	}
+	return dispatch.GangSpec{Err: fmt.Errorf("gang %s: no member's definition was read", key)}
+}
+
+// planner makes a placed pod's plan inside the cycle's step: its
+// assignment (shares per GPU container) and the allocation of its DRA
+// claims, assumed at once so the next pods see them; Unreserve gives them
+// back when the step is discarded (a gang that does not fit whole).
+type planner cycleWork
+
+// planRefusal is a plan that failed for the pod's own reason (its
+// claims), or an error of the scheduler (reasonFor).
+type planRefusal struct {
+	oc  outcome
+	msg string
+}
+
+func (r planRefusal) Error() string { return r.msg }
+
+func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (string, error) {
+	cw := (*cycleWork)(pl)
+	p, pw := cw.pods[w.ID], cw.work[w.ID]
+	pn, oc, msg := cw.s.planFrom(cw.ctx, cw.snap, p, pw, decisions)
+	switch oc {
+	case outcomeBound:
+	case outcomeUnschedulable:
+		return msg, nil // the claims cannot be allocated on this node
+	default:
+		return "", planRefusal{oc: oc, msg: msg}
+	}
+	cw.s.assumeClaims(p, pn.claims)
+	cw.plans[w.ID] = pn
+	return "", nil
+}
+
+func (pl *planner) Unreserve(w *cycle.Workload, _ []placement.Decision) {
+	cw := (*cycleWork)(pl)
+	if pn, ok := cw.plans[w.ID]; ok {
+		cw.s.forgetClaims(cw.pods[w.ID], pn.claims)
+		delete(cw.plans, w.ID)
+	}
+}
+
+// serve runs one scheduling cycle over the pending pods on snap through
+// the core and applies what it decided, counting it in st.
+func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, gangs map[string]dispatch.GangSpec, st *CycleStats) error {
 	start := time.Now()
 	before := *st
 	// fresh collects the bookings this cycle adds, for its ledger (and is
@@ -39,94 +113,35 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	// pile up).
 	clear(snap.fresh)
 	snap.fresh = snap.fresh[:0]
-	if len(items) == 0 {
-		// Nothing to place: the cycle only brought the snapshot up to date.
-		s.metrics.observeCycle(before, *st, start, 0)
-		s.metrics.observeQueues(tree, s.ledger(tree, snap))
-		return ctx.Err()
-	}
 	usage := s.usage(snap)
-	cs := cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: usage, Capacity: snap.capacity, Gangs: map[string]cycle.Gang{}}
-	pend := map[string]pendingPod{}
-	for _, it := range items {
-		members := it.members()
-		if _, ok := tree.Queue(it.queue); !ok {
-			_, from := s.queueSource(members[0])
-			s.rejectAll(ctx, it, members, reasonInvalid, fmt.Sprintf("%s: queue %q does not exist (create a Queue or drop the label for the default queue)", from, it.queue), &st.Invalid)
-			continue
-		}
-		if g := it.gang; g != nil {
-			if g.err != nil {
-				s.rejectAll(ctx, it, members, reasonInvalid, g.err.Error(), &st.Invalid)
-				continue
-			}
-			cs.Gangs[g.key] = cycle.Gang{MinMember: g.min, Running: g.bound}
-		}
-		for _, p := range members {
-			pw, err := s.podWorkOf(snap, p)
-			if err != nil {
-				if outcomeOf(err) == outcomeUnschedulable {
-					s.reject(ctx, it.key(), p, reasonUnschedulable, err.Error())
-					st.Unschedulable++
-					continue
-				}
-				s.reject(ctx, it.key(), p, reasonInvalid, err.Error())
-				st.Invalid++
-				continue
-			}
-			w := pw.w
-			// A gang is served in its first member's queue.
-			w.Queue = it.queue
-			if until, ok := s.preempting(p.UID); ok && start.Before(until) {
-				w.AwaitingVictims = true
-			}
-			cs.Pending = append(cs.Pending, w)
-			pw.w = w
-			pend[w.ID] = pendingPod{pod: p, work: pw, item: it}
-		}
+	cw := &cycleWork{s: s, ctx: ctx, snap: snap, pods: make(map[string]*corev1.Pod, len(pending)), work: map[string]podWork{}, plans: map[string]plan{}, gangs: gangs}
+	for _, p := range pending {
+		cw.pods[p.Namespace+"/"+p.Name] = p
 	}
-	cs.Running = s.running(snap, cs.Gangs)
-	pods := &bookedPods{snap: snap}
-	if !s.cfg.DisablePreemption {
-		cs.Preemption = &cycle.Preemption{MinRuntime: s.cfg.PreemptionMinRuntime, Now: start}
+	f := dispatch.Frame{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: usage, Capacity: snap.capacity,
+		Translate: cw.translate, Gang: cw.gang}
+	if s.core.Len() > 0 {
+		f.Running = s.running(snap, gangs)
 	}
-	cs.Reservation = s.reservation(snap, pend)
-	outs, err := cycle.Run(cs)
+	rd, err := s.core.Cycle(start, f)
 	if err != nil {
-		return fmt.Errorf("scheduling cycle: %w", err)
+		return err
 	}
-	misfitGangs := map[string]*gang{}
-	for i := 0; i < len(outs); i++ {
-		o := outs[i]
-		pp, ok := pend[o.Workload]
-		if !ok {
-			continue
-		}
-		if g := pp.item.gang; g != nil && o.Status == cycle.Placed {
-			// A gang's placed members are consecutive: planned together,
-			// committed all or none.
-			members := []placedMember{{pp, o}}
-			for i+1 < len(outs) {
-				next, ok := pend[outs[i+1].Workload]
-				if !ok || next.item.gang == nil || next.item.gang.key != g.key || outs[i+1].Status != cycle.Placed {
-					break
-				}
-				i++
-				members = append(members, placedMember{next, outs[i]})
-			}
-			s.applyGang(ctx, snap, members, st)
-			continue
-		}
-		s.apply(ctx, snap, pp, o, pods, st)
-		if o.Status == cycle.GangMisfit {
-			misfitGangs[pp.item.gang.key] = pp.item.gang
-		}
+	st.BackingOff = rd.BackingOff
+	s.nextRetry = rd.Next
+	pods := &bookedPods{snap: snap}
+	notes := map[string]string{}
+	for _, e := range rd.Evictions {
+		notes[e.For] = s.evict(ctx, snap, cw.pods[e.For], e, pods)
 	}
-	for _, g := range misfitGangs {
-		need := min(max(g.min-g.bound, 0), len(g.pending))
-		s.maybeReserveGang(snap, g, g.pending[:need])
+	for _, b := range rd.Binds {
+		p := cw.pods[b.ID]
+		st.count(s.commit(ctx, snap, p, cw.plans[b.ID]))
 	}
-	s.metrics.observeCycle(before, *st, start, len(items))
+	for _, w := range rd.Waits {
+		s.applyWait(ctx, cw, w, notes[w.ID], st)
+	}
+	s.metrics.observeCycle(before, *st, start, rd.Tried)
 	// The queues' usage after the cycle: before it, and what it booked
 	// (nothing is released during a cycle).
 	ledger := tree.NewLedger(snap.capacity, usage)
@@ -137,136 +152,50 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	return ctx.Err()
 }
 
-// members are an item's pods: its pod, or its gang's pending members.
-func (it item) members() []*corev1.Pod {
-	if it.gang != nil {
-		return it.gang.pending
-	}
-	return []*corev1.Pod{it.pod}
-}
-
-// rejectAll rejects every member of an item for one reason, counting them.
-func (s *Scheduler) rejectAll(ctx context.Context, it item, members []*corev1.Pod, reason, msg string, count *int) {
-	for _, p := range members {
-		s.reject(ctx, it.key(), p, reason, msg)
-		*count++
-	}
-}
-
-// placedMember is a gang member the cycle placed, with its outcome.
-type placedMember struct {
-	pp pendingPod
-	o  cycle.Outcome
-}
-
-// applyGang commits a gang's placed members all or none: each is planned
-// first (its claims allocated, assumed so that the next members see them);
-// when one cannot be (the allocator refuses a claim on the GPUs the
-// policy chose), every plan is given back, every member's room released,
-// and each is left pending saying which member failed and why.
-func (s *Scheduler) applyGang(ctx context.Context, snap *snapshot, members []placedMember, st *CycleStats) {
-	g := members[0].pp.item.gang
-	plans := make([]plan, 0, len(members))
-	for _, m := range members {
-		pl, oc, msg := s.planFrom(ctx, snap, m.pp.pod, m.pp.work, m.o.Decisions)
-		if oc == outcomeBound {
-			s.assumeClaims(m.pp.pod, pl.claims)
-			plans = append(plans, pl)
-			continue
-		}
-		for i, done := range plans {
-			s.forgetClaims(members[i].pp.pod, done.claims)
-		}
-		for _, r := range members {
-			s.releasePlaced(snap, r.pp, r.o)
-		}
-		why := fmt.Sprintf("gang %s: member %s/%s cannot be bound (%s), so none is (all or nothing)", g.key, m.pp.pod.Namespace, m.pp.pod.Name, msg)
-		for _, r := range members {
-			s.reject(ctx, r.pp.item.key(), r.pp.pod, reasonFor(oc), why)
-			st.count(oc)
-		}
+// applyWait reports why a pod waits: a PodScheduled=False condition with
+// the reason, and an event.
+func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wait, note string, st *CycleStats) {
+	p := cw.pods[w.ID]
+	if p == nil {
 		return
 	}
-	s.unblockKey(gangBlockKey(g.key))
-	for i, m := range members {
-		st.count(s.commit(ctx, snap, m.pp.pod, plans[i], m.pp.item.key(), true))
+	msg, reason := w.Message, reasonUnschedulable
+	switch {
+	case w.Cause == dispatch.CauseUnknownQueue:
+		q, from := s.queueSource(p)
+		msg, reason = fmt.Sprintf("%s: queue %q does not exist (create a Queue or drop the label for the default queue)", from, q), reasonInvalid
+	case w.Cause == dispatch.CauseRefused:
+		reason = reasonInvalid
+	case w.Status == cycle.Invalid:
+		reason = reasonInvalid
+		var r planRefusal
+		if errors.As(w.Err, &r) {
+			reason = reasonFor(r.oc)
+		}
+	case w.Status == cycle.NoFit && w.Cause == dispatch.CauseCycle:
+		if pw, ok := cw.work[w.ID]; ok {
+			msg = noFit(pw.reqs, pw.w.Parts, w.Outcome)
+		}
+	case w.Status == cycle.QueueLimit:
+		reason = reasonQueueLimit
+	case w.Status == cycle.GangWaiting:
+		// No backoff: only a new member helps, and its arrival pokes the loop.
+		s.events.waiting(ctx, p, reasonUnschedulable, msg)
+		st.Unschedulable++
+		return
 	}
-}
-
-// releasePlaced gives back on snap the room the cycle booked for a pod
-// that is not committed after all.
-func (s *Scheduler) releasePlaced(snap *snapshot, pp pendingPod, o cycle.Outcome) {
-	for i, d := range o.Decisions {
-		if err := snap.cluster.Release(&pp.work.w.Parts[i], d); err != nil {
-			s.cfg.Log.Error("releasing an unrecorded placement failed", "pod", o.Workload, "err", err)
-		}
+	switch {
+	case note != "":
+		msg += "; " + note
+	case w.AwaitingVictims:
+		msg += "; waiting for preempted pods to exit"
 	}
-}
-
-// apply carries out one workload's outcome.
-func (s *Scheduler) apply(ctx context.Context, snap *snapshot, pp pendingPod, o cycle.Outcome, pods *bookedPods, st *CycleStats) {
-	p, key := pp.pod, pp.item.key()
-	switch o.Status {
-	case cycle.Placed:
-		pl, oc, msg := s.planFrom(ctx, snap, p, pp.work, o.Decisions)
-		if oc != outcomeBound {
-			// The assignment cannot be recorded: give the room back.
-			s.releasePlaced(snap, pp, o)
-			s.reject(ctx, key, p, reasonFor(oc), msg)
-			st.count(oc)
-			return
-		}
-		if pp.item.gang != nil {
-			s.unblockKey(gangBlockKey(pp.item.gang.key))
-		} else {
-			s.unblock(p)
-		}
-		st.count(s.commit(ctx, snap, p, pl, key, true))
-	case cycle.NoFit:
-		msg := noFit(pp.work.reqs, pp.work.w.Parts, o)
-		switch {
-		case len(o.Victims) > 0:
-			msg += "; " + s.evict(ctx, snap, p, o, pods)
-		case s.awaitingVictims(p):
-			msg += "; waiting for preempted pods to exit"
-		}
-		if pp.item.gang == nil {
-			s.maybeReserve(snap, p)
-		}
-		s.reject(ctx, key, p, reasonUnschedulable, msg)
-		st.Unschedulable++
-	case cycle.QueueLimit:
-		s.reject(ctx, key, p, reasonQueueLimit, o.Message)
-		st.Unschedulable++
-	case cycle.GangMisfit:
-		msg := o.Message
-		if g := pp.item.gang; g.timeout > 0 {
-			if waited := g.waited(); waited > g.timeout {
-				msg = fmt.Sprintf("gang %s timed out: it has not fitted for %s, over its scheduleTimeoutSeconds (%s); ", g.key, waited.Round(time.Second), g.timeout) + msg
-			}
-		}
-		if len(o.Victims) > 0 { // on the first member's outcome: stopped for the whole gang
-			msg += "; " + s.evict(ctx, snap, p, o, pods)
-		}
-		s.reject(ctx, key, p, reasonUnschedulable, msg)
-		st.Unschedulable++
-	case cycle.Invalid:
-		s.unblock(p)
-		s.reject(ctx, key, p, reasonInvalid, o.Message)
+	if reason == reasonInvalid {
 		st.Invalid++
-	default: // GangWaiting; Behind does not occur (not Strict)
-		// No backoff: only a new member helps, and its arrival pokes the
-		// loop. A backoff recorded after a member arrived during this cycle
-		// would hold the now complete gang back for up to the longest wait.
-		s.events.waiting(ctx, p, reasonUnschedulable, o.Message)
+	} else {
 		st.Unschedulable++
 	}
-}
-
-// awaitingVictims reports whether a pod waits for victims it chose.
-func (s *Scheduler) awaitingVictims(p *corev1.Pod) bool {
-	until, ok := s.preempting(p.UID)
-	return ok && time.Now().Before(until)
+	s.events.reject(ctx, p, reason, msg)
 }
 
 // running is every pod booked on snap as a cycle.Running (the candidates
@@ -274,7 +203,7 @@ func (s *Scheduler) awaitingVictims(p *corev1.Pod) bool {
 // are Stopping: they count, but are never victims), and gangs gains the
 // minimum of every running member's gang. Each booking's is worked out
 // once per pod object (runOf).
-func (s *Scheduler) running(snap *snapshot, gangs map[string]cycle.Gang) []cycle.Running {
+func (s *Scheduler) running(snap *snapshot, gangs map[string]dispatch.GangSpec) []cycle.Running {
 	n := 0
 	for _, bs := range snap.onNode {
 		n += len(bs)
@@ -294,7 +223,7 @@ func (s *Scheduler) running(snap *snapshot, gangs map[string]cycle.Gang) []cycle
 			r := s.runOf(&snap.onNode[ni][k])
 			if _, known := gangs[r.run.Gang]; r.run.Gang != "" && !known {
 				if n, err := s.minMember(r.pod); err == nil {
-					gangs[r.run.Gang] = cycle.Gang{MinMember: n}
+					gangs[r.run.Gang] = dispatch.GangSpec{Min: n}
 				}
 			}
 			run := r.run
@@ -401,45 +330,14 @@ func (s *Scheduler) usage(snap *snapshot) map[string]queueing.Resources {
 	return own
 }
 
-// reservation is the reservation in force as the cycle's: its nodes by
-// index in snap, the pods it holds room for, and the pending workloads that
-// may use it. nil when there is none or it cannot be translated.
-func (s *Scheduler) reservation(snap *snapshot, pend map[string]pendingPod) *cycle.Reservation {
-	s.mu.Lock()
-	r := s.reserved
-	s.mu.Unlock()
-	if r == nil {
-		return nil
-	}
-	held, err := s.workloadsOf(snap, r.pods)
-	if err != nil {
-		return nil
-	}
-	res := &cycle.Reservation{What: r.what, Nodes: map[int]bool{}, For: held, Members: map[string]bool{}}
-	for name := range r.nodes {
-		if i, ok := snap.byName[name]; ok {
-			res.Nodes[i] = true
-		}
-	}
-	for id, pp := range pend {
-		if r.holds(pp.pod) {
-			res.Members[id] = true
-		}
-	}
-	for _, w := range held {
-		res.Members[w.ID] = true
-	}
-	return res
-}
-
-// evict stops the victims the cycle chose for pod (o.Victims, on node
-// o.Node): each gets an event saying why and is deleted (with its UID as a
-// precondition), and the pod waits for them (preemptionWait) before it
-// names others. It returns the note to leave on the pod.
-func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, o cycle.Outcome, pods *bookedPods) string {
-	node := snap.nodes[o.Node].Name
+// evict stops the victims the core chose for pod (on node e.Node): each
+// gets an event saying why and is deleted (with its UID as a
+// precondition); the core has the pod wait for them before it names
+// others. It returns the note to leave on the pod.
+func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, e dispatch.Eviction, pods *bookedPods) string {
+	node := snap.nodes[e.Node].Name
 	prio := priority(pod)
-	for _, v := range o.Victims {
+	for _, v := range e.Victims {
 		vp, ok := pods.get(v.ID)
 		if !ok {
 			continue
@@ -455,6 +353,19 @@ func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, 
 			s.cfg.Log.Warn("evicting a preemption victim failed", "victim", v.ID, "err", err)
 		}
 	}
-	s.setPreempting(pod.UID, time.Now().Add(preemptionWait))
-	return fmt.Sprintf("preempting %d pod(s) on node %s; scheduling once they exit", len(o.Victims), node)
+	return fmt.Sprintf("preempting %d pod(s) on node %s; scheduling once they exit", len(e.Victims), node)
+}
+
+// inOrder is pending in the core's queue order (gangs at their first
+// member's place).
+func (s *Scheduler) inOrder(pending []*corev1.Pod, now time.Time) []*corev1.Pod {
+	rank := map[string]int{}
+	for i, id := range s.core.Order(now) {
+		rank[id] = i
+	}
+	out := slices.Clone(pending)
+	slices.SortStableFunc(out, func(a, b *corev1.Pod) int {
+		return rank[a.Namespace+"/"+a.Name] - rank[b.Namespace+"/"+b.Name]
+	})
+	return out
 }

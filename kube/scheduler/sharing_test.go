@@ -66,7 +66,7 @@ func TestSharingModes(t *testing.T) {
 		{"a whole GPU without hostIPC goes to the exclusive node", "1", "", false, "exclusive-0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pl, o, msg := s.plan(snap, pod(tc.gpus, tc.fraction, tc.hostIPC))
+			pl, o, msg := s.planPod(snap, pod(tc.gpus, tc.fraction, tc.hostIPC))
 			if tc.node != "" {
 				if o != outcomeBound || pl.assignment.Node != tc.node {
 					t.Fatalf("plan = %v on %q (%s), want %s", o, pl.assignment.Node, msg, tc.node)
@@ -137,7 +137,7 @@ func TestOversubscription(t *testing.T) {
 		{"a pod that does not ask goes anywhere", plainOnly, pod(workload.ResourceNVIDIAGPU, nil), "plain-", binding.Share{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pl, o, msg := s.plan(tc.snap, tc.pod)
+			pl, o, msg := s.planPod(tc.snap, tc.pod)
 			if tc.node == "" {
 				if o != outcomeUnschedulable || msg != tc.why {
 					t.Fatalf("plan = %v %q, want unschedulable with\n%q", o, msg, tc.why)

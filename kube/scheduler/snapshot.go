@@ -10,6 +10,7 @@ import (
 	"k8s.io/component-helpers/resource"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/placement"
@@ -45,7 +46,7 @@ type snapshot struct {
 	// fresh are the bookings recorded since a cycle last emptied it (the
 	// cycle's own, for its queues' ledger).
 	fresh []booking
-	// capacity is what the nodes hold in all (capacityOf), for queue
+	// capacity is what the nodes hold in all (cycle.Capacity), for queue
 	// shares: a snapshot's capacities never change (a node that reports
 	// others makes a new snapshot).
 	capacity queueing.Resources
@@ -90,7 +91,7 @@ func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, 
 		cl = &placement.Cluster{}
 		s.nodes, s.inv, s.byName = nil, nil, map[string]int{}
 	}
-	s.cluster, s.capacity = cl, capacityOf(cl)
+	s.cluster, s.capacity = cl, cycle.Capacity(cl)
 	s.onNode = make([][]booking, len(s.inv))
 	s.uuidPos = make([]map[string]int, len(s.inv))
 	s.sharing = make([]placement.NodeSharing, len(s.inv))

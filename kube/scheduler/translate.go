@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,17 +116,4 @@ func hasNodeConstraints(pod *corev1.Pod) bool {
 	}
 	a := pod.Spec.Affinity
 	return a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil
-}
-
-// workloadsOf is workloadOf for several pods, in order.
-func (s *Scheduler) workloadsOf(snap *snapshot, pods []*corev1.Pod) ([]cycle.Workload, error) {
-	out := make([]cycle.Workload, 0, len(pods))
-	for _, p := range pods {
-		w, _, err := s.workloadOf(snap, p)
-		if err != nil {
-			return nil, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-		out = append(out, w)
-	}
-	return out, nil
 }

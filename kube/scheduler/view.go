@@ -9,124 +9,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
+	"github.com/tessera-gpu/tessera/kube/clusterview"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
-	"github.com/tessera-gpu/tessera/request"
 )
 
 // This file publishes what the last scheduling cycle decided from, for
 // readers outside the cycle (the cluster view of the web UI, package
-// kube/clusterview). At the end of each cycle the cycle's own snapshot,
+// kube/clusterview, which owns the published types: clusterview.View and
+// the types it holds). At the end of each cycle the cycle's own snapshot,
 // queue tree and pending queue are published as they are, behind an atomic
 // pointer, so publishing copies nothing. The snapshot lives on into the
 // next cycle (snapshot_cache.go), which changes it under the scheduler's
 // snapMu: View translates the view into plain values under that lock, so
 // a reader may wait for a cycle in progress to end, and then reads the
 // snapshot as the last cycle left it. Nothing here decides.
-
-// View is what one scheduling cycle decided from, after its decisions:
-// the nodes and their GPUs as the scheduler read them, what it has booked
-// on each (bound and assumed pods, those it just placed included), the
-// queues with their fair-share position and the pods still waiting, in
-// queue order, with the reason the scheduler gave them.
-type View struct {
-	// Time is when the cycle started.
-	Time time.Time
-	// Scheduler is the schedulerName served, Policy the placement policy.
-	Scheduler, Policy string
-	// Nodes in name order; nodes whose inventory could not be read are
-	// left out, as the cycle leaves them out.
-	Nodes []NodeView
-	// Queues in the tree's order.
-	Queues []QueueView
-	// Pending are the pods waiting for this scheduler, in queue order.
-	Pending []PodView
-	// FragmentationMilli is the cluster's expected fragmentation, the
-	// simulator's measure (placement.ClusterFragmentation, in GPU milli):
-	// the free GPU compute the typical pods could not use, against the
-	// Typical pod shapes the policy places for (0 shapes: the policy keeps
-	// none yet, or uses none, and FragmentationMilli is 0).
-	FragmentationMilli float64
-	Typical            int
-}
-
-// NodeView is one node as the cycle saw it.
-type NodeView struct {
-	Name string
-	// Source is where its GPUs were read from: "node-labels", or the
-	// GPUNode's status.source (the agent's discovery).
-	Source string
-	// Ready is the node's Ready condition; Unschedulable its
-	// spec.unschedulable (cordoned).
-	Ready, Unschedulable bool
-	// CPUMilli and MemoryMiB are allocatable; the Free ones what the
-	// bookings leave.
-	CPUMilli, FreeCPUMilli, MemoryMiB, FreeMemoryMiB int64
-	GPUs                                             []GPUView
-	// Pods are the pods booked on it (bound, or assumed by this scheduler).
-	Pods []PodView
-}
-
-// GPUView is one GPU: as its node reports it, and as placement books it.
-type GPUView struct {
-	inventory.GPU
-	// Schedulable is false for a GPU placement does not offer (unhealthy).
-	Schedulable bool
-	// FreeMilli and FreeMemoryMiB are placement's books after the cycle:
-	// what a new pod could still get (0 when not schedulable).
-	FreeMilli, FreeMemoryMiB int64
-}
-
-// PodView is one pod the scheduler counts.
-type PodView struct {
-	Namespace, Name string
-	UID             types.UID
-	Queue           string
-	Priority        int32
-	// Gang is the pod's gang ("" for none).
-	Gang string
-	// Node is where it is bound or assumed ("" while pending).
-	Node    string
-	Phase   corev1.PodPhase
-	Created time.Time
-	// Started is status.startTime (zero while not started).
-	Started time.Time
-	// Deleting is set once the pod is being deleted (it still counts).
-	Deleting bool
-	// Requests are its GPU requests, one per container asking for GPUs;
-	// RequestError says why they could not be read.
-	Requests     []request.GPU
-	RequestError string
-	// Assignment is its GPU assignment (nil: none; CPU-only pods and
-	// pending ones).
-	Assignment *binding.Assignment
-	// CPUMilli and MemoryMiB are its host requests.
-	CPUMilli, MemoryMiB int64
-	// Reason and Message are its PodScheduled=False condition, as the
-	// scheduler wrote it ("" when it has none yet).
-	Reason, Message string
-	// BackingOff: left out of the cycle, waiting out a retry backoff.
-	BackingOff bool
-}
-
-// QueueView is one queue after the cycle.
-type QueueView struct {
-	queueing.Queue
-	// Configured is false for the default queue as the tree adds it when
-	// no Queue object defines it.
-	Configured bool
-	// Used is what its pods (with its children's) have booked; Share its
-	// fair-share position (queueing.Ledger.Share).
-	Used  queueing.Resources
-	Share float64
-	// Running counts its booked pods, Waiting its pending pods (a gang's
-	// in its first member's queue).
-	Running, Waiting int
-}
 
 // cycleView is one cycle's state as published; its snapshot changes only
 // in the next cycle, under snapMu.
@@ -139,6 +38,8 @@ type cycleView struct {
 	// typical is the policy's typical-pod distribution as the cycle ended
 	// (placement.TypicalOf), for the fragmentation the view reports.
 	typical placement.Distribution
+	// backingOff are the pending pods waiting out a backoff as it ended.
+	backingOff map[types.UID]bool
 }
 
 // viewBoard holds the last cycle's view; its zero value is ready.
@@ -155,7 +56,13 @@ type viewBoard struct {
 
 // publishView publishes what this cycle decided from.
 func (s *Scheduler) publishView(at time.Time, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, waiting map[string]int) {
-	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting, typical: placement.TypicalOf(s.policy)}
+	pending = s.inOrder(pending, at)
+	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting, typical: placement.TypicalOf(s.policy), backingOff: map[types.UID]bool{}}
+	for _, p := range pending {
+		if s.core.BackingOff(p.Namespace+"/"+p.Name, at) {
+			v.backingOff[p.UID] = true
+		}
+	}
 	b := &s.views
 	old := b.cur.Swap(v)
 	if !b.watched.Load() {
@@ -219,18 +126,18 @@ func (s *Scheduler) ViewChanged() <-chan struct{} {
 
 // View returns what the last cycle decided from; ok is false before the
 // first cycle (and on a replica that is not the leader).
-func (s *Scheduler) View() (View, bool) {
+func (s *Scheduler) View() (clusterview.View, bool) {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	v := s.views.cur.Load()
 	if v == nil {
-		return View{}, false
+		return clusterview.View{}, false
 	}
 	return s.viewOf(v), true
 }
 
-func (s *Scheduler) viewOf(v *cycleView) View {
-	out := View{Time: v.at, Scheduler: s.cfg.Name, Policy: s.cfg.Policy, Typical: len(v.typical)}
+func (s *Scheduler) viewOf(v *cycleView) clusterview.View {
+	out := clusterview.View{Time: v.at, Scheduler: s.cfg.Name, Policy: s.cfg.Policy, Typical: len(v.typical)}
 	snap := v.snap
 	if len(v.typical) > 0 {
 		out.FragmentationMilli = placement.ClusterFragmentation(snap.cluster, v.typical)
@@ -239,12 +146,12 @@ func (s *Scheduler) viewOf(v *cycleView) View {
 	booked := map[types.UID]bool{}
 	for i, n := range snap.nodes {
 		cn := &snap.cluster.Nodes[i]
-		nv := NodeView{
+		nv := clusterview.NodeView{
 			Name: n.Name, Source: snap.inv[i].Source, Ready: nodeReady(n), Unschedulable: n.Spec.Unschedulable,
 			CPUMilli: cn.CPUMilli, FreeCPUMilli: cn.FreeCPUMilli, MemoryMiB: cn.MemoryMiB, FreeMemoryMiB: cn.FreeMemoryMiB,
 		}
 		for _, g := range snap.inv[i].GPUs {
-			gv := GPUView{GPU: g}
+			gv := clusterview.GPUView{GPU: g}
 			for _, pg := range cn.GPUs {
 				if pg.Index == g.Index {
 					gv.Schedulable, gv.FreeMilli, gv.FreeMemoryMiB = true, pg.FreeMilli, pg.FreeMemoryMiB
@@ -262,20 +169,19 @@ func (s *Scheduler) viewOf(v *cycleView) View {
 		}
 		out.Nodes = append(out.Nodes, nv)
 	}
-	now := time.Now()
 	for _, p := range v.pending {
 		if booked[p.UID] {
 			continue // placed by this cycle: it is on its node now
 		}
 		pv := s.podView(p, true)
-		pv.BackingOff = s.backoff.waiting(s.backoffKey(p), now)
+		pv.BackingOff = v.backingOff[p.UID]
 		out.Pending = append(out.Pending, pv)
 	}
 	// The ledger the cycle ordered queues by (and the metrics report).
 	ledger := s.ledger(v.tree, snap)
 	for _, name := range v.tree.Names() {
 		q, _ := v.tree.Queue(name)
-		out.Queues = append(out.Queues, QueueView{
+		out.Queues = append(out.Queues, clusterview.QueueView{
 			Queue: q, Configured: q != queueing.Queue{Name: queueing.DefaultQueue, Weight: 1}, Used: ledger.Used(name), Share: ledger.Share(name),
 			Running: running[name], Waiting: v.waiting[name],
 		})
@@ -284,8 +190,8 @@ func (s *Scheduler) viewOf(v *cycleView) View {
 }
 
 // podView reads one pod; pending pods carry their PodScheduled reason.
-func (s *Scheduler) podView(p *corev1.Pod, pending bool) PodView {
-	pv := PodView{
+func (s *Scheduler) podView(p *corev1.Pod, pending bool) clusterview.PodView {
+	pv := clusterview.PodView{
 		Namespace: p.Namespace, Name: p.Name, UID: p.UID, Queue: s.queueOf(p), Priority: priority(p), Gang: s.groupKey(p),
 		Phase: p.Status.Phase, Created: p.CreationTimestamp.Time, Deleting: p.DeletionTimestamp != nil,
 	}

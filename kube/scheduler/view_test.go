@@ -13,6 +13,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/clusterview"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
@@ -125,7 +126,7 @@ func TestView(t *testing.T) {
 	if p := v.Pending[1]; p.Reason != "" || p.Message != "" {
 		t.Errorf("fresh has a reason: %+v", p)
 	}
-	byName := map[string]QueueView{}
+	byName := map[string]clusterview.QueueView{}
 	for _, q := range v.Queues {
 		byName[q.Name] = q
 	}

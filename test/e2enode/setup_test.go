@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/tessera-gpu/tessera/internal/testcluster"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // hostDirs are the host folders the chart's agent uses at fixed paths (its

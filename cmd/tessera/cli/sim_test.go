@@ -8,9 +8,9 @@ import (
 )
 
 const (
-	tinyNodes = "../../tracesim/testdata/nodes.csv"
-	tinyPods  = "../../tracesim/testdata/pods.csv"
-	tinyPub   = "../../tracesim/testdata/published.csv"
+	tinyNodes = "../../../tracesim/testdata/nodes.csv"
+	tinyPods  = "../../../tracesim/testdata/pods.csv"
+	tinyPub   = "../../../tracesim/testdata/published.csv"
 )
 
 func TestSimWritesOutputs(t *testing.T) {
@@ -89,7 +89,7 @@ func TestSimFlagValidation(t *testing.T) {
 	}
 }
 
-const tinyTimedPods = "../../tracesim/testdata/timed_pods.csv"
+const tinyTimedPods = "../../../tracesim/testdata/timed_pods.csv"
 
 func TestSimDynamicWritesOutputs(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
@@ -131,7 +131,7 @@ func TestSimDynamicMIG(t *testing.T) {
 		want  string
 	}{
 		{[]string{"--gangs"}, "--gangs: not modelled with --mig"},
-		{[]string{"--queues", "../../tracesim/testdata/queues-ls-be.yaml"}, "--queues: not modelled with --mig"},
+		{[]string{"--queues", "../../../tracesim/testdata/queues-ls-be.yaml"}, "--queues: not modelled with --mig"},
 		{[]string{"--policy", "bestfit"}, `--policy: with --mig, name MIG setups`},
 		{[]string{"--mig-memory", "half"}, "--mig-memory: must be share or none"},
 	} {

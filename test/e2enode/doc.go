@@ -1,5 +1,5 @@
 // Package e2enode holds the end-to-end tests on a real node: a kubelet
-// with containerd and runc (internal/testcluster's StartRealNode) runs
+// with containerd and runc (test/testcluster's StartRealNode) runs
 // Tessera's image with the chart's rendered manifests (the scheduler, the
 // admission webhook and the node agent as a DaemonSet pod on simulated
 // GPUs), and pods get their GPU shares from it as they would on a cluster.

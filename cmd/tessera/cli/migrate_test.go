@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/crd"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/queues"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 // upstreamObjects are written from KAI's and Volcano's documented fields.

@@ -24,8 +24,8 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/mps/mpstest"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
-	"github.com/tessera-gpu/tessera/internal/testcluster"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
 func TestAgentFlagValidation(t *testing.T) {

@@ -11,15 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tessera-gpu/tessera/kube/clusterview"
-	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/webui"
 )
 
 // noView is a scheduler that has not finished a cycle.
 type noView struct{}
 
-func (noView) View() (scheduler.View, bool) { return scheduler.View{}, false }
-func (noView) ViewChanged() <-chan struct{} { return nil }
+func (noView) View() (clusterview.View, bool) { return clusterview.View{}, false }
+func (noView) ViewChanged() <-chan struct{}   { return nil }
 
 // TestSchedulerDashboardRoutes: the scheduler's metrics server serves the
 // dashboard next to /metrics, read-only (another method than GET is

@@ -1,4 +1,4 @@
-package scheduler
+package dispatch
 
 import (
 	"testing"
@@ -102,9 +102,8 @@ func TestBackoffQueue(t *testing.T) {
 	}
 }
 
-// TestBackoffNextAndRetain: next names the earliest wait; retain forgets
-// keys no longer pending.
-func TestBackoffNextAndRetain(t *testing.T) {
+// TestBackoffNext: next names the earliest wait still running.
+func TestBackoffNext(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	b := newBackoff(time.Second, 10*time.Second)
 	if _, ok := b.next(t0); ok {
@@ -113,35 +112,14 @@ func TestBackoffNextAndRetain(t *testing.T) {
 	b.failed("a", failedToFit, t0)
 	b.failed("b", failedToFit, t0)
 	b.failed("b", failedToFit, t0.Add(time.Second)) // b now waits until t0+3s
-	if d, ok := b.next(t0.Add(500 * time.Millisecond)); !ok || d != 500*time.Millisecond {
-		t.Fatalf("next = %v, %v; want 500ms (a)", d, ok)
+	if at, ok := b.next(t0.Add(500 * time.Millisecond)); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("next = %v, %v; want t0+1s (a)", at, ok)
 	}
-	if d, ok := b.next(t0.Add(2 * time.Second)); !ok || d != time.Second {
-		t.Fatalf("next = %v, %v; want 1s (b)", d, ok)
+	if at, ok := b.next(t0.Add(2 * time.Second)); !ok || !at.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("next = %v, %v; want t0+3s (b)", at, ok)
 	}
-	if n := b.retain(map[string]bool{"b": true}); n != 1 || b.has("a") || !b.has("b") {
-		t.Fatalf("retain kept %d, a=%v b=%v; want only b", n, b.has("a"), b.has("b"))
-	}
-}
-
-// TestAddedListedAtStartIsNotNews: an object listed when a watch starts
-// (the scheduler reads it before deciding) leaves a misfit's wait alone; an
-// object created later may make room and ends it.
-func TestAddedListedAtStartIsNotNews(t *testing.T) {
-	s := &Scheduler{backoff: newBackoff(time.Second, 10*time.Second), wake: make(chan struct{}, 1)}
-	const key = "pod/u1"
-	s.backoff.failed(key, failedToFit, time.Now())
-	s.added(nil, true)
-	if !s.backoff.waiting(key, time.Now()) {
-		t.Fatal("an object from the initial list ended the wait")
-	}
-	select {
-	case <-s.wake:
-	default:
-		t.Fatal("an object from the initial list did not wake the loop")
-	}
-	s.added(nil, false)
-	if s.backoff.waiting(key, time.Now()) {
-		t.Fatal("a new object did not end the wait")
+	b.forget("b")
+	if b.has("b") || !b.has("a") {
+		t.Fatal("forget dropped the wrong key")
 	}
 }

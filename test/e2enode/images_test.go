@@ -28,7 +28,7 @@ func buildImages(t *testing.T) images {
 		t.Fatalf("make image wrote no image reference: %v", err)
 	}
 	probeBin := filepath.Join(dir, "probe")
-	run(t, root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", probeBin, "./internal/e2enode/probe")
+	run(t, root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", probeBin, "./test/e2enode/probe")
 	const probeRef = "tessera.io/e2e/probe:1"
 	probeTar := filepath.Join(dir, "probe-image.tar")
 	run(t, filepath.Join(root, "tools", "image"), nil, "go", "run", ".", "-ref", probeRef, "-out", probeTar,

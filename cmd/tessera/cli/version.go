@@ -9,8 +9,8 @@ import (
 )
 
 // Set at link time by the Makefile's build (go build -ldflags "-X
-// github.com/tessera-gpu/tessera/internal/cli.version=..."); empty in a plain
-// `go build`, which falls back to the build information Go records. The
+// github.com/tessera-gpu/tessera/cmd/tessera/cli.version=..."); empty in a
+// plain `go build`, which falls back to the build information Go records. The
 // linker can only set package-level strings: these are written once, before
 // main runs, and only read afterwards.
 var (

@@ -9,8 +9,8 @@ import (
 )
 
 const (
-	tinyQoSPods = "../../tracesim/testdata/timed_pods_qos.csv"
-	lsBEQueues  = "../../tracesim/testdata/queues-ls-be.yaml"
+	tinyQoSPods = "../../../tracesim/testdata/timed_pods_qos.csv"
+	lsBEQueues  = "../../../tracesim/testdata/queues-ls-be.yaml"
 )
 
 // TestSimDynamicQueues: LS and BE as two queues with preemption and gangs:

@@ -1,0 +1,21 @@
+// Package dispatch is the scheduling core every front door drives: it owns
+// the state that lives between scheduling cycles and runs package cycle
+// on it. Events come in (a workload waits, changes or goes; the cluster
+// changed; a binding succeeded or failed), a cycle runs on a frame the
+// front door gives (the cluster with its bookings, the queues, the running
+// workloads, and the translation of each waiting workload), and actions
+// come out (bind these, evict those for whom, these wait and why, try
+// again at). The clock is the caller's: every call that needs the time is
+// given it, so a simulator drives the same core on a virtual clock.
+//
+// It owns: the pending set (from events, never a re-list), the order
+// within a queue (priority, optional aging, arrival), the retry backoff,
+// gang grouping and schedule timeouts, the workloads whose binding is in
+// flight (assumed: not pending, not yet acknowledged), the reservation for
+// the workload or gang that has waited longest, and how long a preemptor
+// waits for its victims.
+//
+// It must not import Kubernetes or host types, do I/O or read the wall
+// clock, and must not word outcomes for a front door beyond the engine's
+// own messages: the front doors translate in and apply out.
+package dispatch
