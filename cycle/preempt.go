@@ -56,25 +56,51 @@ func (r *run) rules(ledger *queueing.Ledger) preemption.Rules {
 // preempt plans the victims that let w fit, on the node where the fewest
 // (then the least important) suffice, and charges the plan to the ledger:
 // w's queue as if w ran, the victims' queues without them. It changes no
-// booking: the victims must stop before w can be placed.
-func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims []Victim, err error) {
+// booking: the victims must stop before w can be placed. When MinRuntime
+// alone stands in the way, it names no victims and returns as protected
+// those it would name without it, charging nothing.
+func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims, protected []Victim, err error) {
 	rules := r.rules(ledger)
-	need := Resources(w.Parts)
-	waiting := preemption.Waiting{Queue: w.Queue, Priority: w.Priority, Need: need}
+	best, waiting, err := r.plan(w, rules)
+	if err != nil {
+		return -1, nil, nil, err
+	}
+	if best == nil {
+		if rules.MinRuntime <= 0 {
+			return -1, nil, nil, nil
+		}
+		rules.MinRuntime = 0
+		if best, waiting, err = r.plan(w, rules); err != nil || best == nil {
+			return -1, nil, nil, err
+		}
+		return -1, nil, r.named(best, waiting, rules), nil
+	}
+	victims = r.named(best, waiting, rules)
+	r.charge(w.Queue, waiting.Need, best.Victims, ledger)
+	return best.Node, victims, nil, nil
+}
+
+// plan finds the best preemption plan for w under rules (nil when no node
+// has one); it changes nothing.
+func (r *run) plan(w Workload, rules preemption.Rules) (*preemption.Plan, preemption.Waiting, error) {
+	waiting := preemption.Waiting{Queue: w.Queue, Priority: w.Priority, Need: Resources(w.Parts)}
 	_, surplus := r.candidates()
 	st := NewStatement(r.snap.Cluster)
 	best, err := r.nodeVictims(st, w, waiting, rules, surplus, nil)
 	if derr := st.Discard(); err == nil {
 		err = derr
 	}
-	if err != nil || best == nil {
-		return -1, nil, err
+	return best, waiting, err
+}
+
+// named is a plan's victims with the rule each one falls under (before
+// the plan is charged).
+func (r *run) named(p *preemption.Plan, waiting preemption.Waiting, rules preemption.Rules) []Victim {
+	out := make([]Victim, 0, len(p.Victims))
+	for _, v := range p.Victims {
+		out = append(out, Victim{ID: v.ID, Kind: rules.Why(waiting, v, r.snap.Preemption.Now), Node: p.Node})
 	}
-	for _, v := range best.Victims { // the rule each one falls under, before the plan is charged
-		victims = append(victims, Victim{ID: v.ID, Kind: rules.Why(waiting, v, r.snap.Preemption.Now), Node: best.Node})
-	}
-	r.charge(w.Queue, need, best.Victims, ledger)
-	return best.Node, victims, nil
+	return out
 }
 
 // nodeVictims finds, on the cluster as st holds it, the node where the

@@ -303,3 +303,56 @@ func TestGangPreempts(t *testing.T) {
 		}
 	})
 }
+
+// TestPreemptProtected: a workload that names no victims only because the
+// minimum runtime protects them gets, as Protected, the victims it would
+// name without it; otherwise Protected is empty.
+func TestPreemptProtected(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		prio       int32
+		minRuntime time.Duration
+		awaiting   bool
+		victims    []string
+		protected  []string
+	}{
+		{"every candidate too young: the one it would stop", 5, 3 * time.Hour, false, nil, []string{"low-new/priority"}},
+		{"one old enough: a victim, nothing protected", 5, 30 * time.Minute, false, []string{"low-old/priority"}, nil},
+		{"no minimum runtime: nothing protected", 0, 0, false, nil, nil},
+		{"no victim even unprotected: nothing protected", 0, 3 * time.Hour, false, nil, nil},
+		{"awaiting its victims: nothing planned", 5, 3 * time.Hour, true, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &placement.Cluster{Nodes: []placement.Node{gpus("a", 3)}}
+			run := []Running{
+				runningOn(t, c, "low-old", "", 0, 0, 0, t0.Add(-2*time.Hour)),
+				runningOn(t, c, "low-new", "", 0, 0, 1, t0.Add(-10*time.Minute)),
+				runningOn(t, c, "high", "", 10, 0, 2, t0.Add(-3*time.Hour)),
+			}
+			before := free(c)
+			p := whole("p", 1)
+			p.Priority, p.AwaitingVictims = tc.prio, tc.awaiting
+			outs, err := Run(Snapshot{Cluster: c, Policy: bestfit(t), Pending: []Workload{p}, Running: run,
+				Preemption: &Preemption{Now: t0, MinRuntime: tc.minRuntime}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := func(vs []Victim) []string {
+				var out []string
+				for _, v := range vs {
+					out = append(out, v.ID+"/"+v.Kind.String())
+				}
+				return out
+			}
+			if got := named(outs[0].Victims); !reflect.DeepEqual(got, tc.victims) {
+				t.Errorf("victims %v, want %v", got, tc.victims)
+			}
+			if got := named(outs[0].Protected); !reflect.DeepEqual(got, tc.protected) {
+				t.Errorf("protected %v, want %v", got, tc.protected)
+			}
+			if !reflect.DeepEqual(free(c), before) {
+				t.Errorf("planning preemption changed the cluster: %v, want %v", free(c), before)
+			}
+		})
+	}
+}

@@ -170,6 +170,11 @@ type Outcome struct {
 	// Node is the node the victims free, for a gang the first one
 	// (meaningful only with Victims).
 	Node int
+	// Protected are, for a workload placed alone that fits nowhere and
+	// names no victims only because Preemption.MinRuntime protects them,
+	// the victims it would name without that protection (a front door
+	// says they could be preempted once they have run long enough).
+	Protected []Victim
 }
 
 // Victim is a running workload to stop for a waiting one.
@@ -360,10 +365,11 @@ func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, e
 		}
 	}
 	if o.Status == NoFit && r.snap.Preemption != nil && !w.AwaitingVictims {
-		node, victims, err := r.preempt(w, ledger)
+		node, victims, protected, err := r.preempt(w, ledger)
 		if err != nil {
 			return queueing.Resources{}, err
 		}
+		o.Protected = protected
 		if len(victims) > 0 {
 			o.Node, o.Victims = node, victims
 			o.Message += fmt.Sprintf("; stopping %d running workload(s) frees room on %s", len(victims), r.snap.Cluster.Nodes[node].Name)

@@ -12,7 +12,6 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/hostd/api"
-	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
@@ -40,10 +39,12 @@ type Config struct {
 	Supervisor []string
 	// InterceptLib is the interception library preloaded into jobs ("" none).
 	InterceptLib string
-	// Orderer orders waiting jobs (default queue.FairShare over Queues: the
-	// cluster's fair-share rules across queues, priority with aging within
-	// one).
-	Orderer queue.Orderer
+	// AgingStep is the wait that raises a waiting job's priority by one, so
+	// a low priority cannot starve behind newer high ones (default
+	// DefaultAgingStep; negative: no aging). Jobs start in one order across
+	// queues: the cluster's fair-share rules between queues, priority with
+	// aging then submission within one (package dispatch).
+	AgingStep time.Duration
 	// Queues are the configured queues (guarantees, weights, limits,
 	// priorities, parents), validated by New. When empty, any valid queue
 	// name is accepted and created on first use (weight 1, no guarantee);
@@ -93,6 +94,10 @@ type Config struct {
 	Now func() time.Time
 }
 
+// DefaultAgingStep is the wait that raises a waiting job's priority by one
+// unless Config.AgingStep says otherwise.
+const DefaultAgingStep = time.Minute
+
 // Arbiter is the seam for the node arbiter, which gates compute. The
 // daemon calls Admit before a job starts (and again for jobs it re-adopts
 // after a restart), then ClientEnv for a job it starts, and Release after
@@ -131,8 +136,8 @@ func (c *Config) defaults() error {
 	if c.Policy == "" {
 		c.Policy = placement.DefaultPolicy
 	}
-	if c.Orderer == nil {
-		c.Orderer = queue.FairShare{Within: queue.PriorityFIFO{AgingStep: queue.DefaultAgingStep}, Queues: c.Queues}
+	if c.AgingStep == 0 {
+		c.AgingStep = DefaultAgingStep
 	}
 	if _, err := queueing.NewTree(c.Queues); err != nil {
 		return fmt.Errorf("queues: %w", err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/contain"
 	"github.com/tessera-gpu/tessera/hostd/store"
@@ -25,6 +26,10 @@ type Daemon struct {
 	policy  placement.Policy
 	probe   placement.Policy // a second instance for d.empty (policies keep caches)
 	closed  bool
+	// core is the scheduling core: the queued jobs in their order, fed by
+	// events (a submission, a stop, a start, a re-queueing), and the
+	// cycle (schedule).
+	core *dispatch.Core
 	// changed is closed and replaced at every job state change.
 	changed chan struct{}
 	// wake asks the scheduling loop to run.
@@ -83,12 +88,16 @@ func New(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("placement policy: %w", err)
 	}
+	core, err := dispatch.New(coreConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("scheduling core: %w", err)
+	}
 	st, err := store.Open(cfg.StateDir, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg: cfg, store: st, cluster: cluster, empty: cluster.Clone(), policy: policy, probe: probe,
+		cfg: cfg, store: st, core: core, cluster: cluster, empty: cluster.Clone(), policy: policy, probe: probe,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
 		migRetry: map[string]migRelease{}, stopping: map[string]time.Time{}, euid: os.Geteuid(),
 	}
@@ -124,6 +133,11 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Log.Warn("write the booking journal", "err", err)
 	}
 	if err := d.recover(); err != nil {
+		_ = d.bookings.close()
+		_ = st.Close()
+		return nil, err
+	}
+	if err := d.loadQueue(); err != nil {
 		_ = d.bookings.close()
 		_ = st.Close()
 		return nil, err

@@ -3,8 +3,11 @@
 // placement engine, starts each job through a supervisor process that
 // survives daemon restarts, and re-adopts running jobs after a restart.
 //
-// Layering: hostd/queue orders waiting jobs (a pure seam the cluster's
-// fair-share rules can replace), hostd/store persists records in bbolt,
+// Layering: the scheduling core (package dispatch) holds the queued jobs,
+// fed by this package's events (a submission, a stop, a start, a
+// re-queueing), orders them and runs each cycle; this package carries out
+// what it decides (schedule.go) and words why a job waits (query.go), but
+// decides no order or placement itself. hostd/store persists records in bbolt,
 // hostd/supervisor runs one job and records its exit status, hostd/jobenv
 // builds a job's environment, hostd/server and hostd/client speak the local
 // HTTP+JSON API over a unix socket (and loopback TCP with a token), and
@@ -18,7 +21,7 @@
 //
 // Queues, fair share and preemption follow the cluster's rules through the
 // same pure packages: queueing (queues from the --config file, see
-// ConfigFile; fair-share order through hostd/queue) and preemption (which
+// ConfigFile; fair-share order through dispatch) and preemption (which
 // running jobs a waiting one may stop: a lower priority in its queue, or
 // reclaim by a queue below its guarantee). This package only applies the
 // decisions: it marks victims, stops them through their supervisors and

@@ -114,45 +114,22 @@ func (d *Daemon) migEquivalent(gpu request.GPU) *request.GPU {
 	return &request.GPU{Count: gpu.Count, ComputeMilli: milli, ComputeLimitMilli: milli, MemoryMiB: mem, MemoryLimitMiB: mem, Models: gpu.Models}
 }
 
-// migShares turns a MIG decision into one share per chosen GPU: the
-// instance taken (its UUID), or the instance created for the job at the
-// chosen start slot (simulated hosts only), with where it lies.
-func (d *Daemon) migShares(j api.Job, dec placement.Decision, gpus []inventory.GPU) ([]binding.Share, error) {
-	if len(dec.MIG) != len(gpus) {
-		return nil, fmt.Errorf("MIG decision names %d GPUs but %d instances", len(gpus), len(dec.MIG))
+// nameCreated names the MIG instance share s asks this host to create:
+// with Config.MIG the parent's UUID stays until createMIGLocked names the
+// instance; on a simulated host it is simulatedMIGUUID; elsewhere nothing
+// is managed and creating is an error.
+func (d *Daemon) nameCreated(s *binding.Share) error {
+	if s.MIG == nil || !s.MIG.Create {
+		return nil
 	}
-	var out []binding.Share
-	for k, g := range gpus {
-		ch := dec.MIG[k]
-		s := binding.Share{UUID: ch.UUID, Index: g.Index, MIGProfile: j.GPU.MIGProfile, MIG: &binding.MIGInstance{GPU: g.UUID, Start: ch.Start, Create: ch.Create}}
-		if ch.Create {
-			switch {
-			case d.cfg.MIG != nil:
-				s.UUID = g.UUID // the parent's, until createMIGLocked names the instance
-			case d.cfg.Simulated:
-				s.UUID = simulatedMIGUUID(g.UUID, ch.Start)
-			default:
-				return nil, fmt.Errorf("GPU %d: asked to create a MIG instance, but this daemon manages no GPU's MIG layout (tessera up --mig-managed)", g.Index)
-			}
-		}
-		s.ComputeMilli, s.ComputeLimitMilli = request.Whole, request.Whole
-		s.MemoryMiB, s.MemoryLimitMiB = 1, 1
-		if m, ok := d.cfg.Catalog.Lookup(g.Model); ok && m.SupportsMIG() {
-			if p, ok := m.MIGProfile(j.GPU.MIGProfile); ok {
-				s.MIGProfile = p.Name
-				c := int64(p.ComputeSlices) * request.Whole / int64(m.MIG.ComputeSlices)
-				s.ComputeMilli, s.ComputeLimitMilli = c, c
-				s.MemoryMiB, s.MemoryLimitMiB = p.MemoryMiB, p.MemoryMiB
-			}
-		}
-		for _, in := range g.MIGInstances {
-			if !ch.Create && in.UUID == ch.UUID && in.MemoryMiB > 0 {
-				s.MemoryMiB, s.MemoryLimitMiB = in.MemoryMiB, in.MemoryMiB
-			}
-		}
-		out = append(out, s)
+	switch {
+	case d.cfg.MIG != nil:
+		return nil
+	case d.cfg.Simulated:
+		s.UUID = simulatedMIGUUID(s.MIG.GPU, s.MIG.Start)
+		return nil
 	}
-	return out, nil
+	return fmt.Errorf("GPU %d: asked to create a MIG instance, but this daemon manages no GPU's MIG layout (tessera up --mig-managed)", s.Index)
 }
 
 // simulatedMIGUUID names an instance a simulated host creates:

@@ -3,13 +3,10 @@ package hostd
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/hostd/api"
-	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
-	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
 )
@@ -21,56 +18,12 @@ func usage(jobs []api.Job) map[string]queueing.Resources {
 		if j.State != api.Running {
 			continue
 		}
-		q := queueOr(j.Queue)
+		q := queueing.QueueOr(j.Queue)
 		for _, s := range j.Shares {
 			used[q] = used[q].Add(queueing.Resources{GPUMilli: s.ComputeMilli, GPUMemoryMiB: s.MemoryMiB})
 		}
 	}
 	return used
-}
-
-func queueOr(q string) string {
-	if q == "" {
-		return queueing.DefaultQueue
-	}
-	return q
-}
-
-// snapshotLocked is the scheduling cycle's view of this host: its bookings
-// (a copy), its policy and queues, waiting in start order (package queue's
-// order, served strictly), and, unless preemption is off or earlier
-// victims are still on their way out, the running jobs as candidate
-// victims with minRuntime protecting the young.
-func (d *Daemon) snapshotLocked(waiting, jobs []api.Job, minRuntime time.Duration) cycle.Snapshot {
-	names := make([]string, 0, len(jobs))
-	for _, j := range jobs {
-		names = append(names, queueOr(j.Queue))
-	}
-	snap := cycle.Snapshot{Cluster: d.cluster.Clone(), Policy: d.policy, Queues: queue.Tree(d.cfg.Queues, names), Usage: usage(jobs), Strict: true}
-	for _, j := range waiting {
-		snap.Pending = append(snap.Pending, cycle.Workload{ID: j.ID, Queue: queueOr(j.Queue), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)}})
-	}
-	if d.cfg.DisablePreemption {
-		return snap
-	}
-	for _, j := range jobs {
-		if j.State == api.Running && j.Preempt != nil {
-			return snap // wait for the victims already on their way out
-		}
-	}
-	snap.Preemption = &cycle.Preemption{MinRuntime: minRuntime, Now: d.cfg.Now()}
-	for _, j := range jobs {
-		if j.State != api.Running {
-			continue
-		}
-		r := cycle.Running{ID: j.ID, Queue: queueOr(j.Queue), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)},
-			Decisions: []placement.Decision{decisionOf(j)}, Stopping: j.StopRequested}
-		if j.Started != nil {
-			r.Started = *j.Started
-		}
-		snap.Running = append(snap.Running, r)
-	}
-	return snap
 }
 
 // preemptLocked stops the victims the cycle named for w, the head of the
@@ -91,9 +44,9 @@ func (d *Daemon) preemptLocked(w api.Job, victims []cycle.Victim, jobs []api.Job
 		p := &api.Preemption{By: w.ID, Kind: victim.Kind.String(), At: now.UTC()}
 		switch victim.Kind {
 		case preemption.ByReclaim:
-			p.Reason = fmt.Sprintf("preempted by %s of queue %s, which is below its guaranteed share, to reclaim GPU capacity from queue %s, which is above its own", w.ID, queueOr(w.Queue), queueOr(v.Queue))
+			p.Reason = fmt.Sprintf("preempted by %s of queue %s, which is below its guaranteed share, to reclaim GPU capacity from queue %s, which is above its own", w.ID, queueing.QueueOr(w.Queue), queueing.QueueOr(v.Queue))
 		default:
-			p.Reason = fmt.Sprintf("preempted by %s (priority %d) of queue %s; this job's priority is %d", w.ID, w.Priority, queueOr(w.Queue), v.Priority)
+			p.Reason = fmt.Sprintf("preempted by %s (priority %d) of queue %s; this job's priority is %d", w.ID, w.Priority, queueing.QueueOr(w.Queue), v.Priority)
 		}
 		v.Preempt = p
 		if err := d.store.Put(v); err != nil {
@@ -110,24 +63,11 @@ func (d *Daemon) preemptLocked(w api.Job, victims []cycle.Victim, jobs []api.Job
 	d.notifyLocked()
 }
 
-// victimsLocked asks the cycle, on a copy, which running jobs it would
-// stop for w alone with minRuntime protecting the young.
-func (d *Daemon) victimsLocked(w api.Job, jobs []api.Job, minRuntime time.Duration) []cycle.Victim {
-	snap := d.snapshotLocked([]api.Job{w}, jobs, minRuntime)
-	if snap.Preemption == nil {
-		return nil
-	}
-	outs, err := cycle.Run(snap)
-	if err != nil || len(outs) == 0 {
-		return nil
-	}
-	return outs[0].Victims
-}
-
-// preemptNoteLocked says, for the head of the queue, what preemption does
-// for it: victims on their way out, or running jobs protected for now by
-// the minimum runtime. "" when neither.
-func (d *Daemon) preemptNoteLocked(w api.Job, jobs []api.Job) string {
+// preemptNoteLocked says, for w, the head of the queue, what preemption
+// does for it: victims on their way out, or running jobs protected for now
+// by the minimum runtime (as the cycle's outcome for w names them). ""
+// when neither.
+func (d *Daemon) preemptNoteLocked(w api.Job, o cycle.Outcome, jobs []api.Job) string {
 	if d.cfg.DisablePreemption {
 		return ""
 	}
@@ -140,17 +80,10 @@ func (d *Daemon) preemptNoteLocked(w api.Job, jobs []api.Job) string {
 	if len(out) > 0 {
 		return "preempting " + strings.Join(out, ", ") + "; starts once they exit"
 	}
-	if d.cfg.PreemptionMinRuntime <= 0 {
+	if len(o.Protected) == 0 {
 		return ""
 	}
-	if len(d.victimsLocked(w, jobs, d.cfg.PreemptionMinRuntime)) > 0 {
-		return ""
-	}
-	victims := d.victimsLocked(w, jobs, 0)
-	if len(victims) == 0 {
-		return ""
-	}
-	for _, v := range victims {
+	for _, v := range o.Protected {
 		out = append(out, v.ID)
 	}
 	return fmt.Sprintf("%s could be preempted once running for the minimum runtime (%s)", strings.Join(out, ", "), d.cfg.PreemptionMinRuntime)

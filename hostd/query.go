@@ -8,11 +8,12 @@ import (
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/hostd/api"
-	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/quantity"
+	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -101,6 +102,9 @@ func (d *Daemon) Stop(id string) (api.Job, error) {
 	if err := d.store.Put(j); err != nil {
 		return api.Job{}, err
 	}
+	if j.State == api.Stopped {
+		d.core.Remove(j.ID) // it leaves the queue
+	}
 	if j.State == api.Running {
 		alive, err := supervisor.Alive(j.SupervisorPID, j.SupervisorStart)
 		if err == nil && alive {
@@ -115,11 +119,17 @@ func (d *Daemon) Stop(id string) (api.Job, error) {
 	return j, nil
 }
 
-// Queue returns the waiting jobs in start order with why each waits.
+// Queue returns the waiting jobs in start order with why each waits: the
+// cycle a scheduling pass would run now, previewed (previewLocked).
 func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	waiting, jobs, err := d.waitingLocked()
+	jobs, err := d.store.List()
+	if err != nil {
+		return nil, err
+	}
+	f, queued := d.frameLocked(jobs)
+	waiting, waits, err := d.previewLocked(f, queued)
 	if err != nil {
 		return nil, err
 	}
@@ -129,17 +139,7 @@ func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 		if i > 0 {
 			e.Reason = "behind " + waiting[0].ID + " (jobs start in priority order, then submission order; no overtaking)"
 		} else {
-			pod := podOf(j)
-			if reason := d.queueLimitLocked(j, jobs); reason != "" {
-				e.Reason = reason
-			} else if _, err := d.policy.Place(d.cluster, &pod); err != nil {
-				e.Reason = "waiting for GPU capacity: " + waitReason(j, err)
-				if note := d.preemptNoteLocked(j, jobs); note != "" {
-					e.Reason += "; " + note
-				}
-			} else {
-				e.Reason = "about to start"
-			}
+			e.Reason = d.headReasonLocked(j, waits, f, jobs)
 		}
 		if j.LastPreemption != nil {
 			e.Reason = fmt.Sprintf("re-queued after preemption by %s (%d so far); %s", j.LastPreemption.By, j.Preemptions, e.Reason)
@@ -147,6 +147,64 @@ func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// previewLocked runs the cycle a scheduling pass would run now on f, on a
+// scheduling core of its own loaded with the queued jobs, and carries
+// nothing out: it returns the queued jobs in the order the pass serves
+// them and, by ID, the Wait of each that would not start. The daemon's
+// core keeps nothing a preview lacks (no backoff, no reservation, no
+// preemptor wait, no binding in flight outside schedule), so both decide
+// alike.
+func (d *Daemon) previewLocked(f dispatch.Frame, queued map[string]api.Job) ([]api.Job, map[string]dispatch.Wait, error) {
+	core, err := dispatch.New(coreConfig(d.cfg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("scheduling core: %w", err)
+	}
+	for _, j := range queued {
+		core.Add(itemOf(j))
+	}
+	rd, err := core.Cycle(d.cfg.Now(), f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scheduling cycle: %w", err)
+	}
+	var order []api.Job
+	seen := map[string]bool{}
+	add := func(id string) {
+		if j, ok := queued[id]; ok && !seen[id] {
+			seen[id] = true
+			order = append(order, j)
+		}
+	}
+	// A strict cycle places a prefix of its order, and the rest wait.
+	for _, b := range rd.Binds {
+		add(b.ID)
+	}
+	waits := make(map[string]dispatch.Wait, len(rd.Waits))
+	for _, w := range rd.Waits {
+		add(w.ID)
+		waits[w.ID] = w
+	}
+	return order, waits, nil
+}
+
+// headReasonLocked says why j, the head of the queue, waits, from the
+// preview's Wait for it (none: it would start now).
+func (d *Daemon) headReasonLocked(j api.Job, waits map[string]dispatch.Wait, f dispatch.Frame, jobs []api.Job) string {
+	w, waiting := waits[j.ID]
+	switch {
+	case !waiting:
+		return "about to start"
+	case w.Status == cycle.QueueLimit:
+		return queueLimitWords(j, w, f)
+	}
+	pod := podOf(j)
+	_, err := d.policy.Place(d.cluster, &pod) // the engine's account of the misfit, for waitReason
+	reason := "waiting for GPU capacity: " + waitReason(j, err)
+	if note := d.preemptNoteLocked(j, w.Outcome, jobs); note != "" {
+		reason += "; " + note
+	}
+	return reason
 }
 
 // Queues returns every queue (configured ones, default, and any other in
@@ -163,16 +221,16 @@ func (d *Daemon) Queues() ([]api.QueueStatus, error) {
 	for _, j := range jobs {
 		switch j.State {
 		case api.Running:
-			running[queueOr(j.Queue)]++
+			running[queueing.QueueOr(j.Queue)]++
 		case api.Queued:
-			waiting[queueOr(j.Queue)]++
+			waiting[queueing.QueueOr(j.Queue)]++
 		default:
 			continue
 		}
-		names = append(names, queueOr(j.Queue))
+		names = append(names, queueing.QueueOr(j.Queue))
 	}
-	tree := queue.Tree(d.cfg.Queues, names)
-	ledger := tree.NewLedger(d.capacity(), usage(jobs))
+	tree := queueTree(d.cfg.Queues, names)
+	ledger := tree.NewLedger(cycle.Capacity(d.cluster), usage(jobs))
 	out := []api.QueueStatus{}
 	for _, name := range tree.Names() {
 		q, _ := tree.Queue(name)
@@ -249,26 +307,19 @@ func sharingName(m arbiter.Mode) string {
 	return "shared"
 }
 
-// queueLimitLocked says, in this host's words, why j waits for its queue's
-// hard limit (or an ancestor's), as the scheduling cycle checks it; "" when
-// no limit holds it.
-func (d *Daemon) queueLimitLocked(j api.Job, jobs []api.Job) string {
-	snap := d.snapshotLocked([]api.Job{j}, jobs, 0)
-	snap.Preemption, snap.Running = nil, nil
-	outs, err := cycle.Run(snap)
-	if err != nil || len(outs) == 0 || outs[0].Status != cycle.QueueLimit {
-		return ""
-	}
+// queueLimitWords says, in this host's words, why j waits for its queue's
+// hard limit (or an ancestor's), as the cycle's Wait w found it on f.
+func queueLimitWords(j api.Job, w dispatch.Wait, f dispatch.Frame) string {
 	need := jobNeed(j)
-	for _, q := range snap.Queues.Ancestry(queueOr(j.Queue)) {
-		conf, _ := snap.Queues.Queue(q)
-		used := snap.Usage[q]
+	for _, q := range f.Queues.Ancestry(queueOf(j)) {
+		conf, _ := f.Queues.Queue(q)
+		used := f.Usage[q]
 		if lim := conf.Limit.GPUMilli; lim > 0 && used.GPUMilli+need.GPUMilli > lim {
 			return fmt.Sprintf("waiting for queue %s's limit: its jobs use %s GPU of its limit %s, and this job needs %s more (limits are set in the file given to tessera up --config)",
 				q, quantity.FormatShare(used.GPUMilli), quantity.FormatShare(lim), quantity.FormatShare(need.GPUMilli))
 		}
 	}
-	return "waiting for its queue's limit: " + outs[0].Message
+	return "waiting for its queue's limit: " + w.Message
 }
 
 // Fragmentation is the host's expected fragmentation, the simulator's

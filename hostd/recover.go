@@ -85,6 +85,22 @@ func (d *Daemon) recover() error {
 	return nil
 }
 
+// loadQueue gives the scheduling core the jobs queued in the store: those
+// an earlier daemon left queued, re-queued by recover, or left by
+// tessera up --recover.
+func (d *Daemon) loadQueue() error {
+	jobs, err := d.store.List()
+	if err != nil {
+		return fmt.Errorf("load the queue: %w", err)
+	}
+	for _, j := range jobs {
+		if j.State == api.Queued {
+			d.core.Add(itemOf(j))
+		}
+	}
+	return nil
+}
+
 // recoverStarting settles a job the last daemon recorded as starting but
 // died before recording its supervisor: it cancels the run's claim, and
 // queues the job again when that wins (no supervisor started the job, and

@@ -6,90 +6,133 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/jobenv"
-	"github.com/tessera-gpu/tessera/hostd/queue"
 	"github.com/tessera-gpu/tessera/hostd/store"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
 	"github.com/tessera-gpu/tessera/internal/safefs"
-	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
-	"github.com/tessera-gpu/tessera/request"
 )
 
-// schedule starts waiting jobs strictly in queue order through the
-// scheduling cycle (package cycle, Strict): it stops at the first job that
-// does not fit (no backfill: see package queue) and stops the victims the
-// cycle named for it, if any.
+// schedule runs one scheduling cycle through the scheduling core (package
+// dispatch, strict: it stops at the first job that does not fit, with no
+// backfill) and carries out what it decided: it starts the jobs placed
+// and stops the victims named for the first that waits, if any.
 func (d *Daemon) schedule() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed || d.core.Len() == 0 {
 		return
 	}
-	waiting, jobs, err := d.waitingLocked()
+	jobs, err := d.store.List()
 	if err != nil {
-		d.cfg.Log.Error("list queued jobs", "err", err)
+		d.cfg.Log.Error("list jobs", "err", err)
 		return
 	}
-	if len(waiting) == 0 {
-		return
-	}
-	byID := make(map[string]api.Job, len(waiting))
-	for _, j := range waiting {
-		byID[j.ID] = j
-	}
-	outs, err := cycle.Run(d.snapshotLocked(waiting, jobs, d.cfg.PreemptionMinRuntime))
+	f, queued := d.frameLocked(jobs)
+	now := d.cfg.Now()
+	rd, err := d.core.Cycle(now, f)
 	if err != nil {
 		d.cfg.Log.Error("scheduling cycle", "err", err)
 		return
 	}
-	for _, o := range outs {
-		j := byID[o.Workload]
-		if o.Status != cycle.Placed {
-			if len(o.Victims) > 0 {
-				d.preemptLocked(j, o.Victims, jobs)
-			}
-			return // the head waits; Queue says why
-		}
-		dec := o.Decisions[0]
+	for i, b := range rd.Binds {
+		j, dec := queued[b.ID], b.Decisions[0]
 		if err := d.bookLocked(j, dec); err != nil {
 			d.cfg.Log.Error("book placement", "job", j.ID, "err", err)
+			for _, rest := range rd.Binds[i:] {
+				d.core.BindFailed(rest.ID, now) // still queued, in order: none overtakes it
+			}
 			return
 		}
 		d.startLocked(j, dec)
+		d.core.Bound(j.ID) // running, or failed to start: it left the queue either way
+	}
+	for _, e := range rd.Evictions {
+		d.preemptLocked(queued[e.For], e.Victims, jobs)
+	}
+	for _, w := range rd.Waits {
+		if w.Cause == dispatch.CauseRefused {
+			// Only a job the core holds that is not queued is refused:
+			// a missed event, which must not hold up the queue.
+			d.cfg.Log.Error("the scheduling core held a job that is not queued; dropped", "job", w.ID, "err", w.Err)
+			d.core.Remove(w.ID)
+			d.poke()
+		}
 	}
 }
 
-// waitingLocked returns the queued jobs in start order, and every job.
-func (d *Daemon) waitingLocked() ([]api.Job, []api.Job, error) {
-	jobs, err := d.store.List()
-	if err != nil {
-		return nil, nil, err
+// coreConfig is the scheduling core's rules on this host: one strict order
+// across queues (fair share between them; priority, aged by
+// Config.AgingStep, then submission within one), preemption unless
+// disabled, no backoff (a job that does not fit is tried at every pass)
+// and no reservation (the strict order already keeps a large job from
+// being overtaken). A preemptor does not wait on the core's clock: while
+// any victim is on its way out no job names more (frameLocked).
+func coreConfig(cfg Config) dispatch.Config {
+	return dispatch.Config{Strict: true, AgingStep: max(cfg.AgingStep, 0), Preemption: !cfg.DisablePreemption, MinRuntime: cfg.PreemptionMinRuntime, Noun: "job"}
+}
+
+// itemOf is queued job j as the scheduling core orders it: by priority,
+// aged from when it began to wait (its submission, or its re-queueing
+// after a preemption, so it cannot take back the room made for its
+// preemptor), then by submission sequence.
+func itemOf(j api.Job) dispatch.Item {
+	since := j.Submitted
+	if j.Requeued != nil {
+		since = *j.Requeued
 	}
-	byID := map[string]api.Job{}
-	var items []queue.Item
+	return dispatch.Item{ID: j.ID, Queue: queueOf(j), Priority: int32(j.Priority), Seq: j.Seq, Since: since}
+}
+
+// queueOf is the queue j is served in: its own, or the default queue for
+// a name the queue tree rejects (an older record's).
+func queueOf(j api.Job) string {
+	if q := queueing.QueueOr(j.Queue); queueing.ValidName(q) {
+		return q
+	}
+	return queueing.DefaultQueue
+}
+
+// frameLocked is the world a cycle decides on (jobs are every job): a copy
+// of the bookings, the policy, the queues in use and what their running
+// jobs hold, the running jobs as preemption candidates, and each queued
+// job's workload; with the queued jobs by ID.
+func (d *Daemon) frameLocked(jobs []api.Job) (dispatch.Frame, map[string]api.Job) {
+	queued := map[string]api.Job{}
+	names := make([]string, 0, len(jobs))
+	leaving := false // victims on their way out: no job names more until they are gone
 	for _, j := range jobs {
-		if j.State == api.Queued {
-			byID[j.ID] = j
-			waitingSince := j.Submitted
-			if j.Requeued != nil {
-				waitingSince = *j.Requeued
-			}
-			items = append(items, queue.Item{ID: j.ID, Queue: j.Queue, Priority: j.Priority, Seq: j.Seq, Submitted: waitingSince, Need: jobNeed(j)})
+		names = append(names, queueing.QueueOr(j.Queue))
+		switch {
+		case j.State == api.Queued:
+			queued[j.ID] = j
+		case j.State == api.Running && j.Preempt != nil:
+			leaving = true
 		}
 	}
-	used := usage(jobs)
-	ordered := d.cfg.Orderer.Order(items, d.cfg.Now())
-	if uo, ok := d.cfg.Orderer.(queue.UsageOrderer); ok {
-		ordered = uo.OrderWithUsage(items, d.cfg.Now(), d.capacity(), used)
+	f := dispatch.Frame{Cluster: d.cluster.Clone(), Policy: d.policy, Queues: queueTree(d.cfg.Queues, names), Usage: usage(jobs)}
+	for _, j := range jobs {
+		if j.State != api.Running {
+			continue
+		}
+		r := cycle.Running{ID: j.ID, Queue: queueing.QueueOr(j.Queue), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)},
+			Decisions: []placement.Decision{decisionOf(j)}, Stopping: j.StopRequested || leaving}
+		if j.Started != nil {
+			r.Started = *j.Started
+		}
+		f.Running = append(f.Running, r)
 	}
-	var out []api.Job
-	for _, it := range ordered {
-		out = append(out, byID[it.ID])
+	f.Translate = func(id string) (cycle.Workload, error) {
+		j, ok := queued[id]
+		if !ok {
+			return cycle.Workload{}, fmt.Errorf("job %s is not queued", id)
+		}
+		return cycle.Workload{ID: j.ID, Queue: queueOf(j), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)}}, nil
 	}
-	return out, jobs, nil
+	return f, queued
 }
 
 // arrived tells the policy, when it learns the workload online
@@ -106,35 +149,20 @@ func podOf(j api.Job) placement.Pod {
 	return placement.Pod{Name: j.ID, GPU: j.GPU}
 }
 
-// sharesOf turns a decision into per-GPU shares with UUIDs.
+// sharesOf turns a decision into per-GPU shares with UUIDs
+// (placement.Shares; a MIG instance to create is named by nameCreated).
 func (d *Daemon) sharesOf(j api.Job, dec placement.Decision) ([]binding.Share, error) {
 	if dec.Node < 0 || dec.Node >= len(d.cfg.Nodes) {
 		return nil, fmt.Errorf("node %d out of range", dec.Node)
 	}
-	inv := &d.cfg.Nodes[dec.Node]
-	var gpus []inventory.GPU
-	for _, gi := range dec.GPUs {
-		pg := d.cluster.Nodes[dec.Node].GPUs[gi]
-		g, ok := inv.GPUByIndex(pg.Index)
-		if !ok {
-			return nil, fmt.Errorf("GPU index %d not in the inventory", pg.Index)
-		}
-		gpus = append(gpus, *g)
+	out, err := placement.Shares(&d.cluster.Nodes[dec.Node], &d.cfg.Nodes[dec.Node], j.GPU, dec, d.cfg.Catalog)
+	if err != nil {
+		return nil, err
 	}
-	if j.GPU.MIGProfile != "" {
-		return d.migShares(j, dec, gpus)
-	}
-	var out []binding.Share
-	for _, g := range gpus {
-		s := binding.Share{UUID: g.UUID, Index: g.Index}
-		if j.GPU.Exclusive {
-			s.ComputeMilli, s.ComputeLimitMilli = request.Whole, request.Whole
-			s.MemoryMiB, s.MemoryLimitMiB = g.MemoryMiB, g.MemoryMiB
-		} else {
-			s.ComputeMilli, s.ComputeLimitMilli = j.GPU.ResolveCompute(g.MemoryMiB)
-			s.MemoryMiB, s.MemoryLimitMiB = j.GPU.ResolveMemory(g.MemoryMiB)
+	for i := range out {
+		if err := d.nameCreated(&out[i]); err != nil {
+			return nil, err
 		}
-		out = append(out, s)
 	}
 	return out, nil
 }
@@ -303,16 +331,4 @@ func (d *Daemon) gpuUUIDs(ni int) map[int]string {
 		out[g.Index] = g.UUID
 	}
 	return out
-}
-
-// capacity is the host's GPU compute and memory, for fair shares.
-func (d *Daemon) capacity() queueing.Resources {
-	var r queueing.Resources
-	for _, n := range d.cfg.Nodes {
-		for _, g := range n.GPUs {
-			r.GPUMilli += request.Whole
-			r.GPUMemoryMiB += g.MemoryMiB
-		}
-	}
-	return r
 }

@@ -21,7 +21,7 @@ import (
 const (
 	MinPriority  = -1000
 	MaxPriority  = 1000
-	DefaultQueue = "default"
+	DefaultQueue = queueing.DefaultQueue
 )
 
 // InputError is a rejected submission; Field names the request field
@@ -83,6 +83,7 @@ func (d *Daemon) SubmitOnce(r api.SubmitRequest) (api.Job, bool, error) {
 		return api.Job{}, false, err
 	}
 	d.arrived(job)
+	d.core.Add(itemOf(job))
 	d.cfg.Log.Info("job queued", "job", job.ID, "queue", job.Queue, "priority", job.Priority, "command", job.Command[0])
 	d.notifyLocked()
 	d.poke()
@@ -148,10 +149,7 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 	if fi, err := os.Stat(r.Command[0]); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		return api.Job{}, &InputError{Field: "command", Msg: fmt.Sprintf("%s is not an executable file", r.Command[0])}
 	}
-	q := r.Queue
-	if q == "" {
-		q = DefaultQueue
-	}
+	q := queueing.QueueOr(r.Queue)
 	if !queueing.ValidName(q) {
 		return api.Job{}, &InputError{Field: "queue", Msg: fmt.Sprintf("must be a lowercase DNS label (1-63 characters of a-z, 0-9, '.', '-', starting and ending with a letter or digit), got %q", r.Queue)}
 	}

@@ -111,7 +111,10 @@ func (d *Daemon) finish(id string) {
 	d.dropShm(j)
 	if err := d.store.Put(j); err != nil {
 		d.cfg.Log.Error("record finished job", "job", j.ID, "err", err)
+	} else if j.State == api.Queued {
+		d.core.Add(itemOf(j)) // a restartable job, re-queued after a preemption
 	}
+	d.core.ClusterChanged()
 	d.cfg.Log.Info("job finished", "job", j.ID, "state", j.State, "reason", j.Reason)
 	d.notifyLocked()
 	d.poke()

@@ -268,12 +268,19 @@ func (r GPU) ResolveCompute(gpuMemMiB int64) (guarantee, limit int64) {
 
 // ResolveMemory returns the guaranteed and limit memory (MiB) the request
 // takes on a GPU with gpuMemMiB of memory, applying the documented defaults.
+//
+// A guarantee derived from the compute share never exceeds a memory limit
+// the request names: the limit is the user's cap, and the guarantee only
+// a default (one named explicitly above its limit is refused by Validate).
 func (r GPU) ResolveMemory(gpuMemMiB int64) (request, limit int64) {
 	request = r.MemoryMiB
 	if r.MemoryShareMilli > 0 {
 		request = gpuMemMiB * r.MemoryShareMilli / Whole
 	} else if request == 0 && r.MIGProfile == "" {
 		request = gpuMemMiB * r.ComputeMilli / Whole
+		if r.MemoryLimitMiB > 0 {
+			request = min(request, r.MemoryLimitMiB)
+		}
 	}
 	limit = r.MemoryLimitMiB
 	if r.MemoryLimitShareMilli > 0 {

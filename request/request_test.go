@@ -193,6 +193,10 @@ func TestResolveMemory(t *testing.T) {
 		{GPU{ComputeMilli: 100, ComputeLimitMilli: 1000, MemoryLimitShareMilli: 1000}, 81559, 8155, 81559},
 		{GPU{ComputeMilli: 200, MemoryShareMilli: 250, MemoryLimitShareMilli: 500}, 80000, 20000, 40000},
 		{GPU{ComputeMilli: 333, MemoryLimitShareMilli: 333}, 1000, 333, 333},
+		// A named limit caps the guarantee derived from the compute share
+		// (0.25 of 143771 MiB would be 35942), never the other way round.
+		{GPU{ComputeMilli: 250, ComputeLimitMilli: 450, MemoryLimitMiB: 20480}, 143771, 20480, 20480},
+		{GPU{ComputeMilli: 250, MemoryLimitMiB: 40960}, 143771, 35942, 40960},
 	}
 	for _, tc := range tests {
 		req, lim := tc.r.ResolveMemory(tc.gpu)

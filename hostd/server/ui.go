@@ -131,7 +131,7 @@ func hostSnapshot(in hostState) webui.Snapshot {
 	for _, j := range in.Jobs {
 		submitted[j.ID] = j.Submitted
 		w := webui.Workload{
-			ID: j.ID, State: string(j.State), Queue: queueName(j.Queue), Priority: j.Priority, Request: webui.RequestText(j.GPU),
+			ID: j.ID, State: string(j.State), Queue: queueing.QueueOr(j.Queue), Priority: j.Priority, Request: webui.RequestText(j.GPU),
 			Submitted: j.Submitted, Started: j.Started, Finished: j.Finished, ExitCode: j.ExitCode,
 			// Anyone who reaches the dashboard reads it (no token over
 			// TCP): a command's arguments may hold secrets, so only its
@@ -192,7 +192,7 @@ func hostSnapshot(in hostState) webui.Snapshot {
 	for _, e := range in.Waiting {
 		reasons[e.ID] = e.Reason
 		s.Pending = append(s.Pending, webui.Pending{
-			Position: e.Position, ID: e.ID, Queue: queueName(e.Queue), Priority: e.Priority,
+			Position: e.Position, ID: e.ID, Queue: queueing.QueueOr(e.Queue), Priority: e.Priority,
 			Request: e.Request, Reason: e.Reason, Submitted: submitted[e.ID],
 		})
 	}
@@ -221,11 +221,4 @@ func gpuOf(uuid string, mig *binding.MIGInstance, node string, index int, byUUID
 	}
 	gi, ok := byPos[[2]string{node, fmt.Sprint(index)}]
 	return gi, ok
-}
-
-func queueName(q string) string {
-	if q == "" {
-		return hostd.DefaultQueue
-	}
-	return q
 }

@@ -46,7 +46,8 @@ import (
 //     does), then binds; a failed write or binding gives back what it
 //     wrote. Until the informer shows a written claim, the scheduler
 //     assumes it (assumedClaims), so that no later cycle hands its GPU out
-//     again.
+//     again. Only the scheduling loop touches the assumptions: binding
+//     workers report their writes through the inbox.
 
 // claimWait says a pod cannot be placed yet because of a claim (not made
 // yet, being deleted): not an error of the pod, it is tried again.
@@ -210,7 +211,7 @@ type claimWrite struct {
 // and returns what its binding writes, with the GPU compute and memory
 // the claims take. A claim an earlier pod of this cycle allocated is
 // joined when on this node; elsewhere the pod waits (outcomeUnschedulable).
-func (s *Scheduler) allocateClaims(ctx context.Context, snap *snapshot, pc *podClaims, parts []placement.Pod, decisions []placement.Decision) ([]claimWrite, queueing.Resources, outcome, string) {
+func (s *Scheduler) allocateClaims(ctx context.Context, snap *snapshot, pc *podClaims, parts []placement.Pod, decisions []placement.Decision, lists *draLists) ([]claimWrite, queueing.Resources, outcome, string) {
 	var use queueing.Resources
 	ni := decisions[0].Node
 	node := snap.nodes[ni]
@@ -248,13 +249,9 @@ func (s *Scheduler) allocateClaims(ctx context.Context, snap *snapshot, pc *podC
 	if len(fresh) == 0 {
 		return writes, use, outcomeBound, ""
 	}
-	all, err := s.claims.List(labels.Everything())
+	all, sl, err := lists.get(s)
 	if err != nil {
-		return nil, use, outcomeError, fmt.Sprintf("list resource claims: %v", err)
-	}
-	sl, err := s.slices.List(labels.Everything())
-	if err != nil {
-		return nil, use, outcomeError, fmt.Sprintf("list resource slices: %v", err)
+		return nil, use, outcomeError, err.Error()
 	}
 	state := kdra.NewAllocatedState(s.withAssumedClaims(all, false))
 	res, err := kdra.Allocate(ctx, kdra.Pinned{Node: node, Inventory: &snap.inv[ni], Claims: fresh, Chosen: chosen,
@@ -269,6 +266,32 @@ func (s *Scheduler) allocateClaims(ctx context.Context, snap *snapshot, pc *podC
 		writes = append(writes, claimWrite{claim: c, alloc: &res[i], written: make(chan struct{})})
 	}
 	return writes, use, outcomeBound, ""
+}
+
+// draLists are the claims and slices the informers hold, listed once per
+// cycle for every pod whose claims it allocates (the claims this cycle's
+// pods allocated are laid over them as assumed: withAssumedClaims). The
+// zero value lists on first use; a nil one lists every time.
+type draLists struct {
+	done   bool
+	claims []*resourceapi.ResourceClaim
+	slices []*resourceapi.ResourceSlice
+	err    error
+}
+
+func (l *draLists) get(s *Scheduler) ([]*resourceapi.ResourceClaim, []*resourceapi.ResourceSlice, error) {
+	if l == nil {
+		l = &draLists{}
+	}
+	if !l.done {
+		l.done = true
+		if l.claims, l.err = s.claims.List(labels.Everything()); l.err != nil {
+			l.err = fmt.Errorf("list resource claims: %w", l.err)
+		} else if l.slices, l.err = s.slices.List(labels.Everything()); l.err != nil {
+			l.err = fmt.Errorf("list resource slices: %w", l.err)
+		}
+	}
+	return l.claims, l.slices, l.err
 }
 
 // chosenDevice is the DRA device of a share the policy chose: the GPU,
@@ -326,8 +349,6 @@ type claimLayer struct {
 // that later pods and cycles see the claims allocated and joined before
 // the informer does.
 func (s *Scheduler) assumeClaims(pod *corev1.Pod, ws []claimWrite) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, w := range ws {
 		a, ok := s.assumedClaims[w.claim.UID]
 		if !ok {
@@ -369,8 +390,6 @@ func (a *assumedClaim) rebuild() {
 // claimWritten records that pod's binding wrote claim uid, making
 // version rv.
 func (s *Scheduler) claimWritten(uid, pod types.UID, rv string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	a, ok := s.assumedClaims[uid]
 	if !ok {
 		return
@@ -385,8 +404,6 @@ func (s *Scheduler) claimWritten(uid, pod types.UID, rv string) {
 
 // forgetClaims drops what assumeClaims recorded of pod's binding ws.
 func (s *Scheduler) forgetClaims(pod *corev1.Pod, ws []claimWrite) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, w := range ws {
 		a, ok := s.assumedClaims[w.claim.UID]
 		if !ok {
@@ -409,8 +426,6 @@ func (s *Scheduler) forgetClaims(pod *corev1.Pod, ws []claimWrite) {
 // joinWrite is the write of a pod joining claim c (allocated, or being
 // allocated by an earlier binding, whose write the join then waits for).
 func (s *Scheduler) joinWrite(c *resourceapi.ResourceClaim) claimWrite {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if a, ok := s.assumedClaims[c.UID]; ok && a.base.ResourceVersion == c.ResourceVersion {
 		return claimWrite{claim: a.view, wait: a.written}
 	}
@@ -429,8 +444,6 @@ func (s *Scheduler) claimView(c *resourceapi.ResourceClaim) *resourceapi.Resourc
 // writes are in flight, and dropped once the informer has caught up with
 // them; one whose claim is gone is dropped.
 func (s *Scheduler) withAssumedClaims(claims []*resourceapi.ResourceClaim, prune bool) []*resourceapi.ResourceClaim {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.assumedClaims) == 0 {
 		return claims
 	}
@@ -508,7 +521,7 @@ func (s *Scheduler) writeClaims(ctx context.Context, pod *corev1.Pod, ws []claim
 			if err != nil {
 				return fmt.Errorf("ResourceClaim %s: write its allocation: %w", w.claim.Name, err)
 			}
-			s.claimWritten(w.claim.UID, pod.UID, out.ResourceVersion)
+			s.inbox.claimsDone(claimReport{uid: w.claim.UID, pod: pod.UID, rv: out.ResourceVersion})
 			continue
 		}
 		var rv string
@@ -539,7 +552,7 @@ func (s *Scheduler) writeClaims(ctx context.Context, pod *corev1.Pod, ws []claim
 		if err != nil {
 			return fmt.Errorf("ResourceClaim %s: reserve it for the pod: %w", w.claim.Name, err)
 		}
-		s.claimWritten(w.claim.UID, pod.UID, rv)
+		s.inbox.claimsDone(claimReport{uid: w.claim.UID, pod: pod.UID, rv: rv})
 	}
 	return nil
 }

@@ -19,8 +19,21 @@ type inbox struct {
 	changed bool
 	// respecified are pods whose own spec, labels or annotations changed.
 	respecified []string
-	// binds are the outcomes of bindings, in the order they ended.
-	binds []bindReport
+	// binds are the outcomes of bindings, in the order they ended, and
+	// claims what their claim writes did (taken in before binds).
+	binds  []bindReport
+	claims []claimReport
+}
+
+// claimReport is what one binding's claim writes did: wrote claim uid
+// for pod, making version rv; or, with forget, failed, so what it assumed
+// (ws) is given back.
+type claimReport struct {
+	uid, pod types.UID
+	rv       string
+	forget   bool
+	podObj   *corev1.Pod
+	ws       []claimWrite
 }
 
 // bindReport is how one binding ended.
@@ -52,6 +65,12 @@ func (b *inbox) bindEnded(r bindReport) {
 	b.binds = append(b.binds, r)
 }
 
+func (b *inbox) claimsDone(r claimReport) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.claims = append(b.claims, r)
+}
+
 // take returns and clears what was reported.
 func (b *inbox) take() (changed bool, respecified []string, binds []bindReport) {
 	b.mu.Lock()
@@ -59,4 +78,13 @@ func (b *inbox) take() (changed bool, respecified []string, binds []bindReport) 
 	changed, respecified, binds = b.changed, b.respecified, b.binds
 	b.changed, b.respecified, b.binds = false, nil, nil
 	return changed, respecified, binds
+}
+
+// takeClaims returns and clears the claim reports.
+func (b *inbox) takeClaims() []claimReport {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.claims
+	b.claims = nil
+	return out
 }

@@ -37,8 +37,9 @@ func outcomeOf(err error) outcome {
 
 // planFrom turns the cycle's decisions for a pod's parts (pw; nodes
 // indexed in snap) into its plan: the assignment with each GPU container's
-// shares, encoded for its annotation, and the allocation of its claims.
-func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Pod, pw podWork, decisions []placement.Decision) (plan, outcome, string) {
+// shares, encoded for its annotation, and the allocation of its claims
+// (from lists: the cycle's, or nil to list them now).
+func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Pod, pw podWork, decisions []placement.Decision, lists *draLists) (plan, outcome, string) {
 	reqs, parts := pw.reqs, pw.w.Parts
 	pl := plan{assignment: binding.Assignment{Version: binding.Version, Node: snap.nodes[decisions[0].Node].Name}}
 	for i, d := range decisions {
@@ -58,7 +59,7 @@ func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Po
 	if pw.claims != nil {
 		var oc outcome
 		var msg string
-		if pl.claims, pl.claimUse, oc, msg = s.allocateClaims(ctx, snap, pw.claims, parts, decisions); oc != outcomeBound {
+		if pl.claims, pl.claimUse, oc, msg = s.allocateClaims(ctx, snap, pw.claims, parts, decisions, lists); oc != outcomeBound {
 			return plan{}, oc, fmt.Sprintf("pod %s/%s: DRA claims: %s", pod.Namespace, pod.Name, msg)
 		}
 	}
@@ -105,7 +106,7 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		s.events.settle(ctx, pod.UID)
 		if err := s.writeClaims(ctx, pod, pl.claims); err != nil {
 			s.undoClaims(ctx, pod, pl.claims)
-			s.forgetClaims(pod, pl.claims)
+			s.inbox.claimsDone(claimReport{forget: true, podObj: pod, ws: pl.claims})
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}
@@ -115,7 +116,7 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 				return
 			}
 			s.undoClaims(ctx, pod, pl.claims)
-			s.forgetClaims(pod, pl.claims)
+			s.inbox.claimsDone(claimReport{forget: true, podObj: pod, ws: pl.claims})
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}

@@ -29,7 +29,7 @@ func (s *Scheduler) planPod(snap *snapshot, pod *corev1.Pod) (plan, outcome, str
 	default:
 		return plan{}, outcomeUnschedulable, noFit(pw.reqs, pw.w.Parts, o)
 	}
-	return s.planFrom(context.TODO(), snap, pod, pw, o.Decisions)
+	return s.planFrom(context.TODO(), snap, pod, pw, o.Decisions, nil)
 }
 
 // bookAndCommit books a plan on snap, as the cycle's step does, and

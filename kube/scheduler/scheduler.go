@@ -125,9 +125,8 @@ type Scheduler struct {
 	// client or while Volcano's CRD is not served).
 	volcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
 
-	mu sync.Mutex
 	// assumedClaims are the claims bindings allocate or join, as written,
-	// until the informer shows them (claimalloc.go).
+	// until the informer shows them (claimalloc.go; scheduling loop only).
 	assumedClaims map[types.UID]*assumedClaim
 
 	// snaps keeps the cycle's snapshot from one cycle to the next
@@ -409,6 +408,13 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 // takeReports steps into the core and the assumed pods what informers and
 // binding workers reported since the last cycle.
 func (s *Scheduler) takeReports() {
+	for _, r := range s.inbox.takeClaims() {
+		if r.forget {
+			s.forgetClaims(r.podObj, r.ws)
+		} else {
+			s.claimWritten(r.uid, r.pod, r.rv)
+		}
+	}
 	changed, respecified, binds := s.inbox.take()
 	if changed {
 		s.core.ClusterChanged()

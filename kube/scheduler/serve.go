@@ -35,6 +35,7 @@ type cycleWork struct {
 	work  map[string]podWork
 	plans map[string]plan
 	gangs map[string]dispatch.GangSpec
+	dra   draLists
 }
 
 // translate is the core's Frame.Translate: a pending pod as a cycle
@@ -82,7 +83,7 @@ func (r planRefusal) Error() string { return r.msg }
 func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (string, error) {
 	cw := (*cycleWork)(pl)
 	p, pw := cw.pods[w.ID], cw.work[w.ID]
-	pn, oc, msg := cw.s.planFrom(cw.ctx, cw.snap, p, pw, decisions)
+	pn, oc, msg := cw.s.planFrom(cw.ctx, cw.snap, p, pw, decisions, &cw.dra)
 	switch oc {
 	case outcomeBound:
 	case outcomeUnschedulable:
