@@ -3,6 +3,7 @@ package dispatch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -131,7 +132,7 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 	if err != nil {
 		return rd, fmt.Errorf("scheduling cycle: %w", err)
 	}
-	misfit := map[string]*unit{}
+	var misfit []*unit // gangs that did not fit, in the order served
 	for _, o := range outs {
 		s, ok := byID[o.Workload]
 		if !ok {
@@ -158,7 +159,9 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 					wt.Message = fmt.Sprintf("gang %s timed out: it has not fitted for %s, over its schedule timeout (%s); ", u.gang, waited.Round(time.Second), spec.Timeout) + wt.Message
 				}
 			}
-			misfit[u.gang] = u
+			if !slices.Contains(misfit, u) {
+				misfit = append(misfit, u)
+			}
 		}
 		if len(o.Victims) > 0 {
 			rd.Evictions = append(rd.Evictions, Eviction{For: s.ID, Node: o.Node, Victims: o.Victims})
