@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
@@ -289,129 +287,6 @@ func typoClaim() *resourceapi.ResourceClaim {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// TestAssumedClaimsLayerPerPod: what each binding assumes of a shared
-// claim is given back on its own: a failed join keeps the allocation
-// another pod's binding writes, and the join waits for that write.
-func TestAssumedClaimsLayerPerPod(t *testing.T) {
-	s := &Scheduler{assumedClaims: map[types.UID]*assumedClaim{}}
-	base := shareClaim("shared", "0.5", "10Gi", "")
-	base.UID, base.ResourceVersion = "claim-uid", "7"
-	a := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", UID: "a-uid"}}
-	b := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default", UID: "b-uid"}}
-	alloc := &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: kdra.DriverName, Pool: "gpu-0", Device: "gpu-1"}}}}
-	reserved := func(c *resourceapi.ResourceClaim) []string {
-		var out []string
-		for _, r := range c.Status.ReservedFor {
-			out = append(out, r.Name)
-		}
-		return out
-	}
-
-	if got := s.claimView(base); got != base {
-		t.Fatalf("nothing assumed: claimView gave %+v, want the claim itself", got.Status)
-	}
-	wa := []claimWrite{{claim: base, alloc: alloc, written: make(chan struct{})}}
-	s.assumeClaims(a, wa)
-	v := s.claimView(base)
-	if v.Status.Allocation == nil || !slices.Equal(reserved(v), []string{"a"}) {
-		t.Fatalf("after a allocates: allocation %v, reservedFor %v; want allocated, [a]", v.Status.Allocation != nil, reserved(v))
-	}
-	if base.Status.Allocation != nil || len(base.Status.ReservedFor) != 0 {
-		t.Fatal("assumeClaims changed the informer's claim")
-	}
-	jb := s.joinWrite(v)
-	if jb.wait != wa[0].written || jb.alloc != nil {
-		t.Fatalf("b's join: wait %v alloc %v; want a's written channel and no allocation", jb.wait, jb.alloc)
-	}
-	s.assumeClaims(b, []claimWrite{jb})
-	if v := s.claimView(base); !slices.Equal(reserved(v), []string{"a", "b"}) {
-		t.Fatalf("after b joins: reservedFor %v, want [a b]", reserved(v))
-	}
-	s.forgetClaims(b, []claimWrite{jb})
-	if v := s.claimView(base); v.Status.Allocation == nil || !slices.Equal(reserved(v), []string{"a"}) {
-		t.Fatalf("after b's join fails: allocated %v, reservedFor %v; want a's allocation kept, [a]", v.Status.Allocation != nil, reserved(v))
-	}
-	s.forgetClaims(a, wa)
-	if got := s.claimView(base); got != base || len(s.assumedClaims) != 0 {
-		t.Fatalf("after a's binding fails too: %d claims assumed, want none", len(s.assumedClaims))
-	}
-
-	// While a's writes are in flight, a newer informer version (its
-	// finalizer written, not yet its allocation) takes the assumption
-	// over; once a wrote version 9, version 8 still shows the
-	// assumption, and version 9 replaces it.
-	s.assumeClaims(a, wa)
-	version := func(rv string, allocated bool) *resourceapi.ResourceClaim {
-		c := base.DeepCopy()
-		c.ResourceVersion, c.Finalizers = rv, []string{resourceapi.Finalizer}
-		if allocated {
-			c.Status.Allocation, c.Status.ReservedFor = alloc, []resourceapi.ResourceClaimConsumerReference{consumerOf(a)}
-		}
-		return c
-	}
-	out := s.withAssumedClaims([]*resourceapi.ResourceClaim{version("8", false)}, true)
-	if out[0].Status.Allocation == nil || out[0].ResourceVersion != "8" || s.claimView(version("8", false)).Status.Allocation == nil {
-		t.Fatalf("informer version 8 while a's writes are in flight: allocated %v (version %s), want the assumption on version 8", out[0].Status.Allocation != nil, out[0].ResourceVersion)
-	}
-	s.claimWritten(base.UID, a.UID, "9")
-	if out := s.withAssumedClaims([]*resourceapi.ResourceClaim{version("8", false)}, true); out[0].Status.Allocation == nil {
-		t.Fatal("informer version 8 after a wrote version 9: the assumption was dropped too early")
-	}
-	v9 := version("9", true)
-	if out := s.withAssumedClaims([]*resourceapi.ResourceClaim{v9}, true); out[0] != v9 || len(s.assumedClaims) != 0 {
-		t.Fatalf("informer version 9: got version %s and %d claims assumed, want it and none", out[0].ResourceVersion, len(s.assumedClaims))
-	}
-	// A claim gone from the informer takes its assumption with it.
-	s.assumeClaims(a, wa)
-	if s.withAssumedClaims(nil, true); len(s.assumedClaims) != 0 {
-		t.Fatalf("claim gone: %d claims still assumed", len(s.assumedClaims))
-	}
-}
-
-// TestSameDevices: a join checks the claim's allocation holds the devices
-// it was planned with, in any order.
-func TestSameDevices(t *testing.T) {
-	res := func(devs ...string) *resourceapi.AllocationResult {
-		a := &resourceapi.AllocationResult{}
-		for _, d := range devs {
-			pool, dev, _ := strings.Cut(d, "/")
-			a.Devices.Results = append(a.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: kdra.DriverName, Pool: pool, Device: dev})
-		}
-		return a
-	}
-	for _, tc := range []struct {
-		a, b *resourceapi.AllocationResult
-		want bool
-	}{
-		{res("n1/gpu-0", "n1/gpu-1"), res("n1/gpu-1", "n1/gpu-0"), true},
-		{res("n1/gpu-0"), res("n2/gpu-0"), false},
-		{res("n1/gpu-0"), res("n1/gpu-0", "n1/gpu-1"), false},
-		{res("n1/gpu-0"), nil, false},
-		{nil, nil, true},
-	} {
-		if got := sameDevices(tc.a, tc.b); got != tc.want {
-			t.Errorf("sameDevices(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
-// TestChosenDevice: the policy's share names the GPU's device, or for a
-// MIG instance the MIG device of its profile and start.
-func TestChosenDevice(t *testing.T) {
-	for _, tc := range []struct {
-		sh   binding.Share
-		want string
-	}{
-		{binding.Share{Index: 3, ComputeMilli: 500}, "gpu-3"},
-		{binding.Share{Index: 1, MIGProfile: "1g.10gb+me", MIG: &binding.MIGInstance{Start: 2, Create: true}}, "gpu-1-mig-1g-10gb-me-2"},
-		{binding.Share{Index: 1, MIGProfile: "3g.40gb", MIG: &binding.MIGInstance{Start: -1}}, "gpu-1"},
-	} {
-		if got := chosenDevice(tc.sh); got != tc.want {
-			t.Errorf("chosenDevice(%+v) = %q, want %q", tc.sh, got, tc.want)
-		}
-	}
-}
-
 // TestSchedulerAllocatesMIGClaims, on a real control plane: a node whose
 // one H100 is in MIG mode, managed by Tessera, publishes its GPUNode and
 // its MIG devices with their counters (as the agent does with the
@@ -568,7 +443,7 @@ func TestSchedulerResumesHalfWrittenClaims(t *testing.T) {
 		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
 			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu-1"}}}}}},
 	}
-	created.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{consumerOf(pod)}
+	created.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
 	if _, err := claims.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

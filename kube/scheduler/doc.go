@@ -22,6 +22,11 @@
 // binding ended) and carries out what it returns: bindings, evictions, and
 // for a pod that waits a PodScheduled=False condition and an event.
 //
+// A pod's DRA claims are resolved, allocated on the devices its placement
+// chose, assumed and written by package kube/draclaims, called from the
+// cycle's step (planFrom) and the binding; the snapshot books allocated
+// claims (claims.go).
+//
 // After each cycle it publishes what the cycle decided from (View, in
 // view.go) for the dashboard's cluster view (kube/clusterview).
 //

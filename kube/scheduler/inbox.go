@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/tessera-gpu/tessera/kube/draclaims"
 )
 
 // inbox carries what informer handlers and binding workers report to the
@@ -25,15 +27,14 @@ type inbox struct {
 	claims []claimReport
 }
 
-// claimReport is what one binding's claim writes did: wrote claim uid
-// for pod, making version rv; or, with forget, failed, so what it assumed
-// (ws) is given back.
+// claimReport is what one binding's claim writes did: one claim written;
+// or, with forget, failed, so what pod's binding assumed (ws) is given
+// back.
 type claimReport struct {
-	uid, pod types.UID
-	rv       string
-	forget   bool
-	podObj   *corev1.Pod
-	ws       []claimWrite
+	written draclaims.Written
+	forget  bool
+	pod     *corev1.Pod
+	ws      []draclaims.Write
 }
 
 // bindReport is how one binding ended.

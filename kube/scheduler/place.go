@@ -10,6 +10,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -26,20 +27,35 @@ const (
 )
 
 // outcomeOf is the outcome of a pod that could not be translated: it
-// waits for a claim (claimWait), or is refused.
+// waits for a claim (draclaims.Wait), or is refused.
 func outcomeOf(err error) outcome {
-	var wait claimWait
+	var wait draclaims.Wait
 	if errors.As(err, &wait) {
 		return outcomeUnschedulable
 	}
 	return outcomeInvalid
 }
 
+// claimsOutcome is the outcome of a pod whose claims could not be
+// allocated (draclaims.Allocator.Allocate): it waits, its claim is
+// refused, or the scheduler failed.
+func claimsOutcome(err error) outcome {
+	var wait draclaims.Wait
+	var invalid draclaims.Invalid
+	switch {
+	case errors.As(err, &wait):
+		return outcomeUnschedulable
+	case errors.As(err, &invalid):
+		return outcomeInvalid
+	}
+	return outcomeError
+}
+
 // planFrom turns the cycle's decisions for a pod's parts (pw; nodes
 // indexed in snap) into its plan: the assignment with each GPU container's
 // shares, encoded for its annotation, and the allocation of its claims
 // (from lists: the cycle's, or nil to list them now).
-func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Pod, pw podWork, decisions []placement.Decision, lists *draLists) (plan, outcome, string) {
+func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Pod, pw podWork, decisions []placement.Decision, lists *draclaims.Lists) (plan, outcome, string) {
 	reqs, parts := pw.reqs, pw.w.Parts
 	pl := plan{assignment: binding.Assignment{Version: binding.Version, Node: snap.nodes[decisions[0].Node].Name}}
 	for i, d := range decisions {
@@ -57,10 +73,13 @@ func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Po
 		}
 	}
 	if pw.claims != nil {
-		var oc outcome
-		var msg string
-		if pl.claims, pl.claimUse, oc, msg = s.allocateClaims(ctx, snap, pw.claims, parts, decisions, lists); oc != outcomeBound {
-			return plan{}, oc, fmt.Sprintf("pod %s/%s: DRA claims: %s", pod.Namespace, pod.Name, msg)
+		// The claims are allocated on the devices of the shares the
+		// policy's decisions for their parts give, on the pod's node.
+		ni := decisions[0].Node
+		shares := func(j int) []binding.Share { return s.shares(snap, ni, decisions[j], parts[j].GPU) }
+		var err error
+		if pl.claims, pl.claimUse, err = s.dra.Allocate(ctx, snap.nodes[ni], &snap.inv[ni], pw.claims, shares, lists); err != nil {
+			return plan{}, claimsOutcome(err), fmt.Sprintf("pod %s/%s: DRA claims: %v", pod.Namespace, pod.Name, err)
 		}
 	}
 	return pl, outcomeBound, ""
@@ -76,7 +95,7 @@ type plan struct {
 	placed  []placed
 	// claims are the DRA claims the binding writes first, claimUse the GPU
 	// compute and memory the ones it allocates take.
-	claims   []claimWrite
+	claims   []draclaims.Write
 	claimUse queueing.Resources
 }
 
@@ -104,9 +123,10 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		// A PodScheduled=False decided by an earlier cycle must not land
 		// after the binding.
 		s.events.settle(ctx, pod.UID)
-		if err := s.writeClaims(ctx, pod, pl.claims); err != nil {
-			s.undoClaims(ctx, pod, pl.claims)
-			s.inbox.claimsDone(claimReport{forget: true, podObj: pod, ws: pl.claims})
+		written := func(w draclaims.Written) { s.inbox.claimsDone(claimReport{written: w}) }
+		if err := s.dra.Write(ctx, pod, pl.claims, written); err != nil {
+			s.dra.Undo(ctx, pod, pl.claims)
+			s.inbox.claimsDone(claimReport{forget: true, pod: pod, ws: pl.claims})
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}
@@ -115,8 +135,8 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 				s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true, bound: cur})
 				return
 			}
-			s.undoClaims(ctx, pod, pl.claims)
-			s.inbox.claimsDone(claimReport{forget: true, podObj: pod, ws: pl.claims})
+			s.dra.Undo(ctx, pod, pl.claims)
+			s.inbox.claimsDone(claimReport{forget: true, pod: pod, ws: pl.claims})
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}

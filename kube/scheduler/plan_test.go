@@ -41,7 +41,7 @@ func (s *Scheduler) bookAndCommit(ctx context.Context, t *testing.T, snap *snaps
 			t.Fatalf("book %s: %v", pod.Name, err)
 		}
 	}
-	s.assumeClaims(pod, pl.claims)
+	s.dra.Assume(pod, pl.claims)
 	if o := s.commit(ctx, snap, pod, pl); o != outcomeBound {
 		t.Fatalf("commit %s: %v", pod.Name, o)
 	}

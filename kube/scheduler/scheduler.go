@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,15 +18,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
+	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/queues"
@@ -93,15 +91,10 @@ type Scheduler struct {
 	nodes   corelisters.NodeLister
 	pods    corelisters.PodLister
 	jobs    batchlisters.JobLister // Jobs, for automatic gangs
-	// claims lists DRA ResourceClaims (claims.go); nil where the API
-	// server does not serve resource.k8s.io/v1.
-	claims resourcelisters.ResourceClaimLister
-	// slices and classes list ResourceSlices and DeviceClasses for
-	// allocating claims (claimalloc.go), cel caches their compiled
-	// selectors; set with claims.
-	slices  resourcelisters.ResourceSliceLister
-	classes resourcelisters.DeviceClassLister
-	cel     *cel.Cache
+	// dra resolves, allocates, assumes and writes the pods' DRA claims
+	// (package kube/draclaims); Run gives it the claims' informers where
+	// the API server serves resource.k8s.io/v1.
+	dra     *draclaims.Allocator
 	wake    chan struct{}
 	events  *eventSink
 	metrics *metrics
@@ -124,10 +117,6 @@ type Scheduler struct {
 	// volcanoGroup reads a Volcano PodGroup (found false without a dynamic
 	// client or while Volcano's CRD is not served).
 	volcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
-
-	// assumedClaims are the claims bindings allocate or join, as written,
-	// until the informer shows them (claimalloc.go; scheduling loop only).
-	assumedClaims map[types.UID]*assumedClaim
 
 	// snaps keeps the cycle's snapshot from one cycle to the next
 	// (snapshot_cache.go); snapMu is held while a cycle changes it, and by
@@ -194,7 +183,7 @@ func New(cfg Config) (*Scheduler, error) {
 		},
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
-		assumedClaims: map[types.UID]*assumedClaim{}, arrived: map[types.UID]bool{},
+		dra: draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}), arrived: map[types.UID]bool{},
 		metrics: newMetrics(cfg.Metrics), core: core,
 		snaps: snapshotCache{cat: cfg.Catalog},
 	}, nil
@@ -216,8 +205,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	watches := []watched{{"nodes", nodeInf.Informer(), s.nodeEvents()}, {"pods", podInf.Informer(), s.podEvents()}, {"jobs", jobInf.Informer(), s.jobEvents()}}
 	if servesClaims(s.cfg.Client, s.cfg.Log) {
 		claimInf, sliceInf, classInf := f.Resource().V1().ResourceClaims(), f.Resource().V1().ResourceSlices(), f.Resource().V1().DeviceClasses()
-		s.claims, s.slices, s.classes = claimInf.Lister(), sliceInf.Lister(), classInf.Lister()
-		s.cel = cel.NewCache(100, cel.Features{})
+		s.dra = draclaims.New(draclaims.Config{Claims: claimInf.Lister(), Slices: sliceInf.Lister(), Classes: classInf.Lister(),
+			Client: s.cfg.Client, Catalog: s.cfg.Catalog, Log: s.cfg.Log})
 		watches = append(watches, watched{"resource claims", claimInf.Informer(), s.claimEvents()},
 			watched{"resource slices", sliceInf.Informer(), s.draEvents()}, watched{"device classes", classInf.Informer(), s.draEvents()})
 	}
@@ -374,13 +363,11 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		n, err := s.nodes.Get(name)
 		return n, err == nil
 	}}
-	var claims []*resourceapi.ResourceClaim
-	if s.claims != nil {
-		if claims, err = s.claims.List(labels.Everything()); err != nil {
-			return st, fmt.Errorf("list resource claims: %w", err)
-		}
+	claims, err := s.dra.Claims() // with this scheduler's assumptions laid over them
+	if err != nil {
+		return st, err
 	}
-	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying, s.withAssumedClaims(claims, true))
+	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying, claims)
 	s.metrics.pending.Set(float64(len(pending)))
 	gangs := s.gangSpecs(pending)
 	waiting := map[string]int{}
@@ -410,9 +397,9 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 func (s *Scheduler) takeReports() {
 	for _, r := range s.inbox.takeClaims() {
 		if r.forget {
-			s.forgetClaims(r.podObj, r.ws)
+			s.dra.Forget(r.pod, r.ws)
 		} else {
-			s.claimWritten(r.uid, r.pod, r.rv)
+			s.dra.Wrote(r.written)
 		}
 	}
 	changed, respecified, binds := s.inbox.take()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -35,7 +36,7 @@ type cycleWork struct {
 	work  map[string]podWork
 	plans map[string]plan
 	gangs map[string]dispatch.GangSpec
-	dra   draLists
+	dra   draclaims.Lists
 }
 
 // translate is the core's Frame.Translate: a pending pod as a cycle
@@ -91,7 +92,7 @@ func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (s
 	default:
 		return "", planRefusal{oc: oc, msg: msg}
 	}
-	cw.s.assumeClaims(p, pn.claims)
+	cw.s.dra.Assume(p, pn.claims)
 	cw.plans[w.ID] = pn
 	return "", nil
 }
@@ -99,7 +100,7 @@ func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (s
 func (pl *planner) Unreserve(w *cycle.Workload, _ []placement.Decision) {
 	cw := (*cycleWork)(pl)
 	if pn, ok := cw.plans[w.ID]; ok {
-		cw.s.forgetClaims(cw.pods[w.ID], pn.claims)
+		cw.s.dra.Forget(cw.pods[w.ID], pn.claims)
 		delete(cw.plans, w.ID)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 )
@@ -19,7 +20,7 @@ type podWork struct {
 	// part), then the claims' (Container "").
 	reqs []workload.ContainerRequest
 	// claims are the pod's DRA claims; nil when it has none.
-	claims *podClaims
+	claims *draclaims.PodClaims
 }
 
 // workloadOf is podWorkOf's workload and requests.
@@ -30,12 +31,12 @@ func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload,
 
 // podWorkOf translates a pending pod into the scheduling cycle's terms:
 // its GPU containers as engine parts in container order, then the
-// requests of its DRA claims to allocate (claimalloc.go); the first part
+// requests of its DRA claims to allocate (kube/draclaims); the first part
 // also carries the pod's host CPU and memory, and a pod with no such part
 // is one host-only part. Also its policy, queue, priority and gang, and
 // the nodes of snap its constraints, its claims and the nodes' sharing
-// modes rule out, with why. A claimWait error says the pod waits for a
-// claim.
+// modes rule out, with why. A draclaims.Wait error says the pod waits for
+// a claim.
 func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) {
 	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
 	if err != nil {
@@ -50,15 +51,9 @@ func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) 
 	if err != nil {
 		return podWork{}, err
 	}
-	claims, err := s.podClaimsOf(pod)
+	claims, err := s.dra.PodClaims(pod)
 	if err != nil {
 		return podWork{}, err
-	}
-	var pools map[string]bool
-	if claims != nil && claims.tessera {
-		if pools, err = s.tesseraPools(); err != nil {
-			return podWork{}, err
-		}
 	}
 	name := pod.Namespace + "/" + pod.Name
 	parts := make([]placement.Pod, len(reqs))
@@ -69,9 +64,7 @@ func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) 
 		}
 	}
 	if claims != nil {
-		claims.first = len(parts)
-		cp, cr := claims.parts(name)
-		parts, reqs = append(parts, cp...), append(reqs, cr...)
+		parts, reqs = claims.AppendParts(name, parts, reqs)
 	}
 	gpuReqs := reqs
 	if len(reqs) == 0 {
@@ -95,7 +88,7 @@ func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) 
 				return why
 			}
 			if claims != nil {
-				if why := claims.excludes(snap.nodes[i], pools); why != "" {
+				if why := claims.Excludes(snap.nodes[i]); why != "" {
 					return why
 				}
 			}
