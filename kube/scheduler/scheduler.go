@@ -13,14 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
@@ -34,49 +30,6 @@ import (
 
 // DefaultName is the schedulerName pods set to opt in.
 const DefaultName = "tessera"
-
-// Config configures a Scheduler.
-type Config struct {
-	// Client talks to the API server.
-	Client kubernetes.Interface
-	// EventClient posts Events (default Client). A client of its own keeps
-	// event traffic out of the binding path's rate limit.
-	EventClient kubernetes.Interface
-	// Name is the schedulerName this scheduler serves (default DefaultName).
-	Name string
-	// Policy names the placement policy (default placement.DefaultPolicy).
-	Policy string
-	// Seed makes tie-breaking reproducible.
-	Seed uint64
-	// Catalog resolves model names (default catalog.Default()).
-	Catalog *catalog.Catalog
-	// Dynamic, when set, lets the scheduler read the agent's GPUNode
-	// objects for nodes' GPUs (real UUIDs, health, NVLink).
-	Dynamic dynamic.Interface
-	// Inventory reads nodes' GPUs (default: GPUNode objects when Dynamic is
-	// set, falling back to node labels; LabelInventory otherwise).
-	Inventory InventorySource
-	// Log receives the scheduler's logs (default slog.Default()).
-	Log *slog.Logger
-	// Resync is how often a cycle runs without events (default 1s).
-	Resync time.Duration
-	// Metrics, when set, receives the scheduler's Prometheus series.
-	Metrics prometheus.Registerer
-	// DisablePreemption turns off evicting lower-priority pods.
-	DisablePreemption bool
-	// PreemptionMinRuntime protects pods that have run less than this from
-	// preemption (0: no protection).
-	PreemptionMinRuntime time.Duration
-	// ReservationWait is how long a pod may fail to fit before it reserves
-	// a node that smaller pods may only backfill (0: no reservations).
-	ReservationWait time.Duration
-	// PodInitialBackoff and PodMaxBackoff bound how long a pod (or gang)
-	// that could not be bound waits before it is tried again: the wait
-	// doubles with each failure in a row, from the initial to the maximum
-	// (defaults DefaultPodInitialBackoff and DefaultPodMaxBackoff, as
-	// kube-scheduler's).
-	PodInitialBackoff, PodMaxBackoff time.Duration
-}
 
 // Scheduler places pods that name it.
 type Scheduler struct {

@@ -3,12 +3,10 @@ package scheduler
 import (
 	"log/slog"
 	"reflect"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
@@ -84,49 +82,6 @@ type bookingKey struct {
 func bookingKeyOf(p *corev1.Pod) bookingKey {
 	cpu, mem := podHostRequests(p)
 	return bookingKey{node: p.Spec.NodeName, assignment: p.Annotations[binding.AnnotationKey], cpuMilli: cpu, memMiB: mem}
-}
-
-// nodeChanges says which nodes may have changed since the last update:
-// those named, or every node when names is nil.
-type nodeChanges struct {
-	names map[string]bool
-	// get returns a node's current object; false when it is gone.
-	get func(name string) (*corev1.Node, bool)
-}
-
-// nodeMarks collects the names of the nodes that changed, for the next
-// update (informer event handlers mark them). Its zero value is ready;
-// safe for concurrent use.
-type nodeMarks struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-// mark records that the node named by obj (a Node, a GPUNode, or a
-// deleted one's tombstone) changed.
-func (m *nodeMarks) mark(obj any) {
-	name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.names == nil {
-		m.names = map[string]bool{}
-	}
-	m.names[name] = true
-}
-
-// take returns the names marked since the last take (never nil).
-func (m *nodeMarks) take() map[string]bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	names := m.names
-	m.names = nil
-	if names == nil {
-		names = map[string]bool{}
-	}
-	return names
 }
 
 // update returns the snapshot of nodes with pods booked (as
