@@ -52,6 +52,10 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 			rd.BackingOff += len(u.members)
 			continue
 		}
+		if f.Skip != nil && u.skipped(f.Skip) {
+			rd.Skipped += len(u.members)
+			continue
+		}
 		rd.Tried++
 		if _, ok := tree.Queue(u.queue); !ok {
 			c.refuseAll(&rd, *u, now, cycle.Invalid, CauseUnknownQueue, fmt.Sprintf("queue %q does not exist", u.queue), nil)
@@ -83,7 +87,7 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 			}
 			w.Queue, w.Gang = u.queue, u.gang // a gang is served in its first member's queue
 			w.Priority = s.Priority           // the item's, not the translation's: preemption ranks by it
-			w.AwaitingVictims = now.Before(s.preemptUntil)
+			w.AwaitingVictims = w.AwaitingVictims || now.Before(s.preemptUntil)
 			tr.done[s.ID] = translated{w: w}
 			kept = append(kept, s)
 		}
@@ -270,6 +274,16 @@ func (c *Core) Order(now time.Time) []string {
 		}
 	}
 	return out
+}
+
+// skipped reports whether skip names every member of u.
+func (u *unit) skipped(skip func(id string) bool) bool {
+	for _, s := range u.members {
+		if !skip(s.ID) {
+			return false
+		}
+	}
+	return true
 }
 
 // oldest is when the unit's earliest member arrived.

@@ -97,10 +97,21 @@ type Frame struct {
 	Running []cycle.Running
 	// Translate works a waiting workload out for this cycle: its parts,
 	// constraints and Reserver. An Unready error makes it wait; any other
-	// error refuses it.
+	// error refuses it. A translation with AwaitingVictims set names no
+	// victims this cycle (the front door knows it cannot, or must not; the
+	// core sets it too while the workload waits for victims it named).
 	Translate func(id string) (cycle.Workload, error)
 	// Gang reads a gang's definition (nil: every gang is refused).
 	Gang func(key string) GangSpec
+	// Skip, when set, names the waiting workloads the front door knows
+	// would fail now as they last did (nothing they could use changed
+	// since: a simulator that tracks which nodes gained room, as
+	// kube-scheduler's queueing hints): the cycle leaves them out as it
+	// leaves out a backoff, untranslated and with no failure counted, and
+	// counts them in Ready.Skipped. A gang is left out when Skip names
+	// every waiting member; in a strict cycle one left out holds up the
+	// rest.
+	Skip func(id string) bool
 }
 
 // Cause says, for a workload that waits, what stopped it before or
@@ -159,8 +170,9 @@ type Ready struct {
 	Binds     []Bind
 	Evictions []Eviction
 	Waits     []Wait
-	// BackingOff counts the workloads left out, waiting out a backoff.
-	BackingOff int
+	// BackingOff counts the workloads left out, waiting out a backoff;
+	// Skipped those Frame.Skip left out.
+	BackingOff, Skipped int
 	// Tried counts the workloads and gangs the cycle served.
 	Tried int
 	// Next is when the first backoff ends (zero: none waits).

@@ -643,3 +643,99 @@ func TestStrict(t *testing.T) {
 		}
 	})
 }
+
+// TestSkip: the workloads Frame.Skip names are left out untranslated, with
+// no failure counted and no wait reported; a gang only when every member
+// is named; in a strict cycle one left out holds up the rest.
+func TestSkip(t *testing.T) {
+	t.Run("left out", func(t *testing.T) {
+		w := newWorld(t, Config{InitialBackoff: 10 * time.Second, MaxBackoff: time.Minute}, gpuNode("a", 1))
+		w.arrive("big", 2)
+		w.arrive("p", 1)
+		if rd := w.cycle(); !slices.Equal(binds(rd), []string{"p"}) || waitOf(t, rd, "big").Status != cycle.NoFit {
+			t.Fatalf("%+v", rd)
+		}
+		w.core.Bound("p")
+		w.core.ClusterChanged() // big's backoff ends: only Skip leaves it out now
+		f := w.frame()
+		translate := f.Translate
+		f.Translate = func(id string) (cycle.Workload, error) {
+			if id == "big" {
+				t.Errorf("big translated though skipped")
+			}
+			return translate(id)
+		}
+		f.Skip = func(id string) bool { return id == "big" }
+		rd, err := w.core.Cycle(w.now, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rd.Tried != 0 || rd.Skipped != 1 || rd.BackingOff != 0 || len(rd.Waits) != 0 || !w.core.Waiting("big") {
+			t.Fatalf("%+v: want big skipped, still waiting, no wait reported", rd)
+		}
+		if rd := w.cycle(); rd.Tried != 1 || rd.Skipped != 0 || waitOf(t, rd, "big").Status != cycle.NoFit {
+			t.Fatalf("without Skip: %+v", rd)
+		}
+	})
+	t.Run("a gang when every member is named", func(t *testing.T) {
+		w := newWorld(t, Config{}, gpuNode("a", 1))
+		w.gangs["g"] = GangSpec{Min: 2}
+		w.arrive("g-0", 1, gang("g"))
+		w.arrive("g-1", 1, gang("g"))
+		for _, tc := range []struct {
+			skip    []string
+			skipped int
+		}{{[]string{"g-0"}, 0}, {[]string{"g-0", "g-1"}, 2}} {
+			f := w.frame()
+			f.Skip = func(id string) bool { return slices.Contains(tc.skip, id) }
+			rd, err := w.core.Cycle(w.now, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rd.Skipped != tc.skipped || (tc.skipped == 0) != (waitOf0(rd, "g-1") == cycle.GangMisfit) {
+				t.Fatalf("skip %v: %+v; want %d skipped", tc.skip, rd, tc.skipped)
+			}
+		}
+	})
+	t.Run("strict: one skipped holds up the rest", func(t *testing.T) {
+		w := newWorld(t, Config{Strict: true}, gpuNode("a", 1))
+		w.arrive("head", 2)
+		w.arrive("b", 1)
+		f := w.frame()
+		f.Skip = func(id string) bool { return id == "head" }
+		rd, err := w.core.Cycle(w.now, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rd.Binds) != 0 || rd.Skipped != 1 || waitOf(t, rd, "b").Status != cycle.Behind {
+			t.Fatalf("%+v: want b behind the skipped head", rd)
+		}
+	})
+}
+
+// waitOf0 is id's status in rd's waits, or -1 when it has none.
+func waitOf0(rd Ready, id string) cycle.Status {
+	for _, w := range rd.Waits {
+		if w.ID == id {
+			return w.Status
+		}
+	}
+	return -1
+}
+
+// TestTranslationNamesNoVictims: a translation with AwaitingVictims set
+// names no victims, though the core would let it.
+func TestTranslationNamesNoVictims(t *testing.T) {
+	for _, awaiting := range []bool{false, true} {
+		w := newWorld(t, Config{Preemption: true}, gpuNode("a", 1))
+		w.run("low", 0, 0, []int{0}, t0.Add(-time.Hour))
+		w.arrive("p", 1, prio(5))
+		wl := w.ws["p"]
+		wl.AwaitingVictims = awaiting
+		w.ws["p"] = wl
+		rd := w.cycle()
+		if got := evictions(rd); (len(got) == 0) != awaiting {
+			t.Errorf("translation awaiting victims %v: evictions %v", awaiting, got)
+		}
+	}
+}

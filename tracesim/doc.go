@@ -11,6 +11,9 @@
 // (dynamic_mig.go).
 //
 // It owns trace parsing and the replay method. It must not implement
-// placement logic (that is package placement) nor know about Kubernetes;
+// placement logic (that is package placement) nor scheduling (the dynamic
+// replay drives the scheduling core, package dispatch, on a virtual clock;
+// only its MIG variant, whose template matching books instances the core
+// cannot, keeps an arrival-order loop), nor know about Kubernetes;
 // it keeps no package-level mutable state and is deterministic given a seed.
 package tracesim

@@ -143,6 +143,8 @@ type DynamicResult struct {
 	// arrival window, as a share of capacity (%).
 	AllocatedPct float64 `json:"allocated_pct"`
 	Delays
+	// Cycles counts the cycles that served a waiting pod (the core cycle
+	// that places the pods that named victims is part of its cycle).
 	Cycles int `json:"cycles"`
 	// Gangs and Preemption say how the replay ran (DynamicConfig).
 	Gangs      bool `json:"gangs,omitempty"`

@@ -3,7 +3,6 @@ package tracesim
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -32,6 +32,7 @@ type dynPod struct {
 
 	tried     bool         // served by a cycle since it last began to wait
 	status    cycle.Status // the last cycle's status
+	skip      bool         // the next cycle leaves it out (markSkips)
 	running   bool
 	started   bool                 // its current (or last) run began and was not stopped
 	since     float64              // when it last began to wait
@@ -70,10 +71,20 @@ type dynReplay struct {
 	window   float64
 
 	running []int // running pods by end time (a sorted insert is enough here)
-	waiting []int // waiting pods, in arrival order
+	// waiting are the waiting pods (for MIG in arrival order; otherwise
+	// the core orders them and this only counts them).
+	waiting []int
 	dirty   map[int]bool
 	alloc   int64
 	now     float64
+
+	// core is the scheduling core the cycles run on (nil for MIG); freed
+	// are, for the cycle that places the pods that named victims, the node
+	// each one's victims freed.
+	core  *dispatch.Core
+	freed map[int]int
+	// pre are the cycle's preemption candidates (nil: none).
+	pre *candidates
 
 	mig *dynMIG // set for the MIG variant (dynamic_mig.go)
 }
@@ -129,6 +140,18 @@ func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy,
 		p.gpu = p.need.GPUMilli
 	}
 	d.window = d.pods[len(d.pods)-1].arrive
+	if mig == nil {
+		for i := range d.pods {
+			if len(d.pods[i].parts) > 1<<memberBits {
+				return nil, fmt.Errorf("pod %s: %d gang members, more than %d", d.pods[i].Pod.Name, len(d.pods[i].parts), 1<<memberBits)
+			}
+		}
+		core, err := dispatch.New(dispatch.Config{Preemption: cfg.Preemption, MinRuntime: time.Duration(cfg.MinRuntime * float64(time.Second)), Noun: "pod"})
+		if err != nil {
+			return nil, err
+		}
+		d.core = core
+	}
 	return d, nil
 }
 
@@ -187,6 +210,9 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 			}
 			d.pods[next].since = d.pods[next].arrive
 			d.waiting = append(d.waiting, next)
+			if d.core != nil {
+				d.enqueue(next)
+			}
 			next++
 		}
 		cyc := d.cycle
@@ -252,52 +278,88 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 	return nil
 }
 
-// cycle runs one scheduling cycle over the waiting pods, in two passes of
-// the scheduling cycle (package cycle) as Volcano orders its actions:
-// allocate, then preempt and reclaim. The first places what fits; with
-// preemption, the second serves again the pods still waiting that might
-// name victims among the pods that ran before this cycle. The victims stop
-// at once, and the pods that named them are placed, in the same cycle, on
-// the nodes their victims freed.
+// cycle runs one scheduling cycle over the waiting pods on the scheduling
+// core (package dispatch), in Volcano's order of actions: allocate (a core
+// cycle with no preemption candidates places what fits), then preempt and
+// reclaim (a core cycle over the pods still waiting that might name
+// victims among the pods that ran before this cycle). The victims stop at
+// once and wait again, and a last core cycle in the same instant places
+// the pods that named them, each on the node its victims freed (it waits
+// on when another took that room first).
 func (d *dynReplay) cycle(res *DynamicResult) error {
 	pre := d.preemptible()
-	// Pending: new arrivals, and the waiting pods that may fit on a node
-	// that gained room (elsewhere the cluster only filled up since they
-	// last failed, so they would fail again) or may name victims now.
-	var (
-		pending []cycle.Workload
-		gangs   map[string]cycle.Gang
-	)
-	for _, i := range d.waiting {
-		p := &d.pods[i]
-		if p.tried {
-			switch p.status {
-			case cycle.Invalid:
-				continue // waiting does not help
-			case cycle.NoFit, cycle.GangMisfit:
-				if !d.mayFit(p) && !pre.may(d, p) {
-					continue
-				}
-			}
-		}
-		pending = d.appendWorkloads(pending, i)
-		gangs = waitingGang(gangs, p)
-	}
-	clear(d.dirty)
-	if len(pending) == 0 {
-		return nil
-	}
-	res.Cycles++
-	outs, err := cycle.Run(cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: d.order(pending), Gangs: gangs})
+	d.markSkips(pre)
+	rd, err := d.core.Cycle(simTime(d.now), d.frame(nil))
 	if err != nil {
 		return err
 	}
-	if err := d.apply(outs, nil); err != nil {
+	if rd.Tried == 0 {
+		return nil
+	}
+	res.Cycles++
+	if err := d.apply(rd); err != nil {
 		return err
 	}
 	if pre.on {
-		if err := d.preempt(pre, res); err != nil {
-			return err
+		n := 0
+		for _, i := range d.waiting {
+			p := &d.pods[i]
+			p.skip = p.running || (p.status != cycle.NoFit && p.status != cycle.GangMisfit) || !pre.may(d, p)
+			if !p.skip {
+				n++
+			}
+		}
+		if n > 0 {
+			d.pre = pre
+			rd, err = d.core.Cycle(simTime(d.now), d.frame(pre.running))
+			d.pre = nil
+			if err != nil {
+				return err
+			}
+			if err := d.apply(rd); err != nil {
+				return err
+			}
+		} else {
+			rd = dispatch.Ready{}
+		}
+		if len(rd.Evictions) > 0 {
+			d.freed = map[int]int{}
+			pre := map[int]bool{}
+			for _, e := range rd.Evictions {
+				i, _, err := d.podOf(e.For)
+				if err != nil {
+					return err
+				}
+				pre[i] = true
+				if d.pods[i].gang == "" {
+					d.freed[i] = e.Node
+				}
+			}
+			for _, e := range rd.Evictions {
+				for _, v := range e.Victims {
+					j, _, err := d.podOf(v.ID)
+					if err != nil {
+						return err
+					}
+					if !d.pods[j].running {
+						continue
+					}
+					if err := d.stop(j, v.Kind, res); err != nil {
+						return err
+					}
+				}
+			}
+			for _, i := range d.waiting {
+				d.pods[i].skip = !pre[i]
+			}
+			rd, err = d.core.Cycle(simTime(d.now), d.frame(nil))
+			d.freed = nil
+			if err != nil {
+				return err
+			}
+			if err := d.apply(rd); err != nil {
+				return err
+			}
 		}
 	}
 	kept := d.waiting[:0]
@@ -307,137 +369,121 @@ func (d *dynReplay) cycle(res *DynamicResult) error {
 		}
 	}
 	d.waiting = kept
-	for _, i := range pre.stopped { // back to waiting, in arrival order
-		j := sort.SearchInts(d.waiting, i)
-		d.waiting = append(d.waiting, 0)
-		copy(d.waiting[j+1:], d.waiting[j:])
-		d.waiting[j] = i
-	}
 	return nil
 }
 
-// preempt is a cycle's second pass: the waiting pods that fit nowhere and
-// might name victims are served again with the cycle's preempt and
-// reclaim actions on; the victims stop, and each pod that named victims
-// is placed on the node they freed (it waits on when another took that
-// room first).
-func (d *dynReplay) preempt(pre *candidates, res *DynamicResult) error {
-	var pending []cycle.Workload
-	gangs := maps.Clone(pre.gangs) // the running gangs', and the waiting ones' below
+// markSkips marks the waiting pods a cycle would turn down as it last did
+// (Frame.Skip): those invalid, and those that fit nowhere when no node
+// that gained room since the last cycle passes the engine's feasibility
+// checks for them (elsewhere the cluster only filled up) and they cannot
+// name victims among pre's candidates (nil: none). The nodes that gained
+// room are then forgotten: the cycle sees them.
+func (d *dynReplay) markSkips(pre *candidates) {
 	for _, i := range d.waiting {
 		p := &d.pods[i]
-		if p.running || (p.status != cycle.NoFit && p.status != cycle.GangMisfit) || !pre.may(d, p) {
+		p.skip = false
+		if !p.tried {
 			continue
 		}
-		pending = d.appendWorkloads(pending, i)
-		gangs = waitingGang(gangs, p)
-	}
-	if len(pending) == 0 {
-		return nil
-	}
-	snap := cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: d.order(pending), Gangs: gangs, Running: pre.running,
-		Preemption: &cycle.Preemption{MinRuntime: time.Duration(d.cfg.MinRuntime * float64(time.Second)), Now: simTime(d.now)}}
-	outs, err := cycle.Run(snap)
-	if err != nil {
-		return err
-	}
-	type preemptor struct{ pod, node int }
-	var (
-		preemptors []preemptor
-		victims    []cycle.Victim
-	)
-	if err := d.apply(outs, func(o cycle.Outcome, i int) {
-		preemptors = append(preemptors, preemptor{i, o.Node})
-		victims = append(victims, o.Victims...)
-	}); err != nil {
-		return err
-	}
-	for _, v := range victims {
-		i, _, err := d.podOf(v.ID)
-		if err != nil {
-			return err
-		}
-		if !d.pods[i].running {
-			continue // a gang's other member, already stopped
-		}
-		if err := d.stop(i, v.Kind, res); err != nil {
-			return err
-		}
-		pre.stopped = append(pre.stopped, i)
-	}
-	if len(preemptors) == 0 {
-		return nil
-	}
-	pending = pending[:0]
-	for _, pr := range preemptors {
-		first := len(pending)
-		pending = d.appendWorkloads(pending, pr.pod)
-		if d.pods[pr.pod].gang != "" {
-			continue // a gang's victims may free several nodes: its members go where they fit
-		}
-		node := pr.node
-		for k := first; k < len(pending); k++ {
-			pending[k].Exclude = func(n int) string {
-				if n != node {
-					return "not the node its victims freed"
-				}
-				return ""
-			}
+		switch p.status {
+		case cycle.Invalid:
+			p.skip = true // waiting does not help
+		case cycle.NoFit, cycle.GangMisfit:
+			p.skip = !d.mayFit(p) && !pre.may(d, p)
 		}
 	}
-	outs, err = cycle.Run(cycle.Snapshot{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Pending: pending, Gangs: gangs})
-	if err != nil {
-		return err
-	}
-	return d.apply(outs, nil)
+	clear(d.dirty)
 }
 
-// appendWorkloads appends pod i's workloads (one, or its gang's members).
-func (d *dynReplay) appendWorkloads(ws []cycle.Workload, i int) []cycle.Workload {
+// frame is the world a core cycle decides on now, running its preemption
+// candidates.
+func (d *dynReplay) frame(running []cycle.Running) dispatch.Frame {
+	return dispatch.Frame{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Running: running,
+		Translate: d.translate, Gang: d.gangSpec, Skip: d.skipped}
+}
+
+// enqueue gives pod i, waiting from now, to the core: one workload, or
+// its gang's members.
+func (d *dynReplay) enqueue(i int) {
 	p := &d.pods[i]
 	for m := range p.parts {
-		w := cycle.Workload{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Parts: p.parts[m : m+1]}
+		it := dispatch.Item{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Arrived: simTime(p.arrive), Since: simTime(p.since),
+			Seq: uint64(i)<<memberBits | uint64(m)} // arrival order, then a gang's members in order
 		if d.tree != nil {
-			w.Queue = d.queues[p.queue].name
+			it.Queue = d.queues[p.queue].name
 		}
-		ws = append(ws, w)
+		d.core.Add(it)
 	}
-	return ws
 }
 
-// order puts pending workloads in the order their queues serve them:
-// priority, then arrival (they come in arrival order).
-func (d *dynReplay) order(ws []cycle.Workload) []cycle.Workload {
-	if d.cfg.Queues != nil && len(d.cfg.Queues.Priorities) > 0 {
-		sort.SliceStable(ws, func(a, b int) bool { return ws[a].Priority > ws[b].Priority })
+// memberBits is how many low bits of an Item's Seq number a gang's member.
+const memberBits = 16
+
+// translate is the core's translation of workload id: a pod, or one of
+// its gang's members. One that cannot name victims among the cycle's
+// candidates (candidates.may) is told to name none, which spares the
+// cycle its search; a pod that named victims this instant may go only on
+// the node they freed.
+func (d *dynReplay) translate(id string) (cycle.Workload, error) {
+	i, m, err := d.podOf(id)
+	if err != nil {
+		return cycle.Workload{}, err
 	}
-	return ws
+	p := &d.pods[i]
+	w := cycle.Workload{ID: id, Priority: p.prio, Gang: p.gang, Parts: p.parts[m : m+1]}
+	if d.tree != nil {
+		w.Queue = d.queues[p.queue].name
+	}
+	if d.cfg.Preemption {
+		w.AwaitingVictims = !d.pre.may(d, p)
+	}
+	if node, ok := d.freed[i]; ok {
+		w.Exclude = func(n int) string {
+			if n != node {
+				return "not the node its victims freed"
+			}
+			return ""
+		}
+	}
+	return w, nil
 }
 
-// apply records a cycle's outcomes: placed pods start (a gang once all
-// its members are placed); named, for a pod that named victims.
-func (d *dynReplay) apply(outs []cycle.Outcome, named func(cycle.Outcome, int)) error {
+// gangSpec is a gang's definition: all its members, at once.
+func (d *dynReplay) gangSpec(key string) dispatch.GangSpec {
+	i, err := strconv.Atoi(strings.TrimPrefix(key, "gang-"))
+	if err != nil || i < 0 || i >= len(d.pods) || d.pods[i].gang != key {
+		return dispatch.GangSpec{Err: fmt.Errorf("unknown gang %q", key)}
+	}
+	return dispatch.GangSpec{Min: len(d.pods[i].parts)}
+}
+
+// skipped reports whether the pod workload id belongs to is marked to be
+// left out (markSkips).
+func (d *dynReplay) skipped(id string) bool {
+	i, _, err := d.podOf(id)
+	return err == nil && d.pods[i].skip
+}
+
+// apply records a core cycle's outcome: placed pods start (a gang once all
+// its members are placed) and leave the core; the others keep their
+// status for markSkips.
+func (d *dynReplay) apply(rd dispatch.Ready) error {
 	var placed map[int]int
-	for _, o := range outs {
-		i, m, err := d.podOf(o.Workload)
+	for _, b := range rd.Binds {
+		i, m, err := d.podOf(b.ID)
 		if err != nil {
 			return err
 		}
 		p := &d.pods[i]
-		p.tried, p.status = true, o.Status
-		if o.Status != cycle.Placed {
-			if len(o.Victims) > 0 && named != nil {
-				named(o, i)
-			}
-			continue
-		}
-		if len(o.Decisions) != 1 {
-			return fmt.Errorf("workload %s: %d decisions for one part", o.Workload, len(o.Decisions))
+		p.tried, p.status = true, cycle.Placed
+		if len(b.Decisions) != 1 {
+			return fmt.Errorf("workload %s: %d decisions for one part", b.ID, len(b.Decisions))
 		}
 		if p.decisions == nil {
 			p.decisions = make([]placement.Decision, len(p.parts))
 		}
-		p.decisions[m] = o.Decisions[0]
+		p.decisions[m] = b.Decisions[0]
+		d.core.Bound(b.ID)
 		if placed == nil {
 			placed = map[int]int{}
 		}
@@ -449,6 +495,13 @@ func (d *dynReplay) apply(outs []cycle.Outcome, named func(cycle.Outcome, int)) 
 		if n != len(d.pods[i].parts) {
 			return fmt.Errorf("pod %s: %d of its %d gang members placed (a gang is all or nothing)", d.pods[i].Pod.Name, n, len(d.pods[i].parts))
 		}
+	}
+	for _, w := range rd.Waits {
+		i, _, err := d.podOf(w.ID)
+		if err != nil {
+			return err
+		}
+		d.pods[i].tried, d.pods[i].status = true, w.Status
 	}
 	return nil
 }
@@ -501,8 +554,8 @@ func (d *dynReplay) release(i int) error {
 	return nil
 }
 
-// stop stops running pod i for a preemption of kind k: it waits again and
-// will restart from the beginning.
+// stop stops running pod i for a preemption of kind k: it waits again,
+// from now, and will restart from the beginning.
 func (d *dynReplay) stop(i int, k preemption.Kind, res *DynamicResult) error {
 	if err := d.release(i); err != nil {
 		return err
@@ -514,6 +567,8 @@ func (d *dynReplay) stop(i int, k preemption.Kind, res *DynamicResult) error {
 	d.running = append(d.running[:j], d.running[j+1:]...)
 	p := &d.pods[i]
 	p.started, p.tried, p.since = false, false, d.now
+	d.waiting = append(d.waiting, i)
+	d.enqueue(i)
 	q := &d.queues[p.queue]
 	lost := float64(p.gpu) * (d.now - p.start)
 	q.lost += lost
@@ -569,9 +624,7 @@ func (d *dynReplay) mayFit(p *dynPod) bool {
 // to tell which waiting pods might name victims among them.
 type candidates struct {
 	on      bool
-	stopped []int // the pods stopped this cycle
 	running []cycle.Running
-	gangs   map[string]cycle.Gang
 	// per queue: how many candidates have run long enough, their lowest
 	// priority and their GPU compute; total: all queues' count.
 	n     []int
@@ -604,11 +657,7 @@ func (d *dynReplay) preemptible() *candidates {
 			pc.running = append(pc.running, r)
 		}
 		if p.gang != "" {
-			if pc.gangs == nil {
-				pc.gangs = map[string]cycle.Gang{}
-			}
-			pc.gangs[p.gang] = cycle.Gang{MinMember: len(p.parts), Running: len(p.parts)}
-			continue // never taken below its minimum: no candidate
+			continue // never taken below its minimum (all its members): no candidate
 		}
 		if !rules.RanLongEnough(started, now) {
 			continue
@@ -647,7 +696,7 @@ func (d *dynReplay) nextEligible() float64 {
 // own candidates stopped, stays within its guarantee with p (for a gang,
 // with all its members).
 func (pc *candidates) may(d *dynReplay, p *dynPod) bool {
-	if !pc.on {
+	if pc == nil || !pc.on {
 		return false
 	}
 	q := p.queue
@@ -696,17 +745,4 @@ func (d *dynReplay) report(res *DynamicResult, integral float64) {
 		r.DelayMean, r.DelayP50, r.DelayP95, r.DelayP99 = delayStats(per[q])
 		res.Queues = append(res.Queues, r)
 	}
-}
-
-// waitingGang adds waiting pod p's gang, if it is one, to gangs (made
-// when nil): its minimum is all its members.
-func waitingGang(gangs map[string]cycle.Gang, p *dynPod) map[string]cycle.Gang {
-	if p.gang == "" {
-		return gangs
-	}
-	if gangs == nil {
-		gangs = map[string]cycle.Gang{}
-	}
-	gangs[p.gang] = cycle.Gang{MinMember: len(p.parts)}
-	return gangs
 }
