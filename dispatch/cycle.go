@@ -32,6 +32,12 @@ type unit struct {
 func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 	var rd Ready
 	units := c.units(now)
+	rd.Order = make([]string, 0, len(c.items))
+	for _, u := range units {
+		for _, s := range u.members {
+			rd.Order = append(rd.Order, s.ID)
+		}
+	}
 	tree := f.Queues
 	if tree == nil {
 		var err error
@@ -259,19 +265,6 @@ func (c *Core) units(now time.Time) []unit {
 			gangAt[s.Gang] = len(out)
 		}
 		out = append(out, unit{key: s.key(), queue: queueing.QueueOr(s.Queue), gang: s.Gang, members: []*state{s}, first: s.ID})
-	}
-	return out
-}
-
-// Order is the waiting workloads' IDs in the order a cycle at now would
-// serve them within their queues (a gang's members at its first one's
-// place).
-func (c *Core) Order(now time.Time) []string {
-	var out []string
-	for _, u := range c.units(now) {
-		for _, s := range u.members {
-			out = append(out, s.ID)
-		}
 	}
 	return out
 }

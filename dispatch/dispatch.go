@@ -173,6 +173,10 @@ type Ready struct {
 	// BackingOff counts the workloads left out, waiting out a backoff;
 	// Skipped those Frame.Skip left out.
 	BackingOff, Skipped int
+	// Order are the waiting workloads' IDs in the order the cycle took
+	// them within their queues (a gang's members at its first one's
+	// place), those backing off included.
+	Order []string
 	// Tried counts the workloads and gangs the cycle served.
 	Tried int
 	// Next is when the first backoff ends (zero: none waits).

@@ -59,6 +59,8 @@ type Scheduler struct {
 	core      *dispatch.Core
 	inbox     inbox
 	nextRetry time.Time
+	// lastOrder is the pending pods' order the last cycle took (the view's).
+	lastOrder []string
 	// assumed are the pods bound by us, not yet seen bound by the
 	// informer, as the snapshot books them (scheduling loop only).
 	assumed map[types.UID]*corev1.Pod

@@ -130,7 +130,7 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 		return err
 	}
 	st.BackingOff = rd.BackingOff
-	s.nextRetry = rd.Next
+	s.nextRetry, s.lastOrder = rd.Next, rd.Order
 	pods := &bookedPods{snap: snap}
 	notes := map[string]string{}
 	for _, e := range rd.Evictions {
@@ -358,11 +358,11 @@ func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, 
 	return fmt.Sprintf("preempting %d pod(s) on node %s; scheduling once they exit", len(e.Victims), node)
 }
 
-// inOrder is pending in the core's queue order (gangs at their first
-// member's place).
-func (s *Scheduler) inOrder(pending []*corev1.Pod, now time.Time) []*corev1.Pod {
-	rank := map[string]int{}
-	for i, id := range s.core.Order(now) {
+// inOrder is pending in the order the last cycle took it (gangs at their
+// first member's place).
+func (s *Scheduler) inOrder(pending []*corev1.Pod) []*corev1.Pod {
+	rank := make(map[string]int, len(s.lastOrder))
+	for i, id := range s.lastOrder {
 		rank[id] = i
 	}
 	out := slices.Clone(pending)

@@ -56,7 +56,7 @@ type viewBoard struct {
 
 // publishView publishes what this cycle decided from.
 func (s *Scheduler) publishView(at time.Time, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, waiting map[string]int) {
-	pending = s.inOrder(pending, at)
+	pending = s.inOrder(pending)
 	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting, typical: placement.TypicalOf(s.policy), backingOff: map[types.UID]bool{}}
 	for _, p := range pending {
 		if s.core.BackingOff(p.Namespace+"/"+p.Name, at) {
