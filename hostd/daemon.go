@@ -30,6 +30,10 @@ type Daemon struct {
 	// events (a submission, a stop, a start, a re-queueing), and the
 	// cycle (schedule).
 	core *dispatch.Core
+	// last is what the core's last cycle decided, for Queue (schedule.go);
+	// looping says Run's loop runs the passes, so Queue may run one early.
+	last    pass
+	looping bool
 	// changed is closed and replaced at every job state change.
 	changed chan struct{}
 	// wake asks the scheduling loop to run.
@@ -163,7 +167,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go d.watchAdopted(ctx, j)
 	}
 	d.adopted = nil
+	d.looping = true
 	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.looping = false
+		d.mu.Unlock()
+	}()
 	tick := time.NewTicker(d.cfg.PollInterval)
 	defer tick.Stop()
 	for {

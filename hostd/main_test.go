@@ -77,7 +77,7 @@ func startDaemon(t *testing.T, stateDir, spec string, opts ...func(*Config)) *te
 	return runDaemon(t, d)
 }
 
-// runDaemon runs d until the test ends.
+// runDaemon runs d until the test ends, once its loop runs.
 func runDaemon(t *testing.T, d *Daemon) *testDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -87,6 +87,12 @@ func runDaemon(t *testing.T, d *Daemon) *testDaemon {
 		_ = d.Run(ctx)
 	}()
 	t.Cleanup(td.shutdown)
+	// Until Run's loop runs, Queue runs no pass: the tests ask it at once.
+	eventually(t, "the scheduling loop running", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.looping
+	})
 	return td
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/cycle"
@@ -119,27 +120,41 @@ func (d *Daemon) Stop(id string) (api.Job, error) {
 	return j, nil
 }
 
-// Queue returns the waiting jobs in start order with why each waits: the
-// cycle a scheduling pass would run now, previewed (previewLocked).
+// Queue returns the waiting jobs in start order with why each waits, as
+// the daemon's scheduling core decided in its last pass (scheduleLocked).
+// When a job changed since that pass and Run's loop is running, the pass
+// the change poked runs here first (under the lock the loop takes), so
+// the answer is the core's decision on the jobs as they are, never a
+// cycle of its own; a daemon whose loop is not running runs no pass.
 func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.looping && d.last.after != d.changed {
+		d.scheduleLocked()
+	}
 	jobs, err := d.store.List()
 	if err != nil {
 		return nil, err
 	}
-	f, queued := d.frameLocked(jobs)
-	waiting, waits, err := d.previewLocked(f, queued)
-	if err != nil {
-		return nil, err
+	queued := map[string]api.Job{}
+	for _, j := range jobs {
+		if j.State == api.Queued {
+			queued[j.ID] = j
+		}
 	}
+	waiting, considered, waits := d.last.waiting(queued)
 	out := make([]api.QueueEntry, 0, len(waiting))
 	for i, j := range waiting {
 		e := api.QueueEntry{Position: i + 1, ID: j.ID, Queue: j.Queue, Priority: j.Priority, Request: describe(j), Preemptions: j.Preemptions}
-		if i > 0 {
+		switch {
+		case i >= considered:
+			// Only when no pass could run (Run's loop is not running,
+			// the cycle failed): no order or reason is known for it.
+			e.Reason = "queued; not yet considered by a scheduling pass"
+		case i > 0:
 			e.Reason = "behind " + waiting[0].ID + " (jobs start in priority order, then submission order; no overtaking)"
-		} else {
-			e.Reason = d.headReasonLocked(j, waits, f, jobs)
+		default:
+			e.Reason = d.headReasonLocked(j, waits, jobs)
 		}
 		if j.LastPreemption != nil {
 			e.Reason = fmt.Sprintf("re-queued after preemption by %s (%d so far); %s", j.LastPreemption.By, j.Preemptions, e.Reason)
@@ -149,26 +164,13 @@ func (d *Daemon) Queue() ([]api.QueueEntry, error) {
 	return out, nil
 }
 
-// previewLocked runs the cycle a scheduling pass would run now on f, on a
-// scheduling core of its own loaded with the queued jobs, and carries
-// nothing out: it returns the queued jobs in the order the pass serves
-// them and, by ID, the Wait of each that would not start. The daemon's
-// core keeps nothing a preview lacks (no backoff, no reservation, no
-// preemptor wait, no binding in flight outside schedule), so both decide
-// alike.
-func (d *Daemon) previewLocked(f dispatch.Frame, queued map[string]api.Job) ([]api.Job, map[string]dispatch.Wait, error) {
-	core, err := dispatch.New(coreConfig(d.cfg))
-	if err != nil {
-		return nil, nil, fmt.Errorf("scheduling core: %w", err)
-	}
-	for _, j := range queued {
-		core.Add(itemOf(j))
-	}
-	rd, err := core.Cycle(d.cfg.Now(), f)
-	if err != nil {
-		return nil, nil, fmt.Errorf("scheduling cycle: %w", err)
-	}
-	var order []api.Job
+// waiting is the queued jobs the pass considered, in the order it served
+// them: those it placed, then those that wait, as a strict cycle takes
+// them (Ready.Order alone is the order within each queue, before fair
+// share interleaves the queues), then any it left out (backing off);
+// then, from index considered on, the queued jobs it never saw, in
+// submission order. waits are the pass's Waits by ID.
+func (p pass) waiting(queued map[string]api.Job) (order []api.Job, considered int, waits map[string]dispatch.Wait) {
 	seen := map[string]bool{}
 	add := func(id string) {
 		if j, ok := queued[id]; ok && !seen[id] {
@@ -176,27 +178,40 @@ func (d *Daemon) previewLocked(f dispatch.Frame, queued map[string]api.Job) ([]a
 			order = append(order, j)
 		}
 	}
-	// A strict cycle places a prefix of its order, and the rest wait.
-	for _, b := range rd.Binds {
+	for _, b := range p.ready.Binds {
 		add(b.ID)
 	}
-	waits := make(map[string]dispatch.Wait, len(rd.Waits))
-	for _, w := range rd.Waits {
+	waits = make(map[string]dispatch.Wait, len(p.ready.Waits))
+	for _, w := range p.ready.Waits {
 		add(w.ID)
 		waits[w.ID] = w
 	}
-	return order, waits, nil
+	for _, id := range p.ready.Order {
+		add(id)
+	}
+	considered = len(order)
+	var rest []api.Job
+	for id, j := range queued {
+		if !seen[id] {
+			rest = append(rest, j)
+		}
+	}
+	sort.Slice(rest, func(a, b int) bool { return rest[a].Seq < rest[b].Seq })
+	return append(order, rest...), considered, waits
 }
 
 // headReasonLocked says why j, the head of the queue, waits, from the
-// preview's Wait for it (none: it would start now).
-func (d *Daemon) headReasonLocked(j api.Job, waits map[string]dispatch.Wait, f dispatch.Frame, jobs []api.Job) string {
+// last pass's Wait for it (none: the pass placed it but could not book
+// it, a bug it logged; the next pass tries again).
+func (d *Daemon) headReasonLocked(j api.Job, waits map[string]dispatch.Wait, jobs []api.Job) string {
 	w, waiting := waits[j.ID]
 	switch {
 	case !waiting:
-		return "about to start"
+		return "placed by the last scheduling pass, which could not book it; tried again at the next pass"
 	case w.Status == cycle.QueueLimit:
-		return queueLimitWords(j, w, f)
+		return queueLimitWords(j, w, d.last.queues, d.last.usage)
+	case w.Status == cycle.Behind:
+		return w.Message // the engine's words name the job it waits behind
 	}
 	pod := podOf(j)
 	_, err := d.policy.Place(d.cluster, &pod) // the engine's account of the misfit, for waitReason
@@ -308,12 +323,13 @@ func sharingName(m arbiter.Mode) string {
 }
 
 // queueLimitWords says, in this host's words, why j waits for its queue's
-// hard limit (or an ancestor's), as the cycle's Wait w found it on f.
-func queueLimitWords(j api.Job, w dispatch.Wait, f dispatch.Frame) string {
+// hard limit (or an ancestor's), as the cycle's Wait w found it on the
+// frame's queue tree and usage.
+func queueLimitWords(j api.Job, w dispatch.Wait, tree *queueing.Tree, usage map[string]queueing.Resources) string {
 	need := jobNeed(j)
-	for _, q := range f.Queues.Ancestry(queueOf(j)) {
-		conf, _ := f.Queues.Queue(q)
-		used := f.Usage[q]
+	for _, q := range tree.Ancestry(queueOf(j)) {
+		conf, _ := tree.Queue(q)
+		used := usage[q]
 		if lim := conf.Limit.GPUMilli; lim > 0 && used.GPUMilli+need.GPUMilli > lim {
 			return fmt.Sprintf("waiting for queue %s's limit: its jobs use %s GPU of its limit %s, and this job needs %s more (limits are set in the file given to tessera up --config)",
 				q, quantity.FormatShare(used.GPUMilli), quantity.FormatShare(lim), quantity.FormatShare(need.GPUMilli))

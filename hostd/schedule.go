@@ -23,9 +23,34 @@ import (
 func (d *Daemon) schedule() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed || d.core.Len() == 0 {
+	d.scheduleLocked()
+}
+
+// pass is what the daemon's last scheduling pass decided, kept for Queue
+// so that `tessera queue` says what the core decided rather than a cycle
+// of its own.
+type pass struct {
+	ready dispatch.Ready
+	// queues and usage are the frame's, for the words of a queue limit.
+	queues *queueing.Tree
+	usage  map[string]queueing.Resources
+	// after is d.changed once the pass was carried out in full: another
+	// channel there means a job changed since (a submission, a stop, an
+	// exit), and nil that the pass left work undone (a booking failed, a
+	// job was dropped), so its answer is no longer the core's.
+	after chan struct{}
+}
+
+// scheduleLocked is schedule with d.mu held; it records the pass in d.last.
+func (d *Daemon) scheduleLocked() {
+	if d.closed {
 		return
 	}
+	if d.core.Len() == 0 {
+		d.last = pass{after: d.changed} // nothing waits
+		return
+	}
+	d.last = pass{} // until this pass is carried out
 	jobs, err := d.store.List()
 	if err != nil {
 		d.cfg.Log.Error("list jobs", "err", err)
@@ -38,6 +63,7 @@ func (d *Daemon) schedule() {
 		d.cfg.Log.Error("scheduling cycle", "err", err)
 		return
 	}
+	d.last = pass{ready: rd, queues: f.Queues, usage: f.Usage}
 	for i, b := range rd.Binds {
 		j, dec := queued[b.ID], b.Decisions[0]
 		if err := d.bookLocked(j, dec); err != nil {
@@ -53,6 +79,7 @@ func (d *Daemon) schedule() {
 	for _, e := range rd.Evictions {
 		d.preemptLocked(queued[e.For], e.Victims, jobs)
 	}
+	dropped := false // the jobs behind a dropped one waited for it: Behind
 	for _, w := range rd.Waits {
 		if w.Cause == dispatch.CauseRefused {
 			// Only a job the core holds that is not queued is refused:
@@ -60,7 +87,11 @@ func (d *Daemon) schedule() {
 			d.cfg.Log.Error("the scheduling core held a job that is not queued; dropped", "job", w.ID, "err", w.Err)
 			d.core.Remove(w.ID)
 			d.poke()
+			dropped = true
 		}
+	}
+	if !dropped {
+		d.last.after = d.changed
 	}
 }
 

@@ -54,8 +54,7 @@ func allocatedClaim(name, node, driver string, devices map[string]string) *resou
 // TestSnapshotBooksAllocatedClaims: the allocated claims of Tessera's
 // driver take their GPUs' shares on the snapshot, each claim once; claims
 // of other drivers and claims not allocated take nothing; a claim let go
-// rebuilds the snapshot with its GPU free again, and an unchanged set of
-// claims keeps the snapshot.
+// frees its GPU again.
 func TestSnapshotBooksAllocatedClaims(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	gpu := func(i int) inventory.GPU {
@@ -67,7 +66,7 @@ func TestSnapshotBooksAllocatedClaims(t *testing.T) {
 	half := allocatedClaim("half", "n0", kdra.DriverName, map[string]string{"gpu-1": "500m"})
 	other := allocatedClaim("other", "n0", "gpu.example.com", map[string]string{"gpu-2": ""})
 	pending := allocatedClaim("pending", "n0", kdra.DriverName, nil)
-	var c snapshotCache
+	s := &Scheduler{cfg: Config{Catalog: catalog.Default(), Name: DefaultName, Log: log}}
 	free := func(snap *snapshot) [3]int64 {
 		var out [3]int64
 		for i, g := range snap.cluster.Nodes[0].GPUs {
@@ -75,20 +74,19 @@ func TestSnapshotBooksAllocatedClaims(t *testing.T) {
 		}
 		return out
 	}
-	snap := c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{whole, half, other, pending})
-	if got, want := free(snap), [3]int64{0, 500, 1000}; got != want || snap.claims != 2 {
-		t.Fatalf("free compute %v with %d claims booked, want %v with 2", got, snap.claims, want)
+	snap := s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{whole, half, other, pending})
+	if got, want := free(snap), [3]int64{0, 500, 1000}; got != want || len(snap.claims) != 2 {
+		t.Fatalf("free compute %v with %d claims booked, want %v with 2", got, len(snap.claims), want)
 	}
-	rebuilds := c.rebuilds
-	snap = c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{pending, other, half, whole})
-	if c.rebuilds != rebuilds || free(snap) != [3]int64{0, 500, 1000} {
-		t.Errorf("the same claims rebuilt the snapshot (%d rebuilds, free %v)", c.rebuilds-rebuilds, free(snap))
+	snap = s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{pending, other, half, whole})
+	if free(snap) != [3]int64{0, 500, 1000} || len(snap.claims) != 2 {
+		t.Errorf("the same claims in another order: free %v, %d claims", free(snap), len(snap.claims))
 	}
 	let := half.DeepCopy()
 	let.ResourceVersion, let.Status.Allocation = "2", nil
-	snap = c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{whole, let})
-	if got, want := free(snap), [3]int64{0, 1000, 1000}; got != want || snap.claims != 1 {
-		t.Errorf("after the half claim was let go: free %v with %d claims, want %v with 1", got, snap.claims, want)
+	snap = s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{whole, let})
+	if got, want := free(snap), [3]int64{0, 1000, 1000}; got != want || len(snap.claims) != 1 {
+		t.Errorf("after the half claim was let go: free %v with %d claims, want %v with 1", got, len(snap.claims), want)
 	}
 }
 
@@ -180,19 +178,18 @@ func TestQueuesChargeClaimsOnce(t *testing.T) {
 		return out
 	}
 
-	var cache snapshotCache
-	snap := cache.update(log, inv, nodes, nodeChanges{}, []*corev1.Pod{a, b, c}, claims)
-	if got, want := gpuMilli(s.usage(snap)), map[string]int64{"ml": 500, "ops": 1000}; !maps.Equal(got, want) {
+	snap := s.syncTo(inv, nodes, []*corev1.Pod{a, b, c}, claims)
+	if got, want := gpuMilli(snap.books.Usage()), map[string]int64{"ml": 500, "ops": 1000}; !maps.Equal(got, want) {
 		t.Errorf("GPU compute charged %v, want %v (the shared half once, to a's queue; the orphan to none)", got, want)
 	}
-	if got := s.usage(snap)["ops"].CPUMilli; got != 2000 {
+	if got := snap.books.Usage()["ops"].CPUMilli; got != 2000 {
 		t.Errorf("queue ops CPU %d milli, want 2000 (b and c's own requests)", got)
 	}
 	// a goes; kube-controller-manager drops it from the claim.
 	claims[0] = reserve(allocatedClaim("half", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"}), "b")
 	claims[0].ResourceVersion = "2"
-	snap = cache.update(log, inv, nodes, nodeChanges{}, []*corev1.Pod{b, c}, claims)
-	if got, want := gpuMilli(s.usage(snap)), map[string]int64{"ops": 1500}; !maps.Equal(got, want) {
+	snap = s.syncTo(inv, nodes, []*corev1.Pod{b, c}, claims)
+	if got, want := gpuMilli(snap.books.Usage()), map[string]int64{"ops": 1500}; !maps.Equal(got, want) {
 		t.Errorf("after a goes: GPU compute charged %v, want %v", got, want)
 	}
 }
@@ -233,15 +230,15 @@ func TestPreemptionFreesAPodsOwnClaim(t *testing.T) {
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}}}}}
 	victims := func(pods []*corev1.Pod, c *resourceapi.ResourceClaim) []string {
 		t.Helper()
-		var cache snapshotCache
-		snap := cache.update(log, inv, nodes, nodeChanges{}, pods, []*resourceapi.ResourceClaim{c})
+		s.snap = nil
+		snap := s.syncTo(inv, nodes, pods, []*resourceapi.ResourceClaim{c})
 		wl, _, err := s.workloadOf(snap, high)
 		if err != nil {
 			t.Fatal(err)
 		}
 		gangs := map[string]dispatch.GangSpec{}
 		running := s.running(snap, gangs)
-		outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap),
+		outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: snap.books.Usage(),
 			Capacity: snap.capacity, Gangs: cycleGangs(gangs), Pending: []cycle.Workload{wl}, Running: running, Preemption: &cycle.Preemption{Now: time.Now()}})
 		if err != nil || len(outs) != 1 {
 			t.Fatalf("cycle: %v %+v", err, outs)
@@ -273,67 +270,75 @@ func TestSnapshotBooksMIGClaims(t *testing.T) {
 		MemoryMiB: 81559, NUMANode: -1, Health: inventory.Healthy, MIGMode: inventory.MIGEnabled, MIGManaged: true}}}}
 	nodes := []*corev1.Node{labelNode("n0", "1", "H100-SXM")}
 	claim := allocatedClaim("mig", "n0", kdra.DriverName, map[string]string{kdra.MIGDeviceName(0, "3g.40gb", 4): ""})
-	cache := snapshotCache{cat: catalog.Default()}
-	snap := cache.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{claim})
-	if snap.claims != 1 || len(snap.claimHolds) != 1 || !snap.claimHolds[0].exact {
-		t.Fatalf("%d claims booked (holds %+v), want the MIG claim, exactly", snap.claims, snap.claimHolds)
+	s := &Scheduler{cfg: Config{Catalog: catalog.Default(), Name: DefaultName, Log: log}}
+	snap := s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{claim})
+	if len(snap.claims) != 1 {
+		t.Fatalf("%d claims booked, want the MIG claim", len(snap.claims))
 	}
 	got := snap.cluster.Nodes[0].GPUs[0].MIG.Instances
 	if len(got) != 1 || got[0].Profile != "3g.40gb" || got[0].Start != 4 || !got[0].InUse {
 		t.Errorf("MIG instances on the snapshot %+v, want the claim's 3g.40gb at 4, in use", got)
 	}
-	var none snapshotCache
-	if snap := none.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{claim}); snap.claims != 0 {
-		t.Errorf("without a catalog %d claims booked, want none", snap.claims)
+	none := &Scheduler{cfg: Config{Name: DefaultName, Log: log}}
+	if snap := none.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{claim}); len(snap.claims) != 0 {
+		t.Errorf("without a catalog %d claims booked, want none", len(snap.claims))
 	}
 }
 
-// TestClaimVersionsWithoutNewBookingsKeepTheSnapshot: a claim's newer
-// version that books the same (a finalizer added, the status this
-// scheduler assumed written) keeps the snapshot; one whose reservations
-// or allocation changed rebuilds it; a newly allocated claim is booked in
-// place unless it no longer fits.
-func TestClaimVersionsWithoutNewBookingsKeepTheSnapshot(t *testing.T) {
+// TestClaimVersionsAreTakenIn: a claim's newer version that books the
+// same (a finalizer added) keeps its booking; one reserved for a pod now
+// is charged to that pod's queue; a newly allocated claim is booked, and
+// one that no longer fits is booked all the same (saturating: the GPU
+// shows no room).
+func TestClaimVersionsAreTakenIn(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	inv := fixedInventory{inventory.Node{CPUMilli: 64000, MemoryMiB: 262144, GPUs: []inventory.GPU{
 		{UUID: "GPU-0", Index: 0, Model: "H100", MemoryMiB: 81920, NUMANode: -1, Health: inventory.Healthy}}}}
 	nodes := []*corev1.Node{labelNode("n0", "1", "H100")}
 	half := allocatedClaim("half", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
-	var c snapshotCache
-	c.update(log, inv, nodes, nodeChanges{}, nil, []*resourceapi.ResourceClaim{half})
-	rebuilds := c.rebuilds
+	s := &Scheduler{cfg: Config{Catalog: catalog.Default(), Name: DefaultName, Log: log}}
 	version := func(rv string, edit func(*resourceapi.ResourceClaim)) []*resourceapi.ResourceClaim {
 		v := half.DeepCopy()
 		v.ResourceVersion = rv
 		edit(v)
 		return []*resourceapi.ResourceClaim{v}
 	}
-	c.update(log, inv, nodes, nodeChanges{}, nil, version("2", func(v *resourceapi.ResourceClaim) { v.Finalizers = []string{resourceapi.Finalizer} }))
-	c.update(log, inv, nodes, nodeChanges{}, nil, version("2", func(v *resourceapi.ResourceClaim) { v.Finalizers = []string{resourceapi.Finalizer} }))
-	if c.rebuilds != rebuilds {
-		t.Errorf("a version with only a finalizer added rebuilt the snapshot (%d rebuilds)", c.rebuilds-rebuilds)
+	free := func(snap *snapshot) int64 { return snap.cluster.Nodes[0].GPUs[0].FreeMilli }
+	s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{half})
+	snap := s.syncTo(inv, nodes, nil, version("2", func(v *resourceapi.ResourceClaim) { v.Finalizers = []string{resourceapi.Finalizer} }))
+	if free(snap) != 500 || len(snap.claims) != 1 {
+		t.Errorf("a version with only a finalizer added: free %d, %d claims; want 500, 1", free(snap), len(snap.claims))
 	}
-	c.update(log, inv, nodes, nodeChanges{}, nil, version("3", func(v *resourceapi.ResourceClaim) {
-		v.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "uid-p"}}
-	}))
-	if c.rebuilds != rebuilds+1 {
-		t.Errorf("a version reserved for a pod: %d rebuilds, want 1 (the queue it is charged to changed)", c.rebuilds-rebuilds)
-	}
-
-	// A newly allocated claim is booked in place; one that no longer fits
-	// rebuilds the snapshot (a saturated booking depends on the order).
-	rebuilds = c.rebuilds
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p", Labels: map[string]string{queues.LabelQueue: "ml"}},
+		Spec: corev1.PodSpec{NodeName: "n0", SchedulerName: DefaultName, Containers: []corev1.Container{{Name: "main"}}}}
 	now := version("3", func(v *resourceapi.ResourceClaim) {
 		v.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "uid-p"}}
 	})
+	snap = s.syncTo(inv, nodes, []*corev1.Pod{p}, now)
+	if got := snap.books.Usage()["ml"].GPUMilli; got != 500 {
+		t.Errorf("a version reserved for p: queue ml charged %d milli, want 500", got)
+	}
 	second := allocatedClaim("second", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
-	snap := c.update(log, inv, nodes, nodeChanges{}, nil, append(now, second))
-	if c.rebuilds != rebuilds || snap.claims != 2 || snap.cluster.Nodes[0].GPUs[0].FreeMilli != 0 {
-		t.Errorf("a second half: %d rebuilds, %d claims, %d free; want it booked in place (0, 2, 0)", c.rebuilds-rebuilds, snap.claims, snap.cluster.Nodes[0].GPUs[0].FreeMilli)
+	snap = s.syncTo(inv, nodes, []*corev1.Pod{p}, append(now, second))
+	if len(snap.claims) != 2 || free(snap) != 0 {
+		t.Errorf("a second half: %d claims, %d free; want 2, 0", len(snap.claims), free(snap))
 	}
 	third := allocatedClaim("third", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
-	snap = c.update(log, inv, nodes, nodeChanges{}, nil, append(now, second, third))
-	if c.rebuilds != rebuilds+1 || snap.claims != 3 {
-		t.Errorf("a third half on a full GPU: %d rebuilds, %d claims; want a rebuild booking all 3", c.rebuilds-rebuilds, snap.claims)
+	snap = s.syncTo(inv, nodes, []*corev1.Pod{p}, append(now, second, third))
+	if len(snap.claims) != 3 || free(snap) != 0 {
+		t.Errorf("a third half on a full GPU: %d claims, %d free; want all 3 booked, 0 free", len(snap.claims), free(snap))
 	}
+}
+
+// syncTo brings s's snapshot to nodes, pods and claims as a cycle does,
+// every node looked at.
+func (s *Scheduler) syncTo(src InventorySource, nodes []*corev1.Node, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim) *snapshot {
+	s.cfg.Inventory = src
+	if s.snap == nil {
+		s.snap = newSnapshot()
+	}
+	s.syncNodes(s.snap, true, nodes, nil, nil)
+	s.syncPods(s.snap, pods)
+	s.snap.syncClaims(s.cfg.Log, s.cfg.Catalog, claims)
+	return s.snap
 }

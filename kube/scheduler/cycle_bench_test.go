@@ -50,8 +50,7 @@ func BenchmarkCycleEngine(b *testing.B) {
 				w.pods[p.UID] = p
 			}
 			nodes, pods := w.lists()
-			var c snapshotCache
-			snap := c.update(log, src, nodes, nodeChanges{}, pods, nil)
+			snap := buildSnapshot(log, src, nodes, pods)
 			def, err := placement.New(placement.DefaultPolicy, placement.Options{})
 			if err != nil {
 				b.Fatal(err)
@@ -73,7 +72,7 @@ func BenchmarkCycleEngine(b *testing.B) {
 				}
 				gangs := map[string]dispatch.GangSpec{}
 				running := s.running(snap, gangs)
-				outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: s.usage(snap),
+				outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: snap.books.Usage(),
 					Capacity: snap.capacity, Gangs: cycleGangs(gangs), Pending: []cycle.Workload{wl}, Running: running})
 				if err != nil || len(outs) != 1 || outs[0].Status != cycle.Placed {
 					b.Fatalf("cycle: %v %+v", err, outs)

@@ -4,10 +4,10 @@
 // annotation tessera.io/assignment onto the pod as it binds it).
 //
 // It adapts Kubernetes to the engine: informers feed a cache, each cycle
-// brings a placement snapshot of the nodes and the pods already bound (or
-// assumed) up to date with what changed since the last cycle (rebuilding
-// it when a change cannot be applied exactly: snapshot_cache.go), so the
-// engine's cluster and the policy's class index live on; standard pod
+// steps the cluster as booked (package booked: nodes by name, what each
+// bound or assumed pod and allocated claim holds, exact accounting) with
+// what changed since the last cycle (snapshot.go), so the engine's
+// cluster and the policy's class index live on; standard pod
 // constraints (readiness, nodeSelector, affinity, taints) narrow the nodes
 // through k8s.io/component-helpers, and the engine decides. Pods that ask
 // for no GPU are placed on CPU and memory alone and bound without an

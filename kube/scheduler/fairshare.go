@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -67,28 +66,8 @@ func (s *Scheduler) queueTree(objs []*unstructured.Unstructured) (*queueing.Tree
 	return t, nil
 }
 
-// ledger charges every booked pod to its queue, over the snapshot's total.
+// ledger charges every booked pod and claim to its queue, over the
+// snapshot's total.
 func (s *Scheduler) ledger(tree *queueing.Tree, snap *snapshot) *queueing.Ledger {
-	return tree.NewLedger(snap.capacity, s.usage(snap))
-}
-
-// bookedResources is what a booking takes: its host share and GPU shares.
-func bookedResources(b booking) queueing.Resources {
-	var r queueing.Resources
-	for _, part := range b.parts {
-		r.CPUMilli += part.pod.CPUMilli
-		r.MemoryMiB += part.pod.MemoryMiB
-	}
-	return r.Add(b.shares)
-}
-
-func shareResources(a binding.Assignment) queueing.Resources {
-	var r queueing.Resources
-	for _, c := range a.Containers {
-		for _, g := range c.GPUs {
-			r.GPUMilli += g.ComputeMilli
-			r.GPUMemoryMiB += g.MemoryMiB
-		}
-	}
-	return r
+	return tree.NewLedger(snap.capacity, snap.books.Usage())
 }

@@ -73,7 +73,7 @@ func TestExcludeReasons(t *testing.T) {
 	if w, _, err := s.workloadOf(untainted, free); err != nil || w.Exclude != nil {
 		t.Errorf("a pod nothing rules out has a filter (%v)", err)
 	}
-	if w, _, err := s.workloadOf(untainted, pod); err != nil || w.Exclude == nil || w.Exclude(untainted.byName["e-other-zone"]) == "" {
+	if w, _, err := s.workloadOf(untainted, pod); err != nil || w.Exclude == nil || w.Exclude(index(untainted, "e-other-zone")) == "" {
 		t.Errorf("a pod with a node selector has no filter ruling out the other zone (%v)", err)
 	}
 
@@ -83,4 +83,12 @@ func TestExcludeReasons(t *testing.T) {
 	if got, want := w.Exclude(0), "GPUs are exclusive (sharing: exclusive): whole GPUs only"; got != want {
 		t.Errorf("exclusive node: excluded for %q, want %q", got, want)
 	}
+}
+
+// index is the position of the node named name on snap (-1: none).
+func index(snap *snapshot, name string) int {
+	if ni, ok := snap.books.Index(name); ok {
+		return ni
+	}
+	return -1
 }

@@ -11,11 +11,10 @@ import (
 )
 
 // inventoryIdle is how long a cached node inventory is kept without being
-// asked for. A snapshot kept across cycles (snapshot_cache.go) asks only
-// for the nodes whose object changed, and for every node when it is built
-// again (a node came, went or reports other GPUs): entries of unchanged
-// nodes go idle too, and such a rebuild after a quiet spell reads their
-// labels again.
+// asked for. A snapshot kept across cycles (snapshot.go) asks only for
+// the nodes whose object changed, and for every node when it is built
+// again (after a failed cycle): entries of unchanged nodes go idle too,
+// and such a rebuild after a quiet spell reads their labels again.
 const inventoryIdle = time.Minute
 
 // nodeCache remembers an InventorySource's answer per node object version

@@ -48,13 +48,16 @@ func TestBookingTakesTheNodesInUseInstances(t *testing.T) {
 		boundPod("static", "mig-0", mig("MIG-static", "3g.20gb", 0, false)),
 		boundPod("made", "mig-0", mig("", "1g.5gb", 4, true)),
 	}
-	snap := buildSnapshot(slog.New(slog.NewTextHandler(io.Discard, nil)), inv, []*corev1.Node{node}, pods)
-	if len(snap.onNode) != 1 || len(snap.onNode[0]) != 2 {
-		t.Fatalf("bookings %+v, want the two pods on mig-0", snap.onNode)
+	for _, p := range pods {
+		p.Spec.SchedulerName = DefaultName // ours: exactly booked, it may be preempted
 	}
-	for _, b := range snap.onNode[0] {
-		if !b.exact {
-			t.Errorf("pod %s booked by saturation: its own instance was taken as someone else's", b.pod.Name)
+	snap := buildSnapshot(slog.New(slog.NewTextHandler(io.Discard, nil)), inv, []*corev1.Node{node}, pods)
+	if on := snap.books.OnNode(0); len(on) != 2 {
+		t.Fatalf("bookings %v, want the two pods on mig-0", on)
+	}
+	for _, r := range snap.books.Running() {
+		if r.Stopping {
+			t.Errorf("pod %s booked by saturation: its own instance was taken as someone else's", r.ID)
 		}
 	}
 	inUse := map[string]bool{}

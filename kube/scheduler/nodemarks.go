@@ -3,17 +3,8 @@ package scheduler
 import (
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
-
-// nodeChanges says which nodes may have changed since the last update:
-// those named, or every node when names is nil.
-type nodeChanges struct {
-	names map[string]bool
-	// get returns a node's current object; false when it is gone.
-	get func(name string) (*corev1.Node, bool)
-}
 
 // nodeMarks collects the names of the nodes that changed, for the next
 // update (informer event handlers mark them). Its zero value is ready;

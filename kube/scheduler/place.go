@@ -13,7 +13,6 @@ import (
 	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
-	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -78,7 +77,7 @@ func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Po
 		ni := decisions[0].Node
 		shares := func(j int) []binding.Share { return s.shares(snap, ni, decisions[j], parts[j].GPU) }
 		var err error
-		if pl.claims, pl.claimUse, err = s.dra.Allocate(ctx, snap.nodes[ni], &snap.inv[ni], pw.claims, shares, lists); err != nil {
+		if pl.claims, _, err = s.dra.Allocate(ctx, snap.nodes[ni], snap.inv(ni), pw.claims, shares, lists); err != nil {
 			return plan{}, claimsOutcome(err), fmt.Sprintf("pod %s/%s: DRA claims: %v", pod.Namespace, pod.Name, err)
 		}
 	}
@@ -93,10 +92,8 @@ type plan struct {
 	// which carries none (it asks nothing of the node agent).
 	encoded string
 	placed  []placed
-	// claims are the DRA claims the binding writes first, claimUse the GPU
-	// compute and memory the ones it allocates take.
-	claims   []draclaims.Write
-	claimUse queueing.Resources
+	// claims are the DRA claims the binding writes first.
+	claims []draclaims.Write
 }
 
 // commit records a placed pod's booking (the cycle booked it) on snap,
@@ -115,7 +112,7 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		}
 		bound.Annotations[binding.AnnotationKey] = pl.encoded
 	}
-	snap.record(pl.placed[0].dec.Node, booking{pod: bound, parts: pl.placed, exact: true, shares: shareResources(pl.assignment).Add(pl.claimUse)})
+	s.bookPod(snap, bound)
 	s.assumed[pod.UID] = bound
 	id := pod.Namespace + "/" + pod.Name
 	job := func(ctx context.Context) {
@@ -186,7 +183,7 @@ type placed struct {
 // does not match the snapshot (which it was made on) is logged and gives
 // no shares.
 func (s *Scheduler) shares(snap *snapshot, ni int, d placement.Decision, r request.GPU) []binding.Share {
-	out, err := placement.Shares(&snap.cluster.Nodes[ni], &snap.inv[ni], r, d, s.cfg.Catalog)
+	out, err := placement.Shares(&snap.cluster.Nodes[ni], snap.inv(ni), r, d, s.cfg.Catalog)
 	if err != nil {
 		s.cfg.Log.Error("decision does not match its snapshot; no shares", "err", err)
 		return nil

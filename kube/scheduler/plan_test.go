@@ -36,11 +36,14 @@ func (s *Scheduler) planPod(snap *snapshot, pod *corev1.Pod) (plan, outcome, str
 // commits it.
 func (s *Scheduler) bookAndCommit(ctx context.Context, t *testing.T, snap *snapshot, pod *corev1.Pod, pl plan) {
 	t.Helper()
+	var run cycle.Running
 	for _, d := range pl.placed {
 		if err := snap.cluster.Apply(&d.pod, d.dec); err != nil {
 			t.Fatalf("book %s: %v", pod.Name, err)
 		}
+		run.Parts, run.Decisions = append(run.Parts, d.pod), append(run.Decisions, d.dec)
 	}
+	snap.books.Assume(pod.Namespace+"/"+pod.Name, run)
 	s.dra.Assume(pod, pl.claims)
 	if o := s.commit(ctx, snap, pod, pl); o != outcomeBound {
 		t.Fatalf("commit %s: %v", pod.Name, o)

@@ -5,9 +5,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
 )
 
@@ -22,7 +24,12 @@ func TestRunningPods(t *testing.T) {
 	}
 	started := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	pod := func(name, scheduler string, mut func(*corev1.Pod)) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PodSpec{SchedulerName: scheduler}}
+		node, cpu := "n0", "1"
+		if name == "inexact" {
+			node, cpu = "n1", "64" // more than the node has
+		}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PodSpec{SchedulerName: scheduler, NodeName: node,
+			Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
 		if mut != nil {
 			mut(p)
 		}
@@ -34,17 +41,14 @@ func TestRunningPods(t *testing.T) {
 		p.Status.StartTime = &started
 	}
 	deleting := func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
-	snap := &snapshot{onNode: [][]booking{
-		{{pod: pod("ours", DefaultName, member), exact: true}, {pod: pod("other", "default-scheduler", nil), exact: true}},
-		{{pod: pod("inexact", DefaultName, nil)}, {pod: pod("leaving", DefaultName, deleting), exact: true}},
-	}}
+	snap := s.syncTo(LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{labelNode("n0", "1", "H100"), labelNode("n1", "1", "H100")},
+		[]*corev1.Pod{pod("ours", DefaultName, member), pod("other", "default-scheduler", nil), pod("inexact", DefaultName, nil), pod("leaving", DefaultName, deleting)}, nil)
 	gangs := map[string]dispatch.GangSpec{}
 	run := s.running(snap, gangs)
-	pods := &bookedPods{snap: snap}
 	stopping := map[string]bool{}
 	for _, r := range run {
 		stopping[r.ID] = r.Stopping
-		if p, ok := pods.get(r.ID); !ok || p == nil {
+		if p, ok := snap.pods[r.ID]; !ok || p == nil {
 			t.Errorf("%s: no pod for it", r.ID)
 		}
 	}

@@ -39,7 +39,7 @@ func (s *Scheduler) added(_ any, isInInitialList bool) {
 // annotations or capacity (where an inventory may be read) pokes the loop
 // too. A heartbeat (status only) does neither.
 // Every node event also marks the node changed for the cycle's snapshot
-// (snapshot_cache.go).
+// (snapshot.go).
 func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
@@ -143,7 +143,7 @@ func (s *Scheduler) podUpdateMatters(old, cur *corev1.Pod) bool {
 	if !occCur {
 		return false // neither waits for us nor holds anything
 	}
-	return bookingKeyOf(old) != bookingKeyOf(cur) || s.queueOf(old) != s.queueOf(cur) ||
+	return holdKey(old) != holdKey(cur) || s.queueOf(old) != s.queueOf(cur) ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil)
 }
 

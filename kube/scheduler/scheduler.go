@@ -73,10 +73,10 @@ type Scheduler struct {
 	// client or while Volcano's CRD is not served).
 	volcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
 
-	// snaps keeps the cycle's snapshot from one cycle to the next
-	// (snapshot_cache.go); snapMu is held while a cycle changes it, and by
-	// View while it reads the last cycle's.
-	snaps  snapshotCache
+	// snap is the cluster as booked, kept from one cycle to the next
+	// (snapshot.go; nil: built anew at the next cycle); snapMu is held
+	// while a cycle changes it, and by View while it reads it.
+	snap   *snapshot
 	snapMu sync.Mutex
 	// changedNodes are the nodes whose object or GPUNode changed since the
 	// last cycle took them (informer events mark them).
@@ -140,7 +140,6 @@ func New(cfg Config) (*Scheduler, error) {
 		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
 		dra: draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}), arrived: map[types.UID]bool{},
 		metrics: newMetrics(cfg.Metrics), core: core,
-		snaps: snapshotCache{cat: cfg.Catalog},
 	}, nil
 }
 
@@ -269,7 +268,7 @@ type CycleStats struct {
 
 // cycle schedules every pending pod once, in queue order, against one
 // snapshot that it updates as it binds. The snapshot is the last cycle's,
-// brought up to date with what changed since (snapshot_cache.go).
+// brought up to date with what changed since (snapshot.go).
 func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
 	cycleStart := time.Now()
@@ -312,17 +311,23 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	}
 	s.observeArrivals(pending, seen)
 	s.events.gc(seen)
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
-	changed := nodeChanges{names: s.changedNodes.take(), get: func(name string) (*corev1.Node, bool) {
-		n, err := s.nodes.Get(name)
-		return n, err == nil
-	}}
 	claims, err := s.dra.Claims() // with this scheduler's assumptions laid over them
 	if err != nil {
 		return st, err
 	}
-	snap := s.snaps.update(s.cfg.Log, s.cfg.Inventory, nodes, changed, occupying, claims)
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	snap, fresh := s.snap, s.snap == nil
+	if fresh {
+		snap = newSnapshot()
+	}
+	s.syncNodes(snap, fresh, nodes, s.changedNodes.take(), func(name string) (*corev1.Node, bool) {
+		n, err := s.nodes.Get(name)
+		return n, err == nil
+	})
+	s.syncPods(snap, occupying)
+	snap.syncClaims(s.cfg.Log, s.cfg.Catalog, claims)
+	s.snap = snap
 	s.metrics.pending.Set(float64(len(pending)))
 	gangs := s.gangSpecs(pending)
 	waiting := map[string]int{}
@@ -335,8 +340,8 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	}
 	s.metrics.observePending(tree, waiting)
 	if err := s.serve(ctx, snap, tree, pending, gangs, &st); err != nil {
-		// The cycle may have booked what it did not record.
-		s.snaps.drop()
+		// The cycle may have booked what it did not record: book anew.
+		s.snap = nil
 		return st, err
 	}
 	s.metrics.backingOff.Set(float64(st.BackingOff))

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/dispatch"
@@ -110,12 +109,7 @@ func (pl *planner) Unreserve(w *cycle.Workload, _ []placement.Decision) {
 func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, gangs map[string]dispatch.GangSpec, st *CycleStats) error {
 	start := time.Now()
 	before := *st
-	// fresh collects the bookings this cycle adds, for its ledger (and is
-	// emptied every cycle, so what the snapshot's updates record does not
-	// pile up).
-	clear(snap.fresh)
-	snap.fresh = snap.fresh[:0]
-	usage := s.usage(snap)
+	usage := snap.books.Usage()
 	cw := &cycleWork{s: s, ctx: ctx, snap: snap, pods: make(map[string]*corev1.Pod, len(pending)), work: map[string]podWork{}, plans: map[string]plan{}, gangs: gangs}
 	for _, p := range pending {
 		cw.pods[p.Namespace+"/"+p.Name] = p
@@ -131,26 +125,22 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	}
 	st.BackingOff = rd.BackingOff
 	s.nextRetry, s.lastOrder = rd.Next, rd.Order
-	pods := &bookedPods{snap: snap}
 	notes := map[string]string{}
 	for _, e := range rd.Evictions {
-		notes[e.For] = s.evict(ctx, snap, cw.pods[e.For], e, pods)
+		notes[e.For] = s.evict(ctx, snap, cw.pods[e.For], e)
 	}
 	for _, b := range rd.Binds {
-		p := cw.pods[b.ID]
-		st.count(s.commit(ctx, snap, p, cw.plans[b.ID]))
+		// The cycle booked it as decided; the pod's own hold replaces that
+		// in commit.
+		snap.books.Assume(b.ID, cycle.Running{Parts: b.Workload.Parts, Decisions: b.Decisions})
+		st.count(s.commit(ctx, snap, cw.pods[b.ID], cw.plans[b.ID]))
 	}
 	for _, w := range rd.Waits {
 		s.applyWait(ctx, cw, w, notes[w.ID], st)
 	}
 	s.metrics.observeCycle(before, *st, start, rd.Tried)
-	// The queues' usage after the cycle: before it, and what it booked
-	// (nothing is released during a cycle).
-	ledger := tree.NewLedger(snap.capacity, usage)
-	for _, b := range snap.fresh {
-		ledger.Charge(s.queueOf(b.pod), bookedResources(b))
-	}
-	s.metrics.observeQueues(tree, ledger)
+	s.metrics.observeQueues(tree, s.ledger(tree, snap)) // with what it booked
+
 	return ctx.Err()
 }
 
@@ -200,147 +190,31 @@ func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wai
 	s.events.reject(ctx, p, reason, msg)
 }
 
-// running is every pod booked on snap as a cycle.Running (the candidates
-// of preemption are this scheduler's exactly booked, live pods; the others
-// are Stopping: they count, but are never victims), and gangs gains the
-// minimum of every running member's gang. Each booking's is worked out
-// once per pod object (runOf).
+// running is every pod booked on snap as a cycle.Running (package
+// booked: the candidates of preemption are this scheduler's exactly
+// booked, live pods; the others are Stopping), and gangs gains the
+// minimum of every running member's gang.
 func (s *Scheduler) running(snap *snapshot, gangs map[string]dispatch.GangSpec) []cycle.Running {
-	n := 0
-	for _, bs := range snap.onNode {
-		n += len(bs)
-	}
-	out := make([]cycle.Running, 0, n)
-	var own map[types.UID][]*claimHold // claims only one pod holds, by pod
-	for i := range snap.claimHolds {
-		if h := &snap.claimHolds[i]; len(h.pods) == 1 && h.exact && len(h.parts) > 0 {
-			if own == nil {
-				own = map[types.UID][]*claimHold{}
-			}
-			own[h.pods[0]] = append(own[h.pods[0]], h)
-		}
-	}
-	for ni := range snap.onNode {
-		for k := range snap.onNode[ni] {
-			r := s.runOf(&snap.onNode[ni][k])
-			if _, known := gangs[r.run.Gang]; r.run.Gang != "" && !known {
-				if n, err := s.minMember(r.pod); err == nil {
-					gangs[r.run.Gang] = dispatch.GangSpec{Min: n}
-				}
-			}
-			run := r.run
-			if hs := own[r.pod.UID]; len(hs) > 0 {
-				// The pod's claims go with it: a copy, the booking's run
-				// is kept as it is.
-				run.Parts, run.Decisions = slices.Clone(run.Parts), slices.Clone(run.Decisions)
-				for _, h := range hs {
-					run.Parts, run.Decisions = append(run.Parts, h.parts...), append(run.Decisions, h.decisions...)
-				}
-			}
-			out = append(out, run)
-		}
-	}
-	return out
-}
-
-// bookedRun is what a cycle reads of a booking: the pod as a running
-// workload, its queue and what it takes from it. A booking keeps it
-// (booking.run) for as long as it books the same pod object: an update of
-// the pod gives the booking a new object, and so a new bookedRun.
-type bookedRun struct {
-	pod   *corev1.Pod // the object it was read from
-	exact bool
-	run   cycle.Running
-	use   queueing.Resources
-	// volatile: the queue was read from a Volcano PodGroup, or the gang
-	// from a Job, which may change without the pod: read again each time.
-	volatile bool
-}
-
-// runOf returns b's bookedRun, working it out when b has none for its pod.
-func (s *Scheduler) runOf(b *booking) *bookedRun {
-	if r := b.run; r != nil && r.pod == b.pod && r.exact == b.exact {
-		if r.volatile {
-			r.run.Queue, r.run.Gang = s.queueOf(b.pod), s.groupKey(b.pod)
-		}
-		return r
-	}
-	p := b.pod
-	r := &bookedRun{pod: p, exact: b.exact, use: bookedResources(*b), volatile: queueFromGroup(p) || gangFromJob(p),
-		run: cycle.Running{
-			ID: p.Namespace + "/" + p.Name, Queue: s.queueOf(p), Priority: priority(p), Gang: s.groupKey(p),
-			Stopping: !b.exact || p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil,
-		}}
-	if p.Status.StartTime != nil {
-		r.run.Started = p.Status.StartTime.Time
-	}
-	r.run.Parts = make([]placement.Pod, len(b.parts))
-	r.run.Decisions = make([]placement.Decision, len(b.parts))
-	for i, part := range b.parts {
-		r.run.Parts[i], r.run.Decisions[i] = part.pod, part.dec
-	}
-	b.run = r
-	return r
-}
-
-// bookedPods finds a booked pod by its workload ID (namespace/name); the
-// index is made on first use (only preemption needs it).
-type bookedPods struct {
-	snap *snapshot
-	byID map[string]*corev1.Pod
-}
-
-func (bp *bookedPods) get(id string) (*corev1.Pod, bool) {
-	if bp.byID == nil {
-		bp.byID = map[string]*corev1.Pod{}
-		for _, bs := range bp.snap.onNode {
-			for _, b := range bs {
-				bp.byID[b.pod.Namespace+"/"+b.pod.Name] = b.pod
+	run := snap.books.Running()
+	for _, r := range run {
+		if _, known := gangs[r.Gang]; r.Gang != "" && !known {
+			if n, err := s.minMember(snap.pods[r.ID]); err == nil {
+				gangs[r.Gang] = dispatch.GangSpec{Min: n}
 			}
 		}
 	}
-	p, ok := bp.byID[id]
-	return p, ok
-}
-
-// usage is what the pods booked on snap take from their queues, with
-// the allocated DRA claims they hold (each once: claimHold).
-func (s *Scheduler) usage(snap *snapshot) map[string]queueing.Resources {
-	own := map[string]queueing.Resources{}
-	var queueOf map[types.UID]string
-	if len(snap.claimHolds) > 0 {
-		queueOf = map[types.UID]string{}
-	}
-	for ni := range snap.onNode {
-		for k := range snap.onNode[ni] {
-			b := &snap.onNode[ni][k]
-			r := s.runOf(b)
-			own[r.run.Queue] = own[r.run.Queue].Add(r.use)
-			if queueOf != nil {
-				queueOf[b.pod.UID] = r.run.Queue
-			}
-		}
-	}
-	for _, h := range snap.claimHolds {
-		for _, uid := range h.pods {
-			if q, ok := queueOf[uid]; ok {
-				own[q] = own[q].Add(h.use)
-				break
-			}
-		}
-	}
-	return own
+	return run
 }
 
 // evict stops the victims the core chose for pod (on node e.Node): each
 // gets an event saying why and is deleted (with its UID as a
 // precondition); the core has the pod wait for them before it names
 // others. It returns the note to leave on the pod.
-func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, e dispatch.Eviction, pods *bookedPods) string {
+func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, e dispatch.Eviction) string {
 	node := snap.nodes[e.Node].Name
 	prio := priority(pod)
 	for _, v := range e.Victims {
-		vp, ok := pods.get(v.ID)
+		vp, ok := snap.pods[v.ID]
 		if !ok {
 			continue
 		}

@@ -1,252 +1,169 @@
 package scheduler
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/resource"
 
 	"github.com/tessera-gpu/tessera/binding"
-	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
-	"github.com/tessera-gpu/tessera/request"
 )
 
-// snapshot is one cycle's view: the engine's cluster plus what maps engine
-// positions back to Kubernetes nodes and GPU UUIDs.
+// snapshot is the cluster as this scheduler books it (package booked:
+// nodes by name, what each pod and claim holds), kept from one cycle to
+// the next and brought up to date with what changed (sync), so that a
+// cycle's cost follows the changes; and what maps its node positions back
+// to Kubernetes nodes. Only the scheduling loop changes it (View reads it
+// under snapMu).
 type snapshot struct {
-	cluster *placement.Cluster
-	nodes   []*corev1.Node   // same order as cluster.Nodes
-	inv     []inventory.Node // same order
-	byName  map[string]int   // node name -> index
-	uuidPos []map[string]int // per node: GPU UUID -> position in Node.GPUs
-	onNode  [][]booking      // per node: the pods booked there
-	// sharing is per node how its agent shares its GPUs, read once per
-	// snapshot, and sharings its distinct values: a pod every one of them
-	// admits needs no per-node sharing check. Why no pod may go to a node
-	// at all (usable: not Ready, unschedulable) is the engine node's
-	// Closed, so that the policies' class index leaves such nodes out
-	// without a per-pod view.
+	books   *booked.Cluster
+	cluster *placement.Cluster // books.Cluster()
+	// nodes are the laid-out nodes' objects by position, and layout the
+	// books' layout they follow.
+	nodes  []*corev1.Node
+	layout uint64
+	// objs are every node object known, by name (laid out or left out:
+	// their inventory could not be read), and versions the versions of
+	// the inventories read (zero: unknown, read again each time).
+	objs     map[string]*corev1.Node
+	versions map[string]inventoryVersion
+	// sharing is per node how its agent shares its GPUs, and sharings its
+	// distinct values: a pod every one of them admits needs no per-node
+	// sharing check. Why no pod may go to a node at all (not Ready,
+	// unschedulable) is the engine node's Closed, so that the policies'
+	// class index leaves such nodes out without a per-pod view.
 	sharing  []placement.NodeSharing
 	sharings []placement.NodeSharing
 	// tainted counts the nodes with a NoSchedule or NoExecute taint: while
 	// none has, only a pod with node affinity needs a per-node check.
 	tainted int
-	// claims counts the allocated DRA claims booked (claims.go), and
-	// claimHolds are what each takes, for the queue of the pod that holds
-	// it (usage).
-	claims     int
-	claimHolds []claimHold
-	// fresh are the bookings recorded since a cycle last emptied it (the
-	// cycle's own, for its queues' ledger).
-	fresh []booking
-	// capacity is what the nodes hold in all (cycle.Capacity), for queue
-	// shares: a snapshot's capacities never change (a node that reports
-	// others makes a new snapshot).
+	// pods are the pods booked (bound, or assumed by this scheduler) by
+	// workload ID, and volatile those whose queue or gang is read from
+	// another object (a Volcano PodGroup, a Job), read again each cycle.
+	pods     map[string]*corev1.Pod
+	volatile map[string]bool
+	// claims are the allocated claims booked (claims.go).
+	claims claimSet
+	// capacity is what the nodes hold in all, for queue shares.
 	capacity queueing.Resources
 }
 
-// booking is a pod's share of a node as booked on the snapshot.
-type booking struct {
-	pod   *corev1.Pod
-	parts []placed
-	// exact is false when the booking had to saturate (it no longer fit),
-	// so it cannot be released exactly; such a pod is never a victim.
-	exact bool
-	// shares is what its assignment grants (GPU compute and memory),
-	// read once when it is booked (queue usage counts it every cycle).
-	shares queueing.Resources
-	// run is what a cycle reads of it, worked out on first use (runOf).
-	run *bookedRun
+func newSnapshot() *snapshot {
+	b := booked.New()
+	return &snapshot{books: b, cluster: b.Cluster(), objs: map[string]*corev1.Node{}, versions: map[string]inventoryVersion{},
+		pods: map[string]*corev1.Pod{}, volatile: map[string]bool{}, claims: claimSet{}}
 }
 
-// buildSnapshot makes a snapshot from nodes and the pods already on them
-// (bound, or assumed by this scheduler). Nodes whose inventory cannot be
-// read are left out and logged; nothing panics on a bad node.
-func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
-	sorted := append([]*corev1.Node(nil), nodes...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	s := &snapshot{byName: map[string]int{}}
-	for _, n := range sorted {
+// inv is node i's inventory.
+func (snap *snapshot) inv(i int) *inventory.Node { return snap.books.Inventory(i) }
+
+// setNode takes in the node named name as it is now (nil: gone). Its
+// inventory is read again only when the source says it changed; one that
+// cannot be read leaves the node out, logged.
+func (snap *snapshot) setNode(log *slog.Logger, src InventorySource, name string, n *corev1.Node) {
+	if n == nil {
+		snap.books.RemoveNode(name)
+		delete(snap.objs, name)
+		delete(snap.versions, name)
+		return
+	}
+	old, known := snap.objs[name]
+	snap.objs[name] = n
+	v, ok := snap.versions[name]
+	read := !known || !ok || v == (inventoryVersion{}) || v != inventoryVersionOf(src, n)
+	if read {
 		in, err := src.Node(n)
+		if err == nil {
+			in.Name = n.Name
+			err = snap.books.SetNode(in, usable(n))
+		}
 		if err != nil {
-			log.Warn("node left out of scheduling", "node", n.Name, "err", err)
-			continue
-		}
-		s.byName[n.Name] = len(s.nodes)
-		s.nodes = append(s.nodes, n)
-		s.inv = append(s.inv, in)
-	}
-	cl, err := placement.FromInventory(s.inv)
-	if err != nil {
-		// Inventories come from InventorySource and are valid by construction;
-		// if not, schedule nothing rather than on a wrong view.
-		log.Error("invalid node inventory; scheduling paused", "err", err)
-		cl = &placement.Cluster{}
-		s.nodes, s.inv, s.byName = nil, nil, map[string]int{}
-	}
-	s.cluster, s.capacity = cl, cycle.Capacity(cl)
-	s.onNode = make([][]booking, len(s.inv))
-	s.uuidPos = make([]map[string]int, len(s.inv))
-	s.sharing = make([]placement.NodeSharing, len(s.inv))
-	for i := range s.inv {
-		s.sharing[i] = placement.SharingOf(&s.inv[i])
-		if !slices.Contains(s.sharings, s.sharing[i]) {
-			s.sharings = append(s.sharings, s.sharing[i])
-		}
-		cl.Nodes[i].Closed = usable(s.nodes[i])
-		s.tainted += tainted(s.nodes[i])
-		m := map[string]int{}
-		for pos, g := range cl.Nodes[i].GPUs {
-			if in, ok := findGPU(&s.inv[i], g.Index); ok {
-				m[in.UUID] = pos
+			if ok || !known { // say it once, not every cycle
+				log.Warn("node left out of scheduling", "node", n.Name, "err", err)
 			}
-		}
-		s.uuidPos[i] = m
-	}
-	for _, p := range pods {
-		s.book(log, p)
-	}
-	return s
-}
-
-func findGPU(n *inventory.Node, index int) (inventory.GPU, bool) {
-	g, ok := n.GPUByIndex(index)
-	if !ok {
-		return inventory.GPU{}, false
-	}
-	return *g, true
-}
-
-// book takes a running or assumed pod's resources off its node. A pod whose
-// assignment no longer fits (inventory shrank, a GPU turned unhealthy) is
-// still booked, saturating at zero, so the snapshot never shows capacity
-// that is in use.
-func (s *snapshot) book(log *slog.Logger, p *corev1.Pod) {
-	ni, ok := s.byName[p.Spec.NodeName]
-	if !ok {
-		return
-	}
-	cpu, mem := podHostRequests(p)
-	host := placement.Pod{Name: p.Namespace + "/" + p.Name, CPUMilli: cpu, MemoryMiB: mem}
-	a, err := boundpods.Assignment(p)
-	if err != nil {
-		log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", host.Name, "err", err)
-	}
-	b := booking{pod: p, exact: true}
-	if a != nil {
-		b.shares = shareResources(*a)
-	}
-	defer func() { s.record(ni, b) }()
-	if a == nil || len(a.Containers) == 0 {
-		d := placement.Decision{Node: ni}
-		b.exact = s.apply(log, &host, d)
-		b.parts = append(b.parts, placed{pod: host, dec: d})
-		return
-	}
-	for i, c := range a.Containers {
-		pp := placement.Pod{Name: host.Name + "/" + c.Name, GPU: shareRequest(c.GPUs)}
-		if i == 0 {
-			pp.CPUMilli, pp.MemoryMiB = cpu, mem
-		}
-		d := placement.Decision{Node: ni}
-		for _, g := range c.GPUs {
-			uuid := g.UUID
-			if g.MIG != nil {
-				uuid = g.MIG.GPU
-			}
-			pos, ok := s.uuidPos[ni][uuid]
-			if !ok {
-				log.Warn("assignment names a GPU the node does not report", "pod", host.Name, "gpu", uuid)
-				continue
-			}
-			d.GPUs = append(d.GPUs, pos)
-			if g.MIG != nil {
-				// A MIG instance books as the MIG request it answered.
-				pp.GPU = request.GPU{ComputeMilli: request.Whole, ComputeLimitMilli: request.Whole, MIGProfile: g.MIGProfile}
-				d.MIG = append(d.MIG, s.migChoice(ni, pos, g))
-			}
-		}
-		pp.GPU.Count = len(d.GPUs)
-		if !s.apply(log, &pp, d) {
-			b.exact = false
-		}
-		b.parts = append(b.parts, placed{pod: pp, dec: d})
-	}
-}
-
-// migChoice is the engine choice that books a bound MIG share again: the
-// instance by its UUID, or, for one the node was asked to create, the
-// instance the node now reports at its start, else a creation at its start.
-//
-// The node publishes the instances its containers hold as in use: the
-// instance this pod holds is freed here, so that booking the pod takes it
-// again (instances no pod names stay in use: their slices stay taken).
-func (s *snapshot) migChoice(ni, pos int, g binding.Share) placement.MIGChoice {
-	m := s.cluster.Nodes[ni].GPUs[pos].MIG
-	own := func(uuid string) {
-		if m == nil {
+			snap.books.RemoveNode(name)
+			delete(snap.versions, name)
 			return
 		}
-		for k := range m.Instances {
-			if m.Instances[k].UUID == uuid {
-				m.Instances[k].InUse = false
+		snap.versions[name] = inventoryVersionOf(src, n)
+	}
+	snap.books.SetClosed(name, usable(n))
+	ni, laid := snap.books.Index(name)
+	if !laid || snap.layout != snap.books.Layout() {
+		return // settle lays out every node
+	}
+	if old != n {
+		snap.tainted += tainted(n) - tainted(snap.nodes[ni])
+		snap.nodes[ni] = n
+	}
+	if read {
+		snap.sharing[ni] = placement.SharingOf(snap.inv(ni))
+		snap.sharings = nil // worked out again in settle
+	}
+}
+
+// settle brings the per-position views up to date after nodes changed.
+func (snap *snapshot) settle() {
+	b := snap.books
+	snap.cluster, snap.capacity = b.Cluster(), b.Capacity()
+	if snap.layout != b.Layout() {
+		snap.layout = b.Layout()
+		snap.nodes, snap.sharing, snap.tainted = make([]*corev1.Node, b.Len()), make([]placement.NodeSharing, b.Len()), 0
+		for i := range snap.nodes {
+			snap.nodes[i] = snap.objs[b.Name(i)]
+			snap.sharing[i] = placement.SharingOf(snap.inv(i))
+			snap.tainted += tainted(snap.nodes[i])
+		}
+		snap.sharings = nil
+	}
+	if snap.sharings == nil {
+		for _, sh := range snap.sharing {
+			if !slices.Contains(snap.sharings, sh) {
+				snap.sharings = append(snap.sharings, sh)
 			}
 		}
 	}
-	if !g.MIG.Create {
-		own(g.UUID)
-		return placement.MIGChoice{Start: g.MIG.Start, UUID: g.UUID}
+}
+
+// holdOf is what a bound or assumed pod holds, as booked: its host
+// requests and the GPU shares its assignment grants (a malformed
+// assignment books none: error says why). Queue, gang and whether it may
+// be preempted are the scheduler's to add (Scheduler.holdOf).
+func holdOf(p *corev1.Pod) (booked.Hold, error) {
+	cpu, mem := podHostRequests(p)
+	h := booked.Hold{ID: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, CPUMilli: cpu, MemoryMiB: mem, Priority: priority(p)}
+	h.Key = holdKey(p)
+	if p.Status.StartTime != nil {
+		h.Started = p.Status.StartTime.Time
 	}
-	if m != nil {
-		for _, in := range m.Instances {
-			if in.Start == g.MIG.Start && strings.EqualFold(in.Profile, g.MIGProfile) {
-				own(in.UUID)
-				return placement.MIGChoice{Start: g.MIG.Start, UUID: in.UUID}
-			}
+	a, err := boundpods.Assignment(p)
+	if a != nil {
+		for _, c := range a.Containers {
+			h.Groups = append(h.Groups, c.GPUs)
 		}
 	}
-	return placement.MIGChoice{Start: g.MIG.Start, Create: true}
+	return h, err
 }
 
-// apply books with the engine's checked Apply and falls back to saturating
-// subtraction when the booking no longer fits; it reports whether the
-// booking was exact.
-func (s *snapshot) apply(log *slog.Logger, p *placement.Pod, d placement.Decision) bool {
-	err := s.cluster.Apply(p, d)
-	if err == nil {
-		return true
-	}
-	log.Warn("booking an existing pod over capacity", "pod", p.Name, "err", err)
-	n := &s.cluster.Nodes[d.Node]
-	n.FreeCPUMilli = max(0, n.FreeCPUMilli-p.CPUMilli)
-	n.FreeMemoryMiB = max(0, n.FreeMemoryMiB-p.MemoryMiB)
-	for _, gi := range d.GPUs {
-		g := &n.GPUs[gi]
-		g.FreeMilli = max(0, g.FreeMilli-p.GPU.ComputeMilli)
-		g.FreeMemoryMiB = max(0, g.FreeMemoryMiB-p.GPU.MemoryMiB)
-	}
-	// Changed by hand: the policies' class indexes must key it again
-	// (the snapshot lives on across cycles, snapshot_cache.go).
-	s.cluster.Changed(d.Node)
-	return false
+// holdKey is what a pod's hold is made of (holdOf reads no more of the
+// pod for what it books): a pod whose key is unchanged keeps its booking.
+func holdKey(p *corev1.Pod) string {
+	cpu, mem := podHostRequests(p)
+	return fmt.Sprintf("%s %d %d %s", p.Spec.NodeName, cpu, mem, p.Annotations[binding.AnnotationKey])
 }
 
-// shareRequest turns one container's granted shares back into a request
-// whose booking takes exactly those shares (compute and memory of the first
-// share; a container's shares are identical per GPU).
-func shareRequest(gpus []binding.Share) request.GPU {
-	if len(gpus) == 0 {
-		return request.GPU{}
-	}
-	g := gpus[0]
-	return request.GPU{Count: len(gpus), ComputeMilli: g.ComputeMilli, ComputeLimitMilli: g.ComputeLimitMilli, MemoryMiB: g.MemoryMiB, MemoryLimitMiB: g.MemoryLimitMiB}
+// releasePod forgets the booked pod id.
+func (snap *snapshot) releasePod(id string) {
+	delete(snap.pods, id)
+	delete(snap.volatile, id)
+	snap.books.Release(id)
 }
 
 // podHostRequests is the pod's CPU (milli) and memory (MiB) requests as the
@@ -262,8 +179,85 @@ func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
 	return cpuMilli, memMiB
 }
 
-// record adds a booking on node ni.
-func (s *snapshot) record(ni int, b booking) {
-	s.onNode[ni] = append(s.onNode[ni], b)
-	s.fresh = append(s.fresh, b)
+// inventoryVersionOf is the version of src's answer for n; zero when
+// unknown.
+func inventoryVersionOf(src InventorySource, n *corev1.Node) inventoryVersion {
+	if vs, ok := src.(versionedSource); ok {
+		if v, ok := vs.version(n); ok {
+			return v
+		}
+	}
+	return inventoryVersion{}
+}
+
+// syncNodes takes in the nodes that changed: those marked, or every node
+// listed with all, or when the inventory source has no versions
+// (its answer may change with no event to mark the node).
+//
+// get returns a marked node's object (false: it is gone).
+func (s *Scheduler) syncNodes(snap *snapshot, all bool, nodes []*corev1.Node, marked map[string]bool, get func(string) (*corev1.Node, bool)) {
+	if _, versioned := s.cfg.Inventory.(versionedSource); all || !versioned {
+		listed := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			listed[n.Name] = true
+			snap.setNode(s.cfg.Log, s.cfg.Inventory, n.Name, n)
+		}
+		for name := range snap.objs {
+			if !listed[name] {
+				snap.setNode(s.cfg.Log, s.cfg.Inventory, name, nil)
+			}
+		}
+	} else {
+		for name := range marked {
+			n, ok := get(name)
+			if !ok {
+				n = nil // gone
+			}
+			snap.setNode(s.cfg.Log, s.cfg.Inventory, name, n)
+		}
+	}
+	snap.settle()
+}
+
+// syncPods books the occupying pods that are new or changed and releases
+// those gone; pods whose queue or gang another object says are read again.
+func (s *Scheduler) syncPods(snap *snapshot, occupying []*corev1.Pod) {
+	seen := make(map[string]bool, len(occupying))
+	for _, p := range occupying {
+		id := p.Namespace + "/" + p.Name
+		seen[id] = true
+		if snap.pods[id] != p {
+			s.bookPod(snap, p)
+		}
+	}
+	for id := range snap.pods {
+		if !seen[id] {
+			snap.releasePod(id)
+		}
+	}
+	for id := range snap.volatile {
+		p := snap.pods[id]
+		snap.books.Relabel(id, s.queueOf(p), s.groupKey(p))
+	}
+}
+
+// bookPod books p, bound or assumed, with its queue and gang, as a
+// preemption candidate when it is this scheduler's and not being deleted.
+func (s *Scheduler) bookPod(snap *snapshot, p *corev1.Pod) {
+	id := p.Namespace + "/" + p.Name
+	h, err := holdOf(p)
+	h.Queue, h.Gang = s.queueOf(p), s.groupKey(p)
+	h.Stopping = p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil
+	if err != nil {
+		s.cfg.Log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", id, "err", err)
+	}
+	if queueFromGroup(p) || gangFromJob(p) {
+		snap.volatile[id] = true
+	} else {
+		delete(snap.volatile, id)
+	}
+	snap.pods[id] = p
+	if err := snap.books.Book(h); err != nil {
+		s.cfg.Log.Warn("booking a pod over what its node reports", "pod", id, "err", err)
+	}
 }

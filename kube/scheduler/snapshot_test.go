@@ -3,6 +3,7 @@ package scheduler
 import (
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,23 +58,27 @@ func TestBuildSnapshot(t *testing.T) {
 			return p
 		}(),
 	}
+	for _, p := range pods {
+		p.Spec.SchedulerName = DefaultName // exactly booked pods of ours are preemption candidates
+	}
 	s := buildSnapshot(log, inv, nodes, pods)
 	if len(s.nodes) != 2 || s.nodes[0].Name != "a" || s.nodes[1].Name != "b" {
-		t.Fatalf("nodes = %v", s.byName)
+		t.Fatalf("nodes = %v", s.nodes)
 	}
-	b := s.cluster.Nodes[s.byName["b"]]
+	b := s.cluster.Nodes[index(s, "b")]
 	if b.GPUs[0].FreeMilli != 1000 || b.GPUs[1].FreeMilli != 0 {
 		t.Errorf("node b GPUs free = %d, %d; want 1000, 0", b.GPUs[0].FreeMilli, b.GPUs[1].FreeMilli)
 	}
 	if b.FreeCPUMilli != 8000-4000 {
 		t.Errorf("node b CPU free = %d", b.FreeCPUMilli)
 	}
-	a := s.cluster.Nodes[s.byName["a"]]
+	a := s.cluster.Nodes[index(s, "a")]
 	if a.FreeCPUMilli != 8000-4000 || a.GPUs[0].FreeMilli != 1000 {
 		t.Errorf("node a: CPU free %d, GPU free %d", a.FreeCPUMilli, a.GPUs[0].FreeMilli)
 	}
-	if s.uuidPos[s.byName["b"]]["b/gpu1"] != 1 {
-		t.Errorf("uuid map = %v", s.uuidPos)
+	run := byID(s.books.Running())
+	if p1, p2 := run["ns/p1"], run["ns/p2"]; len(run) != 4 || len(p1.Decisions) != 1 || !slices.Equal(p1.Decisions[0].GPUs, []int{1}) || p1.Stopping || !p2.Stopping {
+		t.Errorf("running %+v, want p3 and p5 on a; p1 on b's GPU 1; p2 there saturating (no candidate)", run)
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // the types it holds). At the end of each cycle the cycle's own snapshot,
 // queue tree and pending queue are published as they are, behind an atomic
 // pointer, so publishing copies nothing. The snapshot lives on into the
-// next cycle (snapshot_cache.go), which changes it under the scheduler's
+// next cycle (snapshot.go), which changes it under the scheduler's
 // snapMu: View translates the view into plain values under that lock, so
 // a reader may wait for a cycle in progress to end, and then reads the
 // snapshot as the last cycle left it. Nothing here decides.
@@ -100,9 +100,13 @@ func (v *cycleView) fingerprint() uint64 {
 	for _, n := range v.snap.nodes {
 		put("n", n.Name, n.ResourceVersion)
 	}
-	for i, bs := range v.snap.onNode {
-		for _, b := range bs {
-			put("b", v.snap.nodes[i].Name, string(b.pod.UID), b.pod.ResourceVersion)
+	for i, n := range v.snap.nodes {
+		for _, id := range v.snap.books.OnNode(i) {
+			p, ok := v.snap.pods[id]
+			if !ok {
+				continue // assumed by the cycle, not committed
+			}
+			put("b", n.Name, string(p.UID), p.ResourceVersion)
 		}
 	}
 	for _, p := range v.pending {
@@ -147,10 +151,10 @@ func (s *Scheduler) viewOf(v *cycleView) clusterview.View {
 	for i, n := range snap.nodes {
 		cn := &snap.cluster.Nodes[i]
 		nv := clusterview.NodeView{
-			Name: n.Name, Source: snap.inv[i].Source, Ready: nodeReady(n), Unschedulable: n.Spec.Unschedulable,
+			Name: n.Name, Source: snap.inv(i).Source, Ready: nodeReady(n), Unschedulable: n.Spec.Unschedulable,
 			CPUMilli: cn.CPUMilli, FreeCPUMilli: cn.FreeCPUMilli, MemoryMiB: cn.MemoryMiB, FreeMemoryMiB: cn.FreeMemoryMiB,
 		}
-		for _, g := range snap.inv[i].GPUs {
+		for _, g := range snap.inv(i).GPUs {
 			gv := clusterview.GPUView{GPU: g}
 			for _, pg := range cn.GPUs {
 				if pg.Index == g.Index {
@@ -160,10 +164,14 @@ func (s *Scheduler) viewOf(v *cycleView) clusterview.View {
 			}
 			nv.GPUs = append(nv.GPUs, gv)
 		}
-		for _, b := range snap.onNode[i] {
-			pv := s.podView(b.pod, false)
+		for _, id := range snap.books.OnNode(i) {
+			p, ok := snap.pods[id]
+			if !ok {
+				continue
+			}
+			pv := s.podView(p, false)
 			pv.Node = n.Name
-			booked[b.pod.UID] = true
+			booked[p.UID] = true
 			running[pv.Queue]++
 			nv.Pods = append(nv.Pods, pv)
 		}

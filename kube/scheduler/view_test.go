@@ -74,7 +74,7 @@ func TestView(t *testing.T) {
 	// The cycle placed placed-now: it is booked on the node (assumed).
 	placed := placedNow.DeepCopy()
 	placed.Spec.NodeName = "n1"
-	snap.record(0, booking{pod: placed, exact: true})
+	s.bookPod(snap, placed)
 	tree, err := queueing.NewTree([]queueing.Queue{{Name: "research", Guaranteed: queueing.Resources{GPUMilli: 1000}}})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +142,6 @@ func TestView(t *testing.T) {
 	// The same objects again, listed in another order: no change; a pod
 	// that changed: a change.
 	changed = s.ViewChanged()
-	snap.onNode[0][0], snap.onNode[0][1] = snap.onNode[0][1], snap.onNode[0][0]
 	s.publishView(at.Add(time.Second), snap, tree, []*corev1.Pod{waits, placedNow, fresh}, map[string]int{"default": 3})
 	select {
 	case <-changed:

@@ -14,9 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -34,18 +37,40 @@ type cacheWorld struct {
 	marked map[string]bool
 }
 
-// changes are the nodes marked since the last call (every node, names
-// nil, one time in four: the cache must find the changes itself).
-func (w *cacheWorld) changes() nodeChanges {
-	ch := nodeChanges{names: w.marked, get: func(name string) (*corev1.Node, bool) {
+// sync brings s's snapshot up to date as a cycle does: the nodes marked
+// since the last call (every node one time in four), the pods listed.
+func (w *cacheWorld) sync(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
+	all := s.snap == nil || w.rng.IntN(4) == 0
+	if s.snap == nil {
+		s.snap = newSnapshot()
+	}
+	s.syncNodes(s.snap, all, nodes, w.marked, func(name string) (*corev1.Node, bool) {
 		n, ok := w.nodes[name]
 		return n, ok
-	}}
-	if w.rng.IntN(4) == 0 {
-		ch.names = nil
-	}
+	})
 	w.marked = map[string]bool{}
-	return ch
+	s.syncPods(s.snap, pods)
+	return s.snap
+}
+
+// buildSnapshot is the snapshot a scheduler builds from nodes and the
+// pods already on them (bound, or assumed) at its first cycle.
+func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
+	s, err := New(Config{Client: fake.NewClientset(), Log: log})
+	if err != nil {
+		panic(err)
+	}
+	return s.syncTo(src, nodes, pods, nil)
+}
+
+// rebuilt is the snapshot a scheduler that starts now builds.
+func rebuilt(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
+	fresh := &Scheduler{cfg: s.cfg}
+	return fresh.syncTo(s.cfg.Inventory, nodes, pods, nil)
+}
+
+func testScheduler(src InventorySource) *Scheduler {
+	return &Scheduler{cfg: Config{Catalog: catalogtest.Small(), Name: DefaultName, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Inventory: src}}
 }
 
 func (w *cacheWorld) nextRV() string { w.rv++; return strconv.Itoa(w.rv) }
@@ -205,9 +230,10 @@ func (w *cacheWorld) change(room *placement.Cluster, at map[string]int) string {
 	}
 }
 
-// placeLikeACycle books pods on snap as a cycle does (engine bookings
-// recorded after the snapshot's own) and returns them as assumed pods.
-func (w *cacheWorld) placeLikeACycle(t *testing.T, snap *snapshot, n int) []*corev1.Pod {
+// placeLikeACycle books pods on snap as a cycle and its commits do (the
+// cycle's placement assumed, then the pod's own hold) and returns them
+// as assumed pods.
+func (w *cacheWorld) placeLikeACycle(s *Scheduler, snap *snapshot, n int) []*corev1.Pod {
 	var out []*corev1.Pod
 	for range n {
 		ni := w.rng.IntN(len(snap.nodes))
@@ -224,23 +250,23 @@ func (w *cacheWorld) placeLikeACycle(t *testing.T, snap *snapshot, n int) []*cor
 		}
 		g := node.GPUs[pos]
 		p := w.pod(snap.nodes[ni].Name, g.Index, milli)
-		pp.Name = p.Namespace + "/" + p.Name + "/main"
-		a, _ := binding.Decode(p.Annotations[binding.AnnotationKey])
-		snap.record(ni, booking{pod: p, parts: []placed{{pod: pp, dec: d}}, exact: true, shares: shareResources(a)})
+		id := p.Namespace + "/" + p.Name
+		pp.Name = id + "/main"
+		snap.books.Assume(id, cycle.Running{Parts: []placement.Pod{pp}, Decisions: []placement.Decision{d}})
+		s.bookPod(snap, p)
 		out = append(out, p)
 	}
 	return out
 }
 
-// TestSnapshotCacheMatchesRebuild runs random sequences of node and pod
+// TestSnapshotSyncMatchesRebuild runs random sequences of node and pod
 // changes, and of cycles that place pods, and checks after each update
-// that the kept snapshot is the one buildSnapshot makes from the same
+// that the kept snapshot is the one a new scheduler makes from the same
 // nodes and pods: nodes, inventories, the engine's cluster, the bookings,
 // and the decisions of policies that keep their class index across
 // cycles (the cached snapshot's) and of policies that see a new cluster
 // each time (the rebuilt one) for a set of probe pods.
-func TestSnapshotCacheMatchesRebuild(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+func TestSnapshotSyncMatchesRebuild(t *testing.T) {
 	src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
 	probes := []placement.Pod{
 		{Name: "quarter", GPU: request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 1024, MemoryLimitMiB: 1024}, CPUMilli: 100},
@@ -265,7 +291,7 @@ func TestSnapshotCacheMatchesRebuild(t *testing.T) {
 				b, _ := placement.New(name, placement.Options{Seed: seed})
 				policies[name] = [2]placement.Policy{a, b}
 			}
-			var c snapshotCache
+			s := testScheduler(src)
 			var history []string
 			var last *snapshot // the cached snapshot after the last cycle
 			for step := range 300 {
@@ -276,14 +302,17 @@ func TestSnapshotCacheMatchesRebuild(t *testing.T) {
 				var room *placement.Cluster
 				var at map[string]int
 				if last != nil {
-					room, at = last.cluster.Clone(), last.byName
+					room, at = last.cluster.Clone(), map[string]int{}
+					for i, n := range last.nodes {
+						at[n.Name] = i
+					}
 				}
 				for range changes {
 					history = append(history, w.change(room, at))
 				}
 				nodes, pods := w.lists()
-				got := c.update(log, src, nodes, w.changes(), pods, nil)
-				want := buildSnapshot(log, src, nodes, pods)
+				got := w.sync(s, nodes, pods)
+				want := rebuilt(s, nodes, pods)
 				where := fmt.Sprintf("step %d (last changes %q)", step, history[max(0, len(history)-changes):])
 				compareSnapshots(t, where, got, want)
 				for name, pols := range policies {
@@ -300,20 +329,14 @@ func TestSnapshotCacheMatchesRebuild(t *testing.T) {
 				}
 				// The cycle places a few pods (assumed until the informer
 				// shows them bound) and at times fails part way.
-				for _, p := range w.placeLikeACycle(t, got, w.rng.IntN(3)) {
+				for _, p := range w.placeLikeACycle(s, got, w.rng.IntN(3)) {
 					w.pods[p.UID] = p
 				}
 				last = got
 				if w.rng.IntN(50) == 0 {
-					c.drop()
+					s.snap = nil // a cycle failed: built anew
 				}
 			}
-			// Most cycles must have taken the deltas, or the test tested
-			// only the rebuild.
-			if c.updates < 200 {
-				t.Errorf("%d of 300 updates applied deltas (%d rebuilds); want most", c.updates, c.rebuilds)
-			}
-			t.Logf("%d updates, %d rebuilds", c.updates, c.rebuilds)
 		})
 	}
 }
@@ -326,12 +349,20 @@ func compareSnapshots(t *testing.T, where string, got, want *snapshot) {
 		t.Errorf("%s: nodes differ: %d and %d", where, len(got.nodes), len(want.nodes))
 		return
 	}
+	invs := func(s *snapshot) []inventory.Node {
+		var out []inventory.Node
+		for i := range s.nodes {
+			out = append(out, *s.inv(i))
+		}
+		return out
+	}
 	for _, f := range []struct {
 		what      string
 		got, want any
 	}{
-		{"inventories", got.inv, want.inv}, {"node index", got.byName, want.byName}, {"GPU positions", got.uuidPos, want.uuidPos},
-		{"sharing", got.sharing, want.sharing}, {"sharing values", got.sharings, want.sharings}, {"tainted nodes", got.tainted, want.tainted}, {"capacity", got.capacity, want.capacity},
+		{"inventories", invs(got), invs(want)}, {"sharing", got.sharing, want.sharing}, {"sharing values", got.sharings, want.sharings},
+		{"tainted nodes", got.tainted, want.tainted}, {"capacity", got.capacity, want.capacity}, {"usage", got.books.Usage(), want.books.Usage()},
+		{"running", byID(got.books.Running()), byID(want.books.Running())},
 	} {
 		if !reflect.DeepEqual(f.got, f.want) {
 			t.Errorf("%s: %s differ:\n got %v\nwant %v", where, f.what, f.got, f.want)
@@ -341,24 +372,21 @@ func compareSnapshots(t *testing.T, where string, got, want *snapshot) {
 		if !reflect.DeepEqual(normalNode(got.cluster.Nodes[ni]), normalNode(want.cluster.Nodes[ni])) {
 			t.Errorf("%s: node %s differs:\n got %+v\nwant %+v", where, want.nodes[ni].Name, got.cluster.Nodes[ni], want.cluster.Nodes[ni])
 		}
-		type view struct {
-			pod    *corev1.Pod
-			parts  []placed
-			shares any
-			exact  bool
-		}
-		byUID := func(bs []booking) map[types.UID]view {
-			m := map[types.UID]view{}
-			for _, b := range bs {
-				m[b.pod.UID] = view{b.pod, b.parts, b.shares, b.exact}
-			}
-			return m
-		}
-		g, w := byUID(got.onNode[ni]), byUID(want.onNode[ni])
-		if len(got.onNode[ni]) != len(want.onNode[ni]) || !reflect.DeepEqual(g, w) {
-			t.Errorf("%s: bookings on %s differ:\n got %+v\nwant %+v", where, want.nodes[ni].Name, got.onNode[ni], want.onNode[ni])
+		g, w := slices.Sorted(slices.Values(got.books.OnNode(ni))), slices.Sorted(slices.Values(want.books.OnNode(ni)))
+		if !slices.Equal(g, w) {
+			t.Errorf("%s: bookings on %s differ:\n got %v\nwant %v", where, want.nodes[ni].Name, g, w)
 		}
 	}
+}
+
+// byID is running by workload ID (the order of booking differs between a
+// kept snapshot and a new one).
+func byID(run []cycle.Running) map[string]cycle.Running {
+	m := map[string]cycle.Running{}
+	for _, r := range run {
+		m[r.ID] = r
+	}
+	return m
 }
 
 // normalNode is n with no shapes as nil: a node whose last pod was
@@ -372,8 +400,8 @@ func normalNode(n placement.Node) placement.Node {
 }
 
 // BenchmarkSnapshot compares a cycle's snapshot built from scratch
-// (buildSnapshot, as every cycle did) with one brought up to date
-// (snapshotCache.update) at 5,000 nodes of 8 GPUs with 2,000 pods bound,
+// (as every cycle once did) with one brought up to date (syncNodes,
+// syncPods) at 5,000 nodes of 8 GPUs with 2,000 pods bound,
 // when between two cycles one pod is bound and one finishes and no node
 // changes.
 func BenchmarkSnapshot(b *testing.B) {
@@ -416,77 +444,60 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	})
 	b.Run("update", func(b *testing.B) {
-		var c snapshotCache
-		none := nodeChanges{names: map[string]bool{}, get: func(string) (*corev1.Node, bool) { return nil, false }}
-		c.update(log, src, nodes, none, step(), nil)
+		s := testScheduler(src)
+		s.syncTo(src, nodes, step(), nil)
 		for b.Loop() {
-			c.update(log, src, nodes, none, step(), nil)
-		}
-		if c.rebuilds != 1 {
-			b.Fatalf("%d rebuilds, want 1", c.rebuilds)
+			s.syncNodes(s.snap, false, nodes, nil, nil)
+			s.syncPods(s.snap, step())
 		}
 	})
 }
 
-// TestSnapshotCacheSaturated checks the deltas on an over-committed node:
-// a pod that no longer fits is booked saturating without a rebuild, but
-// no booking on such a node is released in place (the release would not
-// be exact): the snapshot is rebuilt, as it is when a cycle's own
-// booking had to saturate.
-func TestSnapshotCacheSaturated(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+// TestSnapshotSyncSaturated: on an over-committed node a pod that no
+// longer fits is booked saturating, and whatever changes there, the node
+// books as a new scheduler would book it.
+func TestSnapshotSyncSaturated(t *testing.T) {
 	src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
 	w := &cacheWorld{rng: rand.New(rand.NewPCG(1, 1))}
 	nodes := []*corev1.Node{w.node("a", 1), w.node("b", 1)}
 	p1, p2, p3, p4 := w.pod("a", 0, 600), w.pod("a", 0, 600), w.pod("a", 0, 600), w.pod("b", 0, 500)
-	gpuFree := func(s *snapshot, node string) int64 { return s.cluster.Nodes[s.byName[node]].GPUs[0].FreeMilli }
-	var c snapshotCache
-	for _, step := range []struct {
-		what     string
-		pods     []*corev1.Pod
-		rebuilds int
-		freeA    int64
-	}{
-		{"p2 over-commits a", []*corev1.Pod{p1, p2}, 1, 0},
-		{"nothing changed", []*corev1.Pod{p1, p2}, 1, 0},
-		{"a pod on the other node", []*corev1.Pod{p1, p2, p4}, 1, 0},
-		{"p1 gone from the over-committed node", []*corev1.Pod{p2, p4}, 2, 400},
-		{"p3 over-commits a again, booked in place", []*corev1.Pod{p2, p4, p3}, 2, 0},
-		{"p4 gone from the other node", []*corev1.Pod{p2, p3}, 2, 0},
-		{"p3 gone", []*corev1.Pod{p2}, 3, 400},
-	} {
-		got := c.update(log, src, nodes, nodeChanges{}, step.pods, nil)
-		compareSnapshots(t, step.what, got, buildSnapshot(log, src, nodes, step.pods))
-		if c.rebuilds != step.rebuilds || gpuFree(got, "a") != step.freeA {
-			t.Errorf("%s: %d rebuilds, a's GPU %d free; want %d and %d", step.what, c.rebuilds, gpuFree(got, "a"), step.rebuilds, step.freeA)
-		}
+	gpuFree := func(s *snapshot, node string) int64 {
+		ni, _ := s.books.Index(node)
+		return s.cluster.Nodes[ni].GPUs[0].FreeMilli
 	}
-	// A cycle's booking that had to saturate is not released in place.
-	got := c.update(log, src, nodes, nodeChanges{}, []*corev1.Pod{p2}, nil)
-	got.record(got.byName["b"], booking{pod: p4, exact: false})
-	before := c.rebuilds
-	got = c.update(log, src, nodes, nodeChanges{}, []*corev1.Pod{p2, p4}, nil)
-	compareSnapshots(t, "after an inexact cycle booking", got, buildSnapshot(log, src, nodes, []*corev1.Pod{p2, p4}))
-	if c.rebuilds != before+1 {
-		t.Errorf("an inexact cycle booking: %d rebuilds, want %d", c.rebuilds, before+1)
+	s := testScheduler(src)
+	for _, step := range []struct {
+		what  string
+		pods  []*corev1.Pod
+		freeA int64
+	}{
+		{"p2 over-commits a", []*corev1.Pod{p1, p2}, 0},
+		{"nothing changed", []*corev1.Pod{p1, p2}, 0},
+		{"a pod on the other node", []*corev1.Pod{p1, p2, p4}, 0},
+		{"p1 gone from the over-committed node", []*corev1.Pod{p2, p4}, 400},
+		{"p3 over-commits a again", []*corev1.Pod{p2, p4, p3}, 0},
+		{"p4 gone from the other node", []*corev1.Pod{p2, p3}, 0},
+		{"p3 gone", []*corev1.Pod{p2}, 400},
+	} {
+		got := s.syncTo(src, nodes, step.pods, nil)
+		compareSnapshots(t, step.what, got, rebuilt(s, nodes, step.pods))
+		if gpuFree(got, "a") != step.freeA {
+			t.Errorf("%s: a's GPU %d free; want %d", step.what, gpuFree(got, "a"), step.freeA)
+		}
 	}
 }
 
-// TestSnapshotCacheListedTwice checks that a pod listed twice (booked
-// twice, as buildSnapshot does) is never released in place: the next
-// update builds the snapshot again.
-func TestSnapshotCacheListedTwice(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+// TestSnapshotSyncListedTwice: a pod listed twice is booked once.
+func TestSnapshotSyncListedTwice(t *testing.T) {
 	src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
 	w := &cacheWorld{rng: rand.New(rand.NewPCG(1, 1))}
 	nodes := []*corev1.Node{w.node("a", 1)}
 	p := w.pod("a", 0, 300)
-	var c snapshotCache
+	s := testScheduler(src)
 	for i, pods := range [][]*corev1.Pod{{p, p}, {p}, {p, p}, {p}} {
-		got := c.update(log, src, nodes, nodeChanges{}, pods, nil)
-		compareSnapshots(t, fmt.Sprint("update ", i), got, buildSnapshot(log, src, nodes, pods))
-	}
-	if c.rebuilds != 4 {
-		t.Errorf("%d rebuilds, want 4 (every update follows or meets a pod listed twice)", c.rebuilds)
+		got := s.syncTo(src, nodes, pods, nil)
+		if free := got.cluster.Nodes[0].GPUs[0].FreeMilli; free != 700 {
+			t.Errorf("update %d: %d free, want 700 (p booked once)", i, free)
+		}
 	}
 }
