@@ -157,8 +157,10 @@ func (c *Cluster) Book(h Hold) error {
 	seq := c.seq
 	if old := c.holds[h.ID]; old != nil {
 		if !old.assumed && old.Key == h.Key && h.Key != "" && old.Node == h.Node {
-			old.Hold = h
-			c.changed()
+			if !sameRun(old.Hold, h) {
+				old.Hold = h
+				c.changed()
+			}
 			return nil
 		}
 		seq = old.seq
@@ -234,6 +236,13 @@ func (c *Cluster) Has(id string) (held, assumed bool) {
 }
 
 func (c *Cluster) changed() { c.running, c.usage = nil, nil }
+
+// sameRun reports whether two holds of one key run alike (what Running
+// and Usage read besides what is held).
+func sameRun(a, b Hold) bool {
+	return a.Queue == b.Queue && a.Priority == b.Priority && a.Gang == b.Gang && a.Started.Equal(b.Started) &&
+		a.Stopping == b.Stopping && slices.Equal(a.For, b.For) && (a.For == nil) == (b.For == nil)
+}
 
 // settle lays out the nodes when the node set changed.
 func (c *Cluster) settle() {

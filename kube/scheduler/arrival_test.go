@@ -1,14 +1,18 @@
 package scheduler
 
 import (
+	"io"
+	"log/slog"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 )
@@ -34,8 +38,13 @@ func TestEachPodArrivesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := &observing{Policy: spread}
-	s := &Scheduler{cfg: Config{Catalog: catalog.Default()}, policy: &observing{Policy: def},
-		podPolicies: map[string]placement.Policy{"spread": own}, arrived: map[types.UID]bool{}}
+	core, err := dispatch.New(dispatch.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Scheduler{cfg: Config{Catalog: catalog.Default()}, policy: &observing{Policy: def}, core: core, pending: map[string]*corev1.Pod{},
+		podPolicies: map[string]placement.Policy{"spread": own}, arrived: map[types.UID]bool{},
+		events: newEventSink(fake.NewClientset(), fake.NewClientset(), DefaultName, slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	gpu := corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}
 	pod := func(name string, ann map[string]string, ctrs ...corev1.Container) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Annotations: ann},
@@ -45,9 +54,8 @@ func TestEachPodArrivesOnce(t *testing.T) {
 	cpuOnly := pod("cpu", nil, corev1.Container{Name: "main"})
 	named := pod("named", map[string]string{workload.AnnotationPolicy: "spread"}, corev1.Container{Name: "main", Resources: gpu})
 	all := []*corev1.Pod{two, cpuOnly, named}
-	seen := map[types.UID]bool{"two": true, "cpu": true, "named": true}
 	for cycle := 0; cycle < 3; cycle++ {
-		s.observeArrivals(all, seen)
+		s.observeArrivals(all)
 	}
 	got := s.policy.(*observing).pods
 	want := []string{"default/two/a", "default/two/b", "default/cpu/", "default/named/main"}
@@ -62,9 +70,11 @@ func TestEachPodArrivesOnce(t *testing.T) {
 	if len(own.pods) != 1 || own.pods[0] != "default/named/main" {
 		t.Fatalf("the pod's own policy was told of %v, want [default/named/main]", own.pods)
 	}
-	// "two" leaves (not listed), then a pod of the same UID is pending again.
-	s.observeArrivals(nil, map[types.UID]bool{"cpu": true, "named": true})
-	s.observeArrivals([]*corev1.Pod{two}, seen)
+	// "two" goes, then a pod of the same UID is pending again.
+	s.pending["default/two"] = two
+	s.core.Add(s.itemOf(two))
+	s.podGone(newSnapshot(), "default/two")
+	s.observeArrivals([]*corev1.Pod{two})
 	if n := len(s.policy.(*observing).pods); n != len(want)+2 {
 		t.Fatalf("after it left and came back, the policy was told of %d arrivals, want %d", n, len(want)+2)
 	}

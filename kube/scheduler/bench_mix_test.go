@@ -166,7 +166,9 @@ type mixRow struct {
 // (TESSERA_BENCH_PROFILE_SECONDS from its start in burst runs, from the
 // warm-up's bind in steady ones), allocation and heap profiles (at the
 // last bind) there, through --profiling-addr;
-// TESSERA_BENCH_TABLE=file writes the markdown table (also logged).
+// TESSERA_BENCH_RUNNING=n creates n CPU-only pods bound before the rows
+// (createRunningPods). TESSERA_BENCH_TABLE=file writes the markdown table
+// (also logged).
 // TESSERA_BENCH_BASELINE_BIN=program adds a row before Tessera's for
 // another build of the tessera command (or of this test binary, e.g. one
 // built from an earlier commit), run the same way: a change's before and
@@ -212,6 +214,10 @@ func benchMix(b *testing.B) {
 	}
 	createBenchNodes(ctx, b, setup, nodes, "8")
 	b.Logf("%d nodes of 8 GPUs ready; load average %s", nodes, loadAvg())
+	if running := envInt(b, "TESSERA_BENCH_RUNNING", 0); running > 0 {
+		createRunningPods(ctx, b, setup, nodes, running)
+		b.Logf("%d pods running; load average %s", running, loadAvg())
+	}
 
 	var rows []mixRow
 	for _, lim := range limitNames {
@@ -583,6 +589,24 @@ func createBenchNodes(ctx context.Context, b *testing.B, c kubernetes.Interface,
 			Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
 		}
 		_, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// createRunningPods creates n pods already bound (by node name, CPU only,
+// round robin over the nodes) in namespace running, before any row: both
+// schedulers' informers and caches hold them, so a row measures whether a
+// scheduling cycle costs what changed or what runs.
+func createRunningPods(ctx context.Context, b *testing.B, c kubernetes.Interface, nodes, n int) {
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "running"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
+	parallel(b, n, func(i int) error {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("r-%06d", i), Namespace: "running"},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("gpu-%04d", i%nodes), Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
+				Resources: corev1.ResourceRequirements{Requests: req}}}}}
+		_, err := c.CoreV1().Pods("running").Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
 }

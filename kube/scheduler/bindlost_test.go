@@ -87,10 +87,10 @@ func TestFailedBindingThatApplied(t *testing.T) {
 
 			// The next cycle, before the informer shows a bound: a is still
 			// pending in the informer's view; the binding's report is taken in.
-			s.takeReports()
+			s.takeReports(snap)
 			var assumed []*corev1.Pod
 			gotNode := ""
-			if p, ok := s.assumed[a.UID]; ok {
+			if p, ok := s.assumed[a.Namespace+"/"+a.Name]; ok {
 				assumed = append(assumed, p)
 				gotNode = p.Spec.NodeName
 			}

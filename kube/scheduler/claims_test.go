@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
@@ -337,8 +338,11 @@ func (s *Scheduler) syncTo(src InventorySource, nodes []*corev1.Node, pods []*co
 	if s.snap == nil {
 		s.snap = newSnapshot()
 	}
-	s.syncNodes(s.snap, true, nodes, nil, nil)
-	s.syncPods(s.snap, pods)
+	if s.events == nil {
+		s.events = newEventSink(fake.NewClientset(), fake.NewClientset(), DefaultName, s.cfg.Log)
+	}
+	s.takeNodes(s.snap, nodes)
+	s.takeListed(s.snap, pods)
 	s.snap.syncClaims(s.cfg.Log, s.cfg.Catalog, claims)
 	return s.snap
 }

@@ -251,19 +251,10 @@ func (e *eventSink) bound(_ context.Context, pod *corev1.Pod, node string, a bin
 	e.recorder.Event(pod, corev1.EventTypeNormal, "Scheduled", msg)
 }
 
-// gc forgets what was reported on pods that are gone (seen: the pods that
-// exist).
-func (e *eventSink) gc(seen map[types.UID]bool) {
+// forget forgets what was reported on a pod that is gone.
+func (e *eventSink) forget(uid types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for uid := range e.last {
-		if !seen[uid] {
-			delete(e.last, uid)
-		}
-	}
-	for uid := range e.want {
-		if !seen[uid] {
-			delete(e.want, uid)
-		}
-	}
+	delete(e.last, uid)
+	delete(e.want, uid)
 }

@@ -113,7 +113,7 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		bound.Annotations[binding.AnnotationKey] = pl.encoded
 	}
 	s.bookPod(snap, bound)
-	s.assumed[pod.UID] = bound
+	s.assumed[pod.Namespace+"/"+pod.Name] = bound
 	id := pod.Namespace + "/" + pod.Name
 	job := func(ctx context.Context) {
 		defer s.poke()

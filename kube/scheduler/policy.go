@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
@@ -45,12 +44,7 @@ func (s *Scheduler) policyFor(pod *corev1.Pod) (placement.Policy, error) {
 // decide asks the engine to place them: the scheduler's policy and, when
 // the pod names another, that one too. Pods no longer listed (seen) are
 // forgotten.
-func (s *Scheduler) observeArrivals(pending []*corev1.Pod, seen map[types.UID]bool) {
-	for uid := range s.arrived {
-		if !seen[uid] {
-			delete(s.arrived, uid)
-		}
-	}
+func (s *Scheduler) observeArrivals(pending []*corev1.Pod) {
 	for _, pod := range pending {
 		if s.arrived[pod.UID] {
 			continue

@@ -99,8 +99,12 @@ func nodeMayHelp(old, cur *corev1.Node) bool {
 // fixed request: its count starts over).
 func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { s.poke() }, // a gang's new member ends its wait (the core's Add)
+		AddFunc: func(obj any) { // a gang's new member ends its wait (the core's Add)
+			s.changedPods.mark(obj)
+			s.poke()
+		},
 		UpdateFunc: func(o, n any) {
+			s.changedPods.mark(n)
 			old, okOld := o.(*corev1.Pod)
 			cur, okNew := n.(*corev1.Pod)
 			switch {
@@ -115,6 +119,7 @@ func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
+			s.changedPods.mark(obj)
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
-	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
@@ -61,9 +59,7 @@ type Scheduler struct {
 	nextRetry time.Time
 	// lastOrder is the pending pods' order the last cycle took (the view's).
 	lastOrder []string
-	// assumed are the pods bound by us, not yet seen bound by the
-	// informer, as the snapshot books them (scheduling loop only).
-	assumed map[types.UID]*corev1.Pod
+	assumed   map[string]*corev1.Pod
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
@@ -80,7 +76,14 @@ type Scheduler struct {
 	snapMu sync.Mutex
 	// changedNodes are the nodes whose object or GPUNode changed since the
 	// last cycle took them (informer events mark them).
-	changedNodes nodeMarks
+	changedNodes marks
+	// changedPods are the pods added, changed or deleted since the last
+	// cycle took them; pending are the pods waiting for this scheduler
+	// (pods.go), and assumed those of them it bound, not yet seen bound by
+	// the informer (booked meanwhile), by namespace/name. Scheduling loop
+	// only.
+	changedPods marks
+	pending     map[string]*corev1.Pod
 
 	views viewBoard // what the last cycle decided from (view.go)
 }
@@ -137,7 +140,7 @@ func New(cfg Config) (*Scheduler, error) {
 			return podgroups.VolcanoGroup{}, false, nil
 		},
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
-		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[types.UID]*corev1.Pod{},
+		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[string]*corev1.Pod{}, pending: map[string]*corev1.Pod{},
 		dra: draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}), arrived: map[types.UID]bool{},
 		metrics: newMetrics(cfg.Metrics), core: core,
 	}, nil
@@ -273,61 +276,30 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
 	cycleStart := time.Now()
 	defer func() { s.metrics.cycle.Observe(time.Since(cycleStart).Seconds()) }()
-	nodes, err := s.nodes.List(labels.Everything())
-	if err != nil {
-		return st, fmt.Errorf("list nodes: %w", err)
-	}
-	all, err := s.pods.List(labels.Everything())
-	if err != nil {
-		return st, fmt.Errorf("list pods: %w", err)
-	}
-	s.takeReports()
-	var occupying, pending []*corev1.Pod
-	seen := make(map[types.UID]bool, len(all))
-	live := make(map[string]bool)
-	for _, p := range all {
-		seen[p.UID] = true
-		switch {
-		case boundpods.Occupies(p):
-			occupying = append(occupying, p)
-			delete(s.assumed, p.UID)
-		case s.waitsForUs(p):
-			id := p.Namespace + "/" + p.Name
-			live[id] = true
-			if _, ok := s.assumed[p.UID]; !ok {
-				pending = append(pending, p)
-				s.core.Add(s.itemOf(p))
-			}
-		}
-	}
-	s.core.Retain(live)
-	for uid := range s.assumed {
-		if !seen[uid] {
-			delete(s.assumed, uid)
-		}
-	}
-	for _, p := range s.assumed {
-		occupying = append(occupying, p)
-	}
-	s.observeArrivals(pending, seen)
-	s.events.gc(seen)
-	claims, err := s.dra.Claims() // with this scheduler's assumptions laid over them
-	if err != nil {
-		return st, err
-	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	snap, fresh := s.snap, s.snap == nil
 	if fresh {
 		snap = newSnapshot()
 	}
-	s.syncNodes(snap, fresh, nodes, s.changedNodes.take(), func(name string) (*corev1.Node, bool) {
+	s.takeReports(snap)
+	claims, err := s.dra.Claims() // with this scheduler's assumptions laid over them
+	if err != nil {
+		return st, err
+	}
+	if err := s.syncNodes(snap, fresh, s.changedNodes.take(), func(name string) (*corev1.Node, bool) {
 		n, err := s.nodes.Get(name)
 		return n, err == nil
-	})
-	s.syncPods(snap, occupying)
+	}); err != nil {
+		return st, err
+	}
+	if err := s.takePods(snap, fresh); err != nil {
+		return st, err
+	}
 	snap.syncClaims(s.cfg.Log, s.cfg.Catalog, claims)
 	s.snap = snap
+	pending := s.waiting()
+	s.observeArrivals(pending)
 	s.metrics.pending.Set(float64(len(pending)))
 	gangs := s.gangSpecs(pending)
 	waiting := map[string]int{}
@@ -354,7 +326,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 
 // takeReports steps into the core and the assumed pods what informers and
 // binding workers reported since the last cycle.
-func (s *Scheduler) takeReports() {
+func (s *Scheduler) takeReports(snap *snapshot) {
 	for _, r := range s.inbox.takeClaims() {
 		if r.forget {
 			s.dra.Forget(r.pod, r.ws)
@@ -373,13 +345,15 @@ func (s *Scheduler) takeReports() {
 	for _, r := range binds {
 		switch {
 		case r.ok && r.bound != nil:
-			s.assumed[r.uid] = r.bound // bound after all, as read back
+			s.assumed[r.id] = r.bound // bound after all, as read back
+			s.bookPod(snap, r.bound)
 			s.core.Bound(r.id)
 		case r.ok:
 			s.core.Bound(r.id)
 		default:
 			retry := s.core.BindFailed(r.id, now)
-			delete(s.assumed, r.uid)
+			delete(s.assumed, r.id)
+			snap.releasePod(r.id)
 			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", r.id, "retryIn", retry.Sub(now).Round(time.Millisecond), "err", r.err)
 		}
 	}

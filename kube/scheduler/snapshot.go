@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-helpers/resource"
 
 	"github.com/tessera-gpu/tessera/binding"
@@ -191,54 +192,43 @@ func inventoryVersionOf(src InventorySource, n *corev1.Node) inventoryVersion {
 }
 
 // syncNodes takes in the nodes that changed: those marked, or every node
-// listed with all, or when the inventory source has no versions
-// (its answer may change with no event to mark the node).
+// with all, or when the inventory source has no versions (its answer may
+// change with no event to mark the node).
 //
 // get returns a marked node's object (false: it is gone).
-func (s *Scheduler) syncNodes(snap *snapshot, all bool, nodes []*corev1.Node, marked map[string]bool, get func(string) (*corev1.Node, bool)) {
+func (s *Scheduler) syncNodes(snap *snapshot, all bool, marked map[string]bool, get func(string) (*corev1.Node, bool)) error {
 	if _, versioned := s.cfg.Inventory.(versionedSource); all || !versioned {
-		listed := make(map[string]bool, len(nodes))
-		for _, n := range nodes {
-			listed[n.Name] = true
-			snap.setNode(s.cfg.Log, s.cfg.Inventory, n.Name, n)
+		nodes, err := s.nodes.List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("list nodes: %w", err)
 		}
-		for name := range snap.objs {
-			if !listed[name] {
-				snap.setNode(s.cfg.Log, s.cfg.Inventory, name, nil)
-			}
+		s.takeNodes(snap, nodes)
+		return nil
+	}
+	for name := range marked {
+		n, ok := get(name)
+		if !ok {
+			n = nil // gone
 		}
-	} else {
-		for name := range marked {
-			n, ok := get(name)
-			if !ok {
-				n = nil // gone
-			}
-			snap.setNode(s.cfg.Log, s.cfg.Inventory, name, n)
+		snap.setNode(s.cfg.Log, s.cfg.Inventory, name, n)
+	}
+	snap.settle()
+	return nil
+}
+
+// takeNodes takes in every node listed (and forgets those not listed).
+func (s *Scheduler) takeNodes(snap *snapshot, nodes []*corev1.Node) {
+	listed := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		listed[n.Name] = true
+		snap.setNode(s.cfg.Log, s.cfg.Inventory, n.Name, n)
+	}
+	for name := range snap.objs {
+		if !listed[name] {
+			snap.setNode(s.cfg.Log, s.cfg.Inventory, name, nil)
 		}
 	}
 	snap.settle()
-}
-
-// syncPods books the occupying pods that are new or changed and releases
-// those gone; pods whose queue or gang another object says are read again.
-func (s *Scheduler) syncPods(snap *snapshot, occupying []*corev1.Pod) {
-	seen := make(map[string]bool, len(occupying))
-	for _, p := range occupying {
-		id := p.Namespace + "/" + p.Name
-		seen[id] = true
-		if snap.pods[id] != p {
-			s.bookPod(snap, p)
-		}
-	}
-	for id := range snap.pods {
-		if !seen[id] {
-			snap.releasePod(id)
-		}
-	}
-	for id := range snap.volatile {
-		p := snap.pods[id]
-		snap.books.Relabel(id, s.queueOf(p), s.groupKey(p))
-	}
 }
 
 // bookPod books p, bound or assumed, with its queue and gang, as a

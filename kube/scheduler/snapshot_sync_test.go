@@ -44,12 +44,16 @@ func (w *cacheWorld) sync(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod
 	if s.snap == nil {
 		s.snap = newSnapshot()
 	}
-	s.syncNodes(s.snap, all, nodes, w.marked, func(name string) (*corev1.Node, bool) {
+	if all {
+		s.takeNodes(s.snap, nodes)
+	} else if err := s.syncNodes(s.snap, false, w.marked, func(name string) (*corev1.Node, bool) {
 		n, ok := w.nodes[name]
 		return n, ok
-	})
+	}); err != nil {
+		panic(err)
+	}
 	w.marked = map[string]bool{}
-	s.syncPods(s.snap, pods)
+	s.takeListed(s.snap, pods)
 	return s.snap
 }
 
@@ -70,7 +74,9 @@ func rebuilt(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
 }
 
 func testScheduler(src InventorySource) *Scheduler {
-	return &Scheduler{cfg: Config{Catalog: catalogtest.Small(), Name: DefaultName, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Inventory: src}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return &Scheduler{cfg: Config{Catalog: catalogtest.Small(), Name: DefaultName, Log: log, Inventory: src},
+		events: newEventSink(fake.NewClientset(), fake.NewClientset(), DefaultName, log)}
 }
 
 func (w *cacheWorld) nextRV() string { w.rv++; return strconv.Itoa(w.rv) }
@@ -447,8 +453,8 @@ func BenchmarkSnapshot(b *testing.B) {
 		s := testScheduler(src)
 		s.syncTo(src, nodes, step(), nil)
 		for b.Loop() {
-			s.syncNodes(s.snap, false, nodes, nil, nil)
-			s.syncPods(s.snap, step())
+			_ = s.syncNodes(s.snap, false, nil, nil)
+			s.takeListed(s.snap, step())
 		}
 	})
 }

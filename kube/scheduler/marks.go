@@ -6,17 +6,18 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// nodeMarks collects the names of the nodes that changed, for the next
-// update (informer event handlers mark them). Its zero value is ready;
-// safe for concurrent use.
-type nodeMarks struct {
+// marks collects the keys of the objects that changed (nodes by name,
+// pods by namespace/name) for the next cycle: informer event handlers
+// mark them, so that a cycle looks at what changed, not at every object.
+// Its zero value is ready; safe for concurrent use.
+type marks struct {
 	mu    sync.Mutex
 	names map[string]bool
 }
 
-// mark records that the node named by obj (a Node, a GPUNode, or a
-// deleted one's tombstone) changed.
-func (m *nodeMarks) mark(obj any) {
+// mark records that the object obj (or a deleted one's tombstone)
+// names changed (a GPUNode names its node).
+func (m *marks) mark(obj any) {
 	name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return
@@ -30,7 +31,7 @@ func (m *nodeMarks) mark(obj any) {
 }
 
 // take returns the names marked since the last take (never nil).
-func (m *nodeMarks) take() map[string]bool {
+func (m *marks) take() map[string]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	names := m.names
