@@ -59,10 +59,20 @@ type Cluster struct {
 	// layout counts the layouts (node positions change only then).
 	layout   uint64
 	capacity queueing.Resources
-	// derived: Running and Usage as last worked out, nil when a change
-	// made them stale.
-	running []cycle.Running
-	usage   map[string]queueing.Resources
+	// own is what the booked workloads take from their queues, kept as
+	// they are booked and released; shared are the booked holds of no
+	// workload of their own (charged in Usage).
+	own    map[string]queueing.Resources
+	shared map[*held]bool
+	// running are the booked workloads as Running reports them, kept up
+	// to date with the holds touched since (runHeld: whose entry each is;
+	// runStale: built anew at the next read).
+	running  []cycle.Running
+	runHeld  []*held
+	touched  map[*held]bool
+	runStale bool
+	// usage is Usage as last worked out, nil when a change made it stale.
+	usage map[string]queueing.Resources
 }
 
 type node struct {
@@ -83,11 +93,13 @@ type held struct {
 	exact   bool
 	assumed bool // booked by a cycle (Assume), as decided
 	use     queueing.Resources
+	ri      int // its entry in running, -1 when it has none
 }
 
 // New returns an empty cluster.
 func New() *Cluster {
-	return &Cluster{byName: map[string]int{}, cluster: &placement.Cluster{}, holds: map[string]*held{}}
+	return &Cluster{byName: map[string]int{}, cluster: &placement.Cluster{}, holds: map[string]*held{},
+		own: map[string]queueing.Resources{}, shared: map[*held]bool{}, touched: map[*held]bool{}}
 }
 
 // SetNode sets a node's inventory and why it takes no new work ("": it
@@ -158,8 +170,7 @@ func (c *Cluster) Book(h Hold) error {
 	if old := c.holds[h.ID]; old != nil {
 		if !old.assumed && old.Key == h.Key && h.Key != "" && old.Node == h.Node {
 			if !sameRun(old.Hold, h) {
-				old.Hold = h
-				c.changed()
+				c.recharge(old, func() { old.Hold = h })
 			}
 			return nil
 		}
@@ -168,7 +179,7 @@ func (c *Cluster) Book(h Hold) error {
 	} else {
 		c.seq++
 	}
-	nh := &held{Hold: h, seq: seq, ni: -1, exact: true}
+	nh := &held{Hold: h, seq: seq, ni: -1, exact: true, ri: -1}
 	nh.use = useOf(h)
 	c.holds[h.ID] = nh
 	c.changed()
@@ -192,7 +203,7 @@ func (c *Cluster) Assume(id string, r cycle.Running) {
 	}
 	ni := r.Decisions[0].Node
 	h := &held{Hold: Hold{ID: id, Node: c.nodes[ni].name, Queue: r.Queue, Priority: r.Priority, Gang: r.Gang, Started: r.Started},
-		seq: c.seq, ni: ni, parts: r.Parts, decs: r.Decisions, exact: true, assumed: true}
+		seq: c.seq, ni: ni, parts: r.Parts, decs: r.Decisions, exact: true, assumed: true, ri: -1}
 	c.seq++
 	for i, p := range r.Parts {
 		h.use.CPUMilli += p.CPUMilli
@@ -205,6 +216,8 @@ func (c *Cluster) Assume(id string, r cycle.Running) {
 	c.holds[id] = h
 	n := &c.nodes[ni]
 	n.holds = append(n.holds, h)
+	c.charge(h, 1)
+	c.touch(h)
 	c.changed()
 }
 
@@ -223,8 +236,7 @@ func (c *Cluster) Release(id string) {
 // anew), keeping what it holds.
 func (c *Cluster) Relabel(id, queue, gang string) {
 	if h := c.holds[id]; h != nil && (h.Queue != queue || h.Gang != gang) {
-		h.Queue, h.Gang = queue, gang
-		c.changed()
+		c.recharge(h, func() { h.Queue, h.Gang = queue, gang })
 	}
 }
 
@@ -235,7 +247,23 @@ func (c *Cluster) Has(id string) (held, assumed bool) {
 	return h != nil, h != nil && h.assumed
 }
 
-func (c *Cluster) changed() { c.running, c.usage = nil, nil }
+func (c *Cluster) changed() { c.usage = nil }
+
+// touch notes that h's entry in Running may have changed.
+func (c *Cluster) touch(h *held) { c.touched[h] = true }
+
+// recharge changes how a hold runs (edit), charging its queue anew.
+func (c *Cluster) recharge(h *held, edit func()) {
+	if h.ni >= 0 {
+		c.charge(h, -1)
+	}
+	edit()
+	if h.ni >= 0 {
+		c.charge(h, 1)
+	}
+	c.touch(h)
+	c.changed()
+}
 
 // sameRun reports whether two holds of one key run alike (what Running
 // and Usage read besides what is held).
@@ -314,6 +342,8 @@ func (c *Cluster) lay() {
 	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].seq < hs[j].seq })
 	c.stale = false
+	c.own, c.shared = map[string]queueing.Resources{}, map[*held]bool{}
+	c.runStale = true
 	for _, h := range hs {
 		h.ni = -1
 		if h.assumed {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tessera-gpu/tessera/binding"
@@ -52,7 +53,10 @@ func same(t *testing.T, step string, a, b *Cluster) {
 	if na, nb := normal(a.Cluster().Nodes), normal(b.Cluster().Nodes); !reflect.DeepEqual(na, nb) {
 		t.Fatalf("%s: nodes differ:\n got  %+v\n want %+v", step, na, nb)
 	}
-	if ra, rb := a.Running(), b.Running(); !reflect.DeepEqual(ra, rb) {
+	sorted := func(r []cycle.Running) []cycle.Running {
+		return slices.SortedFunc(slices.Values(r), func(x, y cycle.Running) int { return strings.Compare(x.ID, y.ID) })
+	}
+	if ra, rb := sorted(a.Running()), sorted(b.Running()); !reflect.DeepEqual(ra, rb) {
 		t.Fatalf("%s: running differs:\n got  %+v\n want %+v", step, ra, rb)
 	}
 	if ua, ub := a.Usage(), b.Usage(); !reflect.DeepEqual(ua, ub) {

@@ -55,6 +55,8 @@ func useOf(h Hold) queueing.Resources {
 func (c *Cluster) place(ni int, h *held) error {
 	n := &c.nodes[ni]
 	h.ni = ni
+	c.charge(h, 1)
+	c.touch(h)
 	at, _ := slices.BinarySearchFunc(n.holds, h.seq, func(a *held, seq uint64) int { return cmp.Compare(a.seq, seq) })
 	n.holds = slices.Insert(n.holds, at, h)
 	if n.inexact == 0 {
@@ -78,6 +80,8 @@ func (c *Cluster) unbook(h *held) {
 	ni := h.ni
 	n := &c.nodes[ni]
 	n.holds = slices.DeleteFunc(n.holds, func(o *held) bool { return o == h })
+	c.charge(h, -1)
+	c.touch(h)
 	h.ni = -1
 	if n.inexact > 0 || !c.release(h) {
 		c.rebook(ni)
@@ -104,6 +108,7 @@ func (c *Cluster) rebook(ni int) {
 	n.uuidPos = uuidPositions(&c.cluster.Nodes[ni], &n.inv)
 	n.inexact = 0
 	for _, h := range n.holds {
+		c.touch(h)
 		if h.assumed {
 			// As decided on this node: book the same parts again.
 			h.exact = true

@@ -1,78 +1,132 @@
 package booked
 
 import (
+	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
-// Running is every workload booked on a node as a cycle.Running, node by
-// node in booking order (preemption's candidates: an inexact booking
-// cannot be released exactly, so it is Stopping and never a victim). A
-// hold of no workload of its own that only one booked workload holds runs
-// with it: stopping the workload frees it. Worked out again only after a
-// change; the caller must not change what it returns.
+// Running is every workload booked on a node as a cycle.Running
+// (preemption's candidates: an inexact booking cannot be released
+// exactly, so it is Stopping and never a victim). A hold of no workload of
+// its own that only one booked workload holds runs with it: stopping the
+// workload frees it. The entries are kept from one read to the next and
+// brought up to date with the holds touched since, so a read costs what
+// changed; their order follows the events (a workload gone leaves its
+// place to the last one). The caller must not change what it returns; it
+// holds until the next event.
 func (c *Cluster) Running() []cycle.Running {
 	c.settle()
-	if c.running != nil {
+	if c.runStale {
+		for _, h := range c.runHeld {
+			h.ri = -1
+		}
+		c.running, c.runHeld, c.runStale = c.running[:0], c.runHeld[:0], false
+		for ni := range c.nodes {
+			for _, h := range c.nodes[ni].holds {
+				c.touched[h] = true
+			}
+		}
+	}
+	// In booking order, so that the entries' order follows the events
+	// alone.
+	touched := slices.SortedFunc(maps.Keys(c.touched), bySeq)
+	clear(c.touched)
+	for _, h := range touched {
+		in := h.ni >= 0 && h.For == nil && c.holds[h.ID] == h
+		switch {
+		case in && h.ri >= 0:
+			c.running[h.ri] = runningOf(h)
+		case in:
+			h.ri = len(c.running)
+			c.running, c.runHeld = append(c.running, runningOf(h)), append(c.runHeld, h)
+		case h.ri >= 0:
+			last := len(c.running) - 1
+			c.running[h.ri], c.runHeld[h.ri] = c.running[last], c.runHeld[last]
+			c.runHeld[h.ri].ri = h.ri
+			c.running, c.runHeld = c.running[:last], c.runHeld[:last]
+			h.ri = -1
+		}
+	}
+	if len(c.shared) == 0 {
 		return c.running
 	}
-	out := make([]cycle.Running, 0, len(c.holds))
-	at := make(map[string]int, len(c.holds))
-	for ni := range c.nodes {
-		for _, h := range c.nodes[ni].holds {
-			if h.For != nil {
-				continue
-			}
-			at[h.ID] = len(out)
-			out = append(out, cycle.Running{ID: h.ID, Queue: h.Queue, Priority: h.Priority, Gang: h.Gang, Started: h.Started,
-				Parts: h.parts, Decisions: h.decs, Stopping: h.Stopping || !h.exact})
+	out := slices.Clone(c.running)
+	for _, h := range slices.SortedFunc(maps.Keys(c.shared), bySeq) {
+		if h.ni < 0 || len(h.For) != 1 || !h.exact || len(h.parts) == 0 {
+			continue
 		}
-	}
-	for ni := range c.nodes {
-		for _, h := range c.nodes[ni].holds {
-			if len(h.For) != 1 || !h.exact || len(h.parts) == 0 {
-				continue
-			}
-			i, ok := at[h.For[0]]
-			if !ok {
-				continue
-			}
-			r := &out[i]
-			// A copy: the owner's own parts stay as booked.
-			r.Parts = append(slices.Clip(r.Parts), h.parts...)
-			r.Decisions = append(slices.Clip(r.Decisions), h.decs...)
+		o := c.holds[h.For[0]]
+		if o == nil || o.ri < 0 {
+			continue
 		}
+		r := &out[o.ri]
+		// A copy: the owner's own parts stay as booked.
+		r.Parts = append(slices.Clip(r.Parts), h.parts...)
+		r.Decisions = append(slices.Clip(r.Decisions), h.decs...)
 	}
-	c.running = out
 	return out
+}
+
+func bySeq(a, b *held) int { return cmp.Compare(a.seq, b.seq) }
+
+func runningOf(h *held) cycle.Running {
+	return cycle.Running{ID: h.ID, Queue: h.Queue, Priority: h.Priority, Gang: h.Gang, Started: h.Started,
+		Parts: h.parts, Decisions: h.decs, Stopping: h.Stopping || !h.exact}
 }
 
 // Usage is what the booked workloads take from their queues; a hold of no
 // workload of its own is charged once, to the queue of the first workload
-// it serves that is booked (none: to no queue). Worked out again only
-// after a change; the caller must not change what it returns.
+// it serves that is booked (none: to no queue). The workloads' own are
+// kept as they are booked and released (charge); the caller must not
+// change what it returns.
 func (c *Cluster) Usage() map[string]queueing.Resources {
 	c.settle()
 	if c.usage != nil {
 		return c.usage
 	}
-	u := map[string]queueing.Resources{}
-	for ni := range c.nodes {
-		for _, h := range c.nodes[ni].holds {
-			q, ok := h.Queue, h.For == nil
-			for _, id := range h.For {
-				if o := c.holds[id]; o != nil && o.ni >= 0 && o.For == nil {
-					q, ok = o.Queue, true
-					break
-				}
-			}
-			if ok {
-				u[q] = u[q].Add(h.use)
+	u := maps.Clone(c.own)
+	if u == nil {
+		u = map[string]queueing.Resources{}
+	}
+	for h := range c.shared {
+		if h.ni < 0 {
+			continue
+		}
+		for _, id := range h.For {
+			if o := c.holds[id]; o != nil && o.ni >= 0 && o.For == nil {
+				u[o.Queue] = u[o.Queue].Add(h.use)
+				break
 			}
 		}
 	}
 	c.usage = u
 	return u
+}
+
+// charge adds (sign 1) or takes back (sign -1) what a booked hold of a
+// workload takes from its queue; holds of no workload of their own are
+// kept aside (Usage charges them).
+func (c *Cluster) charge(h *held, sign int64) {
+	if h.For != nil {
+		if sign > 0 {
+			c.shared[h] = true
+		} else {
+			delete(c.shared, h)
+		}
+		return
+	}
+	u := c.own[h.Queue]
+	u.GPUMilli += sign * h.use.GPUMilli
+	u.GPUMemoryMiB += sign * h.use.GPUMemoryMiB
+	u.CPUMilli += sign * h.use.CPUMilli
+	u.MemoryMiB += sign * h.use.MemoryMiB
+	if u == (queueing.Resources{}) {
+		delete(c.own, h.Queue)
+	} else {
+		c.own[h.Queue] = u
+	}
 }

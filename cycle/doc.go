@@ -7,7 +7,9 @@
 // running workloads to stop for it (preempt within a queue by priority,
 // reclaim a queue's guarantee from a queue above its own: package
 // preemption's rules), planned on what-if releases; a gang's plan spans
-// as many nodes as its members need. Every
+// as many nodes as its members need. The room a plan counts on is held
+// for it (Snapshot.Nominations, and for the rest of the run that made it):
+// workloads of its priority or lower may not take it. Every
 // booking and what-if release of a cycle goes through a Statement, so a
 // gang that does not fit whole, or a preemption plan, leaves the snapshot
 // exactly as it found it. The result is one Outcome per

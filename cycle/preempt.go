@@ -85,6 +85,9 @@ func (r *run) preempt(w Workload, ledger *queueing.Ledger) (node int, victims, p
 func (r *run) plan(w Workload, rules preemption.Rules) (*preemption.Plan, preemption.Waiting, error) {
 	waiting := preemption.Waiting{Queue: w.Queue, Priority: w.Priority, Need: Resources(w.Parts)}
 	_, surplus := r.candidates()
+	if !r.mayName(waiting, rules) {
+		return nil, waiting, nil // no node would have an eligible candidate
+	}
 	st := NewStatement(r.snap.Cluster)
 	best, err := r.nodeVictims(st, w, waiting, rules, surplus, nil)
 	if derr := st.Discard(); err == nil {
@@ -115,7 +118,7 @@ func (r *run) nodeVictims(st *Statement, w Workload, waiting preemption.Waiting,
 		if w.Exclude != nil && w.Exclude(ni) != "" {
 			continue
 		}
-		eligible := rules.Eligible(waiting, r.notEvicting(perNode[ni], skip, w.Gang), r.snap.Preemption.Now)
+		eligible := rules.Eligible(waiting, r.notEvicting(perNode[ni], skip, w), r.snap.Preemption.Now)
 		if len(eligible) == 0 {
 			continue
 		}
@@ -163,6 +166,10 @@ func (r *run) charge(queue string, need queueing.Resources, victims []preemption
 		r.evicting[v.ID] = true
 		run := r.runningByID(v.ID)
 		ledger.Release(run.Queue, Resources(run.Parts))
+		if r.released == nil {
+			r.released = map[string]int{}
+		}
+		r.released[queueing.QueueOr(run.Queue)]++ // its workloads may reclaim again (noPlan)
 		if v.Group != "" {
 			r.surplus[v.Group]--
 		}
@@ -176,13 +183,14 @@ func (r *run) charge(queue string, need queueing.Resources, victims []preemption
 // on the node where the fewest victims free room for it. A member that
 // fits nowhere even then is left out; the plan holds only when need
 // members fit. It charges the plan like preempt and returns the victims
-// (each with the node it frees) and the first node freed, or none. It
-// changes no booking, and plans nothing for a gang one of whose members
-// already waits for victims, or that needs none.
-func (r *run) gangPreempt(members []Workload, need int, ledger *queueing.Ledger) (victims []Victim, node int, err error) {
+// (each with the node it frees), the first node freed, or none, and where
+// the plan puts each member it places. It changes no booking, and plans
+// nothing for a gang one of whose members already waits for victims, or
+// that needs none.
+func (r *run) gangPreempt(members []Workload, need int, ledger *queueing.Ledger) (victims []Victim, node int, at []Nominee, err error) {
 	for _, w := range members {
 		if w.AwaitingVictims {
-			return nil, -1, nil
+			return nil, -1, nil, nil
 		}
 	}
 	rules := r.rules(ledger)
@@ -210,6 +218,7 @@ func (r *run) gangPreempt(members []Workload, need int, ledger *queueing.Ledger)
 			}
 			if o.Status == Placed {
 				placed++
+				at = append(at, Nominee{Workload: w, Node: o.Decisions[0].Node})
 				continue
 			}
 			best, err := r.nodeVictims(st, w, waiting, rules, left, skip)
@@ -245,6 +254,7 @@ func (r *run) gangPreempt(members []Workload, need int, ledger *queueing.Ledger)
 			if node < 0 {
 				node = best.Node
 			}
+			at = append(at, Nominee{Workload: w, Node: best.Node})
 			placed++
 		}
 		return nil
@@ -254,10 +264,10 @@ func (r *run) gangPreempt(members []Workload, need int, ledger *queueing.Ledger)
 		err = derr
 	}
 	if err != nil || placed < need || len(chosen) == 0 {
-		return nil, -1, err
+		return nil, -1, nil, err
 	}
 	r.charge(lead.Queue, needRes, chosen, ledger)
-	return victims, node, nil
+	return victims, node, at, nil
 }
 
 // candidates are the running workloads that may be stopped, by node (not
@@ -285,25 +295,69 @@ func (r *run) candidates() (map[int][]preemption.Candidate, map[string]int) {
 		}
 		n := run.Decisions[0].Node
 		r.perNode[n] = append(r.perNode[n], preemption.Candidate{ID: run.ID, Queue: run.Queue, Priority: run.Priority, Started: run.Started, Group: run.Gang})
+		q := queueing.QueueOr(run.Queue)
+		if p, ok := r.lowest[q]; !ok || run.Priority < p {
+			if r.lowest == nil {
+				r.lowest = map[string]int32{}
+			}
+			r.lowest[q] = run.Priority
+		}
 	}
 	r.surplus = preemption.Surplus(members)
 	return r.perNode, r.surplus
 }
 
+// mayName reports whether any candidate could be eligible for waiting by
+// the rules' queue and priority tests alone (not its runtime, node, or
+// being named already): when none could, the search over the nodes is
+// spared. It changes no outcome.
+func (r *run) mayName(waiting preemption.Waiting, rules preemption.Rules) bool {
+	own := queueing.QueueOr(waiting.Queue)
+	for q, low := range r.lowest {
+		if q == own {
+			if low < waiting.Priority {
+				return true
+			}
+		} else if rules.Fair.MayReclaim(waiting.Queue, waiting.Need, q) {
+			return true
+		}
+	}
+	return false
+}
+
 // notEvicting is cands less the workloads already named victims in this
-// run (a workload is never named twice), those in skip, and the members of
-// gang (a gang never stops its own members to place others).
-func (r *run) notEvicting(cands []preemption.Candidate, skip map[string]bool, gang string) []preemption.Candidate {
-	if len(r.evicting) == 0 && len(skip) == 0 && gang == "" {
+// run (a workload is never named twice), those in skip, the members of w's
+// gang (a gang never stops its own members to place others), and the
+// victims a nomination named for another than w (w may name its own again:
+// its caller lets it once its wait for them is over).
+func (r *run) notEvicting(cands []preemption.Candidate, skip map[string]bool, w Workload) []preemption.Candidate {
+	if len(r.evicting) == 0 && len(skip) == 0 && w.Gang == "" && !r.nominatedAmong(cands, w) {
 		return cands
 	}
 	out := make([]preemption.Candidate, 0, len(cands))
 	for _, c := range cands {
-		if !r.evicting[c.ID] && !skip[c.ID] && (gang == "" || c.Group != gang) {
+		if h := r.victimOf[c.ID]; h != nil && !h.owns(w) {
+			continue
+		}
+		if !r.evicting[c.ID] && !skip[c.ID] && (w.Gang == "" || c.Group != w.Gang) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// nominatedAmong reports whether cands hold a victim a nomination named for
+// another than w.
+func (r *run) nominatedAmong(cands []preemption.Candidate, w Workload) bool {
+	if len(r.victimOf) == 0 {
+		return false
+	}
+	for _, c := range cands {
+		if h := r.victimOf[c.ID]; h != nil && !h.owns(w) {
+			return true
+		}
+	}
+	return false
 }
 
 // fitsOn reports whether every part of w fits on node ni as the cluster
@@ -317,6 +371,15 @@ func (r *run) fitsOn(st *Statement, w Workload, ni int) (bool, error) {
 	_, fits, err := bookOn(st, pol, w.Parts, ni)
 	if err != nil {
 		return false, errors.Join(err, st.rollback(mark))
+	}
+	if fits {
+		// The room a nomination of w's priority or above holds there is
+		// not w's to free victims into.
+		why, err := r.heldFrom(st, w, ni)
+		if err != nil {
+			return false, errors.Join(err, st.rollback(mark))
+		}
+		fits = why == ""
 	}
 	return fits, st.rollback(mark)
 }

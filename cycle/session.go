@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tessera-gpu/tessera/placement"
@@ -101,6 +102,10 @@ type Snapshot struct {
 	// Reservation, when set, holds nodes for a long-waiting workload or
 	// gang: the others backfill around it.
 	Reservation *Reservation
+	// Nominations hold the room of the workloads that named victims in
+	// earlier cycles, until they are placed (Nomination), in the order
+	// their rooms are put in force (the higher priority first).
+	Nominations []Nomination
 }
 
 // Status is what became of a workload in a cycle.
@@ -170,6 +175,12 @@ type Outcome struct {
 	// Node is the node the victims free, for a gang the first one
 	// (meaningful only with Victims).
 	Node int
+	// Plan is, for a workload that names victims (a gang's first member),
+	// where it goes once they stop: itself on Node, or each of the gang's
+	// members its plan places, those that fit as the cluster stands
+	// included. A caller nominates it (Snapshot.Nominations) to hold that
+	// room in later cycles; the rest of this run holds it already.
+	Plan []Nominee
 	// Protected are, for a workload placed alone that fits nowhere and
 	// names no victims only because Preemption.MinRuntime protects them,
 	// the victims it would name without that protection (a front door
@@ -201,7 +212,10 @@ func Run(s Snapshot) ([]Outcome, error) {
 			return nil, fmt.Errorf("default queue tree: %w", err)
 		}
 	}
-	r := &run{snap: s, tree: tree, misfit: map[string]Outcome{}, evicting: map[string]bool{}}
+	r := &run{snap: s, tree: tree, misfit: map[string]misfit{}, evicting: map[string]bool{}}
+	if err := r.nominate(); err != nil {
+		return nil, err
+	}
 	usage := s.Usage
 	if usage == nil {
 		usage = map[string]queueing.Resources{}
@@ -290,6 +304,23 @@ func Run(s Snapshot) ([]Outcome, error) {
 	return r.out, failed
 }
 
+// misfit is a memo entry: a workload's outcome, and the holds ended and
+// its queue's releases then.
+type misfit struct {
+	o                    Outcome
+	holdsEnded, released int
+}
+
+// knownNoPlan reports whether an equal workload (key, "" for none) found
+// no victims this run, and nothing since could give w some.
+func (r *run) knownNoPlan(key string, w Workload) bool {
+	if key == "" {
+		return false
+	}
+	m, ok := r.noPlan[key+"@"+w.Queue]
+	return ok && m.holdsEnded == r.holdsEnded && m.released == r.released[queueing.QueueOr(w.Queue)]
+}
+
 // item is one unit of a queue: a workload, or a gang's pending members.
 type item struct {
 	gang    string
@@ -300,10 +331,20 @@ type run struct {
 	snap Snapshot
 	tree *queueing.Tree
 	out  []Outcome
-	// misfit remembers, by request, the workloads placed alone that fit
-	// nowhere this cycle: the cluster only fills up within a cycle, so an
-	// equal request later in the cycle fits nowhere either.
-	misfit map[string]Outcome
+	// misfit remembers, by request and priority, the workloads placed
+	// alone that fit nowhere this cycle: the cluster only fills up within
+	// a cycle, and the room held for others only grows until a hold ends
+	// (holdsEnded counts those), so an equal request of the same priority
+	// later in the cycle fits nowhere either.
+	misfit     map[string]misfit
+	holdsEnded int
+	// noPlan remembers, by request, priority and queue, the workloads
+	// whose preemption search found no victims (nor protected ones): the
+	// candidates and the room only shrink within a run, so an equal one
+	// finds none either until a hold ends or its queue is released of
+	// victims (released counts those, by queue).
+	noPlan   map[string]misfit
+	released map[string]int
 	// running are the snapshot's running workloads by ID, indexed on
 	// first use (runningByID: only preemption looks them up); evicting
 	// those named victims this cycle (never named twice).
@@ -313,8 +354,16 @@ type run struct {
 	// gangs' surplus, worked out on first use (candidates).
 	perNode map[int][]preemption.Candidate
 	surplus map[string]int
+	// lowest is each queue's lowest candidate priority (candidates).
+	lowest map[string]int32
 	// refusedByHold: the last placement saw a Reserver refuse a node.
 	refusedByHold bool
+	// holds are the nominations in force, in order, heldNodes how many
+	// hold each node, and victimOf the nomination that named each victim
+	// (never named by another).
+	holds     []*hold
+	heldNodes map[int]int
+	victimOf  map[string]*hold
 }
 
 // runningByID returns the snapshot's running workload id (nil if none).
@@ -339,13 +388,13 @@ func (r *run) waitAll(ws []Workload, st Status, msg string) {
 func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, error) {
 	key := ""
 	var o Outcome
-	if w.Exclude == nil && !r.snap.Reservation.holds(w) {
-		// A reservation's own workload may fit where an equal request
-		// did not: it is left out of the memo.
-		key = requestKey(w.Parts)
+	if w.Exclude == nil && !r.snap.Reservation.holds(w) && !r.ownsHold(w) {
+		// A reservation's or a nomination's own workload may fit where
+		// an equal request did not: it is left out of the memo.
+		key = requestKey(w.Parts) + strconv.Itoa(int(w.Priority)) // the rooms held for others depend on it
 	}
-	if cached, ok := r.misfit[key]; ok && key != "" {
-		o = cached
+	if cached, ok := r.misfit[key]; ok && key != "" && cached.holdsEnded == r.holdsEnded {
+		o = cached.o
 		o.Workload = w.ID
 	} else {
 		st := newStep(r.snap.Cluster)
@@ -357,26 +406,32 @@ func (r *run) single(w Workload, ledger *queueing.Ledger) (queueing.Resources, e
 		if o.Status == Placed {
 			st.Commit()
 			r.out = append(r.out, o)
-			return Resources(w.Parts), nil
+			return Resources(w.Parts), r.settle([]Workload{w}, true, []int{o.Decisions[0].Node}, nil, nil)
 		}
 		if key != "" && o.Status == NoFit && !r.refusedByHold {
 			// (A node its Reserver refused may serve an equal request.)
-			r.misfit[key] = o
+			r.misfit[key] = misfit{o: o, holdsEnded: r.holdsEnded}
 		}
 	}
-	if o.Status == NoFit && r.snap.Preemption != nil && !w.AwaitingVictims {
+	if o.Status == NoFit && r.snap.Preemption != nil && !w.AwaitingVictims && !r.knownNoPlan(key, w) {
 		node, victims, protected, err := r.preempt(w, ledger)
 		if err != nil {
 			return queueing.Resources{}, err
 		}
 		o.Protected = protected
+		if len(victims)+len(protected) == 0 && key != "" {
+			if r.noPlan == nil {
+				r.noPlan = map[string]misfit{}
+			}
+			r.noPlan[key+"@"+w.Queue] = misfit{holdsEnded: r.holdsEnded, released: r.released[queueing.QueueOr(w.Queue)]}
+		}
 		if len(victims) > 0 {
-			o.Node, o.Victims = node, victims
+			o.Node, o.Victims, o.Plan = node, victims, []Nominee{{Workload: w, Node: node}}
 			o.Message += fmt.Sprintf("; stopping %d running workload(s) frees room on %s", len(victims), r.snap.Cluster.Nodes[node].Name)
 		}
 	}
 	r.out = append(r.out, o)
-	return queueing.Resources{}, nil
+	return queueing.Resources{}, r.settle([]Workload{w}, false, nil, o.Plan, o.Victims)
 }
 
 // gang places a gang's pending members all or nothing: together with the
@@ -415,10 +470,11 @@ func (r *run) gang(key string, members []Workload, ledger *queueing.Ledger) (que
 		}
 		msg := fmt.Sprintf("gang %s: only %d of the %d members still needed fit, so none is placed (all or nothing); first misfit: %s", key, placed, need, firstWhy)
 		var victims []Victim
+		var plan []Nominee
 		node := -1
 		if r.snap.Preemption != nil {
 			var err error
-			if victims, node, err = r.gangPreempt(members, need, ledger); err != nil {
+			if victims, node, plan, err = r.gangPreempt(members, need, ledger); err != nil {
 				return queueing.Resources{}, err
 			}
 			if len(victims) > 0 {
@@ -428,19 +484,21 @@ func (r *run) gang(key string, members []Workload, ledger *queueing.Ledger) (que
 		for i := range outs {
 			outs[i] = Outcome{Workload: members[i].ID, Status: GangMisfit, Message: msg, Rejections: outs[i].Rejections}
 		}
-		outs[0].Victims, outs[0].Node = victims, node
+		outs[0].Victims, outs[0].Node, outs[0].Plan = victims, node, plan
 		r.out = append(r.out, outs...)
-		return queueing.Resources{}, nil
+		return queueing.Resources{}, r.settle(members, false, nil, plan, victims)
 	}
 	st.Commit()
 	var charge queueing.Resources
+	var nodes []int
 	for i, o := range outs {
 		if o.Status == Placed {
 			charge = charge.Add(Resources(members[i].Parts))
+			nodes = append(nodes, o.Decisions[0].Node)
 		}
 	}
 	r.out = append(r.out, outs...)
-	return charge, nil
+	return charge, r.settle(members, true, nodes, nil, nil)
 }
 
 // place books every part of w through st: the first part where the engine
@@ -491,8 +549,16 @@ func (r *run) place(st *Statement, w Workload) (Outcome, error) {
 			if err != nil {
 				return o, err
 			}
+			nominated := ""
+			if !blocked {
+				if nominated, err = r.heldFrom(st, w, node); err != nil {
+					return o, err
+				}
+			}
 			if blocked {
 				why, reserved = "reserved for "+r.snap.Reservation.What, true
+			} else if nominated != "" {
+				why = nominated // the room of a workload that named victims here
 			} else {
 				held, err := st.hold(&w, decisions)
 				if err != nil {

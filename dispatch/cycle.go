@@ -28,9 +28,14 @@ type unit struct {
 // Cycle runs one scheduling cycle at now on the frame and returns what to
 // do. The frame's cluster ends with every placement booked. An error means
 // a bug (a decision that does not apply): the cluster is then in an
-// unknown state and the front door must rebuild it.
+// unknown state and the front door must rebuild it (ResetBooks, for a
+// frame on the core's books).
 func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 	var rd Ready
+	own := f.Cluster == nil
+	if own {
+		f = c.onBooks(f)
+	}
 	units := c.units(now)
 	rd.Order = make([]string, 0, len(c.items))
 	for _, u := range units {
@@ -58,7 +63,8 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 			rd.BackingOff += len(u.members)
 			continue
 		}
-		if f.Skip != nil && u.skipped(f.Skip) {
+		// A nominated unit is never skipped: its room is held for it.
+		if f.Skip != nil && c.noms[u.key] == nil && u.skipped(f.Skip) {
 			rd.Skipped += len(u.members)
 			continue
 		}
@@ -138,12 +144,14 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 		snap.Preemption = &cycle.Preemption{MinRuntime: c.cfg.MinRuntime, Now: now}
 	}
 	snap.Reservation = c.reservationFor(f, tr, byID)
+	snap.Nominations = c.nominationsFor(f)
 	outs, err := cycle.Run(snap)
 	if err != nil {
 		return rd, fmt.Errorf("scheduling cycle: %w", err)
 	}
 	var misfit []*unit // gangs that did not fit, in the order served
-	for _, o := range outs {
+	var named []int    // the outcomes that named victims
+	for oi, o := range outs {
 		s, ok := byID[o.Workload]
 		if !ok {
 			continue
@@ -153,7 +161,14 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 		case cycle.Placed:
 			s.binding = true
 			c.unblock(u.key)
-			rd.Binds = append(rd.Binds, Bind{ID: s.ID, Gang: u.gang, Decisions: o.Decisions, Workload: tr.done[s.ID].w})
+			delete(c.noms, u.key)
+			w := tr.done[s.ID].w
+			rd.Binds = append(rd.Binds, Bind{ID: s.ID, Gang: u.gang, Decisions: o.Decisions, Workload: w})
+			if own {
+				// Booked by the cycle as decided, until the front door
+				// books the workload as bound (or its binding fails).
+				c.books.Assume(s.ID, cycle.Running{ID: s.ID, Queue: w.Queue, Priority: w.Priority, Gang: w.Gang, Parts: w.Parts, Decisions: o.Decisions})
+			}
 			continue
 		case cycle.GangWaiting, cycle.Behind:
 			// Only a new member (or the head's start) helps: no backoff.
@@ -161,6 +176,9 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 			continue
 		case cycle.Invalid:
 			c.unblock(u.key)
+		}
+		if n := c.noms[u.key]; n != nil && !now.Before(n.until) {
+			delete(c.noms, u.key) // tried once its wait is over: it may name others
 		}
 		wt := Wait{ID: s.ID, Status: o.Status, Message: o.Message, Err: o.Err, Outcome: o}
 		if o.Status == cycle.GangMisfit {
@@ -176,12 +194,17 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 		if len(o.Victims) > 0 {
 			rd.Evictions = append(rd.Evictions, Eviction{For: s.ID, Node: o.Node, Victims: o.Victims})
 			s.preemptUntil = now.Add(c.cfg.PreemptorWait)
+			named = append(named, oi)
 		}
 		wt.AwaitingVictims = len(o.Victims) == 0 && now.Before(s.preemptUntil)
 		if o.Status == cycle.NoFit && u.gang == "" {
 			c.maybeReserve(now, f, tr, u.key, c.noun(), []string{s.ID}, []string{s.ID})
 		}
 		c.wait(&rd, s, now, wt, failedToFit)
+	}
+	for _, oi := range named { // after the loop: a gang's other members do not end it
+		s := byID[outs[oi].Workload]
+		c.nominate(unitOf[s.ID], s, outs[oi], f, now)
 	}
 	for _, u := range misfit {
 		g := snap.Gangs[u.gang]
@@ -288,6 +311,22 @@ func (u *unit) oldest() time.Time {
 		}
 	}
 	return t
+}
+
+// onBooks is f on the core's books: their cluster, and their usage,
+// capacity and running workloads where f gives none.
+func (c *Core) onBooks(f Frame) Frame {
+	f.Cluster = c.books.Cluster()
+	if f.Usage == nil {
+		f.Usage = c.books.Usage()
+	}
+	if f.Capacity == (queueing.Resources{}) {
+		f.Capacity = c.books.Capacity()
+	}
+	if f.Running == nil {
+		f.Running = c.books.Running()
+	}
+	return f
 }
 
 // countRunning gives every pending gang its running members and every

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -21,7 +22,9 @@ type Config struct {
 	// One reservation is in force at a time.
 	ReservationWait time.Duration
 	// PreemptorWait bounds how long a workload that named victims waits for
-	// them to stop before it may name others.
+	// them to stop before it may name others. The room they free is held
+	// for it (its nomination: workloads of its priority or lower may not
+	// take it) until it is placed, or tried once this wait is over.
 	PreemptorWait time.Duration
 	// AgingStep raises a waiting workload's priority by one for every step
 	// it has waited, so a low priority cannot starve behind a stream of
@@ -82,7 +85,10 @@ func (u Unready) Error() string { return u.Reason }
 // Frame is the world a cycle decides on, as the front door holds it now.
 type Frame struct {
 	// Cluster is the free capacity with running and assumed work booked;
-	// the cycle books what it places onto it.
+	// the cycle books what it places onto it. Nil: the core's own books
+	// (Books), with their usage, capacity and running workloads (Usage,
+	// Capacity and Running then come from them unless given), and what
+	// the cycle binds is assumed there until the front door books it.
 	Cluster *placement.Cluster
 	// Policy places workloads that name none.
 	Policy placement.Policy
@@ -204,6 +210,10 @@ type Core struct {
 	res     *reservation
 	// gangs counts each gang's workloads in items.
 	gangs map[string]int
+	// noms are the rooms held for the keys that named victims (nominate.go).
+	noms map[string]*nomination
+	// books is the cluster as booked (Books).
+	books *booked.Cluster
 }
 
 // New returns an empty core.
@@ -214,7 +224,20 @@ func New(cfg Config) (*Core, error) {
 	if cfg.MaxBackoff < cfg.InitialBackoff {
 		return nil, fmt.Errorf("dispatch: the maximum backoff (%v) must be at least the initial one (%v)", cfg.MaxBackoff, cfg.InitialBackoff)
 	}
-	return &Core{cfg: cfg, items: map[string]*state{}, backoff: newBackoff(cfg.InitialBackoff, cfg.MaxBackoff), blocked: map[string]time.Time{}, gangs: map[string]int{}}, nil
+	return &Core{cfg: cfg, items: map[string]*state{}, backoff: newBackoff(cfg.InitialBackoff, cfg.MaxBackoff), blocked: map[string]time.Time{}, gangs: map[string]int{}, noms: map[string]*nomination{},
+		books: booked.New()}, nil
+}
+
+// Books is the cluster as booked, which the front door steps with what
+// its world shows (nodes, the holds of bound workloads) and a frame with
+// no Cluster of its own cycles on.
+func (c *Core) Books() *booked.Cluster { return c.books }
+
+// ResetBooks starts the books anew (empty), after a cycle failed part way
+// (a decision that did not apply): the front door books its world again.
+func (c *Core) ResetBooks() *booked.Cluster {
+	c.books = booked.New()
+	return c.books
 }
 
 // key is the backoff and reservation key of an item: its gang's, or its own.
@@ -255,8 +278,10 @@ func (c *Core) Update(it Item, respecified bool) {
 	}
 	if respecified {
 		c.backoff.forget(s.key(), it.key())
+		delete(c.noms, s.key()) // its plan was for the old request
 	}
 	if s.key() != it.key() {
+		delete(c.noms, s.key())
 		c.unblock(s.key())
 		if s.Gang != "" {
 			if c.gangs[s.Gang]--; c.gangs[s.Gang] <= 0 {
@@ -285,6 +310,7 @@ func (c *Core) forget(id string) {
 		return
 	}
 	delete(c.items, id)
+	delete(c.noms, s.key()) // a gang's plan counted on every member
 	if c.res != nil {
 		c.res.drop(id)
 		if len(c.res.forIDs) == 0 {
@@ -311,6 +337,7 @@ func (c *Core) BindFailed(id string, now time.Time) time.Time {
 		return time.Time{}
 	}
 	s.binding = false
+	c.books.Release(id) // not bound: what it was booked no longer holds
 	return now.Add(c.backoff.failed(s.key(), failedWithError, now))
 }
 
@@ -319,6 +346,7 @@ func (c *Core) BindFailed(id string, now time.Time) time.Time {
 func (c *Core) Respecified(id string) {
 	if s, ok := c.items[id]; ok {
 		c.backoff.forget(s.key())
+		delete(c.noms, s.key())
 	}
 }
 

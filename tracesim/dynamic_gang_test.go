@@ -96,12 +96,12 @@ func TestDynamicQueueOutputs(t *testing.T) {
 		rs = append(rs, r)
 	}
 	table := DynamicQueueTable(rs)
-	for _, want := range []string{"| t | bestfit | 7 | ls | 1 | 0.00 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0.0 |", "| t | fgd | 7 | be | 1 | 100.00 | 0 | 50 | 50 | 50 | 50 | 0 | 1 | 0.0 |"} {
+	for _, want := range []string{"| t | bestfit | 7 | ls | 1 | 0.00 | 0 | 10 | 10 | 10 | 10 | 0 | 0 | 0.0 |", "| t | fgd | 7 | be | 1 | 100.00 | 0 | 60 | 60 | 60 | 60 | 0 | 1 | 0.0 |"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("queue table lacks %q:\n%s", want, table)
 		}
 	}
-	if means := DynamicQueueMeans(rs); !strings.Contains(means, "| t | fgd | be | 1 | 100.00 | 0.0 | 50.0 | 50.0 | 50.0 | 50.0 | 0.0 | 1.0 | 0.0 |") {
+	if means := DynamicQueueMeans(rs); !strings.Contains(means, "| t | fgd | be | 1 | 100.00 | 0.0 | 60.0 | 60.0 | 60.0 | 60.0 | 0.0 | 1.0 | 0.0 |") {
 		t.Errorf("queue means:\n%s", means)
 	}
 	if DynamicQueueTable([]*DynamicResult{{Trace: "x"}}) != "" || DynamicQueueMeans(nil) != "" {
@@ -111,7 +111,7 @@ func TestDynamicQueueOutputs(t *testing.T) {
 	if err := WriteQueueSeriesCSV(&b, rs[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(b.String(), "trace,policy,seed,time_s,queue,allocated_pct,waiting\nt,bestfit,7,0.000,ls,0.0000,0\nt,bestfit,7,0.000,be,100.0000,0\nt,bestfit,7,10.000,ls,100.0000,0\nt,bestfit,7,10.000,be,0.0000,1\n") {
+	if !strings.HasPrefix(b.String(), "trace,policy,seed,time_s,queue,allocated_pct,waiting\nt,bestfit,7,0.000,ls,0.0000,0\nt,bestfit,7,0.000,be,100.0000,0\nt,bestfit,7,10.000,ls,0.0000,1\nt,bestfit,7,10.000,be,0.0000,1\nt,bestfit,7,20.000,ls,100.0000,0\n") {
 		t.Errorf("queue series:\n%s", b.String())
 	}
 	dir := t.TempDir()

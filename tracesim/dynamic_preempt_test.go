@@ -24,16 +24,18 @@ func lsBE(bePreemptible bool) *QueueConfig {
 }
 
 // TestReplayDynamicPreemption: on one GPU, a BE pod runs from 0 for 100 s;
-// an LS pod arrives at 10 for 50 s. Each case's timeline follows by hand:
+// an LS pod arrives at 10 for 50 s. Each case's timeline follows by hand
+// (a pod that names victims is placed at the next cycle, one period after
+// they stop, on the room they freed, as the cluster's scheduler does):
 //   - no preemption: LS waits 10-100 (delay 90).
 //   - reclaim (LS guaranteed the GPU, BE above its zero guarantee): BE
-//     stops at 10 having run 10 s, LS runs 10-60, BE restarts at 60 from
-//     the beginning (delay 50) and runs to 160.
+//     stops at 10 having run 10 s, LS runs 20-70 (delay 10), BE restarts
+//     at 70 from the beginning (delay 60) and runs to 170.
 //   - the same in one queue with LS at priority 1: a preemption by
 //     priority instead of a reclaim.
 //   - BE not preemptible: as without preemption.
 //   - a minimum runtime of 20 s: BE is protected until 20 (a cycle is due
-//     then), LS runs 20-70 (delay 10), BE restarts at 70 (delay 50).
+//     then), LS runs 30-80 (delay 20), BE restarts at 80 (delay 60).
 func TestReplayDynamicPreemption(t *testing.T) {
 	nodes := &placement.Cluster{Nodes: []placement.Node{placement.NewNode("n", 8000, 65536, 1, "A100-80GB", 81920)}}
 	pods := []TimedPod{timedQoS("be", "BE", 1, 1000, 0, 100), timedQoS("ls", "LS", 1, 1000, 10, 50)}
@@ -51,10 +53,10 @@ func TestReplayDynamicPreemption(t *testing.T) {
 		ls, be     queueWant // one queue: its stops and lost time are be's
 	}{
 		{"no preemption", lsBE(true), false, 0, queueWant{delay: 90}, queueWant{}},
-		{"reclaim", lsBE(true), true, 0, queueWant{}, queueWant{delay: 50, reclaim: 1, lostGPUSeconds: 10}},
-		{"priority", oneQueue, true, 0, queueWant{}, queueWant{delay: 50, preemptions: 1, lostGPUSeconds: 10}},
+		{"reclaim", lsBE(true), true, 0, queueWant{delay: 10}, queueWant{delay: 60, reclaim: 1, lostGPUSeconds: 10}},
+		{"priority", oneQueue, true, 0, queueWant{delay: 10}, queueWant{delay: 60, preemptions: 1, lostGPUSeconds: 10}},
 		{"not preemptible", lsBE(false), true, 0, queueWant{delay: 90}, queueWant{}},
-		{"minimum runtime", lsBE(true), true, 20, queueWant{delay: 10}, queueWant{delay: 50, reclaim: 1, lostGPUSeconds: 20}},
+		{"minimum runtime", lsBE(true), true, 20, queueWant{delay: 20}, queueWant{delay: 60, reclaim: 1, lostGPUSeconds: 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := ReplayDynamic(context.Background(), DynamicConfig{Trace: "t", Nodes: nodes, Pods: pods, Policy: "bestfit", Seed: 1, Tune: 2, Compression: 1, Period: 10,
@@ -124,8 +126,9 @@ func TestReplayDynamicPerQueueAllocation(t *testing.T) {
 // TestReplayDynamicGangReclaims: two one-GPU nodes, each running a BE pod
 // from 0 for 100 s; a two-GPU LS pod, a gang of two one-GPU members,
 // arrives at 10 for 50 s. The gang reclaims both GPUs at once (the BE
-// pods stop at 10, having run 10 s each), runs 10-60 across the two
-// nodes, and the BE pods restart at 60 (delay 50 each).
+// pods stop at 10, having run 10 s each), runs 20-70 across the two
+// nodes (placed at the next cycle: delay 10), and the BE pods restart at
+// 70 (delay 60 each).
 func TestReplayDynamicGangReclaims(t *testing.T) {
 	nodes := &placement.Cluster{Nodes: []placement.Node{
 		placement.NewNode("a", 8000, 65536, 1, "A100-80GB", 81920),
@@ -144,7 +147,40 @@ func TestReplayDynamicGangReclaims(t *testing.T) {
 		t.Fatalf("queues %+v, want ls then be", r.Queues)
 	}
 	ls, be := r.Queues[0], r.Queues[1]
-	if ls.DelayMean != 0 || be.DelayMean != 50 || be.Reclaims != 2 || math.Abs(be.LostGPUHours-20.0/3600) > 1e-12 {
-		t.Errorf("ls %+v, be %+v; want ls delay 0, be delay 50 with 2 reclaims and 20 GPU-s lost", ls, be)
+	if ls.DelayMean != 10 || be.DelayMean != 60 || be.Reclaims != 2 || math.Abs(be.LostGPUHours-20.0/3600) > 1e-12 {
+		t.Errorf("ls %+v, be %+v; want ls delay 10, be delay 60 with 2 reclaims and 20 GPU-s lost", ls, be)
+	}
+}
+
+// TestReplayDynamicHoldsThePreemptorsRoom: two one-GPU nodes; ls-old runs
+// on one from 0 to 1000, be on the other from 0 to 100; LS is guaranteed
+// 1.5 GPUs. early (LS, one GPU, 10 s) arrives at 5 and p (LS, half a GPU,
+// 50 s) at 10: at the cycle at 10 early fits nowhere and may not reclaim
+// (LS would go over its guarantee), p reclaims be, which stops. At 20
+// early is served before p (it arrived first) and would fit in be's
+// room, but that room is p's: p runs 20-70 (delay 10), early fits only
+// once p ends, 70-80 (delay 65), and be restarts at 80 (delay 70).
+func TestReplayDynamicHoldsThePreemptorsRoom(t *testing.T) {
+	nodes := &placement.Cluster{Nodes: []placement.Node{
+		placement.NewNode("a", 8000, 65536, 1, "A100-80GB", 81920),
+		placement.NewNode("b", 8000, 65536, 1, "A100-80GB", 81920),
+	}}
+	pods := []TimedPod{timedQoS("ls-old", "LS", 1, 1000, 0, 1000), timedQoS("be", "BE", 1, 1000, 0, 100),
+		timedQoS("early", "LS", 1, 1000, 5, 10), timedQoS("p", "LS", 1, 500, 10, 50)}
+	queues := &QueueConfig{Queues: []QueueSpec{
+		{Name: "ls", QoS: []string{"LS"}, Guaranteed: "1.5"},
+		{Name: "be", QoS: []string{"BE"}, Preemptible: true},
+	}}
+	r, err := ReplayDynamic(context.Background(), DynamicConfig{Trace: "t", Nodes: nodes, Pods: pods, Policy: "bestfit", Seed: 1, Tune: 1.75, Compression: 1, Period: 10, // 1.75: these pods, no copies
+		Queues: queues, Preemption: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Started != 4 || r.Reclaims != 1 {
+		t.Fatalf("started %d, reclaims %d; want 4, 1", r.Started, r.Reclaims)
+	}
+	ls, be := r.Queues[0], r.Queues[1]
+	if want := (0 + 65 + 10) / 3.0; math.Abs(ls.DelayMean-want) > 1e-9 || be.DelayMean != 70 {
+		t.Errorf("ls delay mean %v, be %v; want %v (ls-old 0, early 65, p 10) and 70", ls.DelayMean, be.DelayMean, want)
 	}
 }

@@ -78,13 +78,17 @@ type dynReplay struct {
 	alloc   int64
 	now     float64
 
-	// core is the scheduling core the cycles run on (nil for MIG); freed
-	// are, for the cycle that places the pods that named victims, the node
-	// each one's victims freed.
-	core  *dispatch.Core
-	freed map[int]int
-	// pre are the cycle's preemption candidates (nil: none).
-	pre *candidates
+	// core is the scheduling core the cycles run on (nil for MIG).
+	core *dispatch.Core
+	// pre are the cycle's preemption candidates (nil: none); held the
+	// nodes whose room the core held for preemptors in the last cycle
+	// (they gain room for the others when the hold ends); stopped says
+	// the last cycle stopped victims (a cycle is due one period later,
+	// to place the pods that named them); nodeAt indexes nodes by name.
+	pre     *candidates
+	held    []int
+	stopped bool
+	nodeAt  map[string]int
 
 	mig *dynMIG // set for the MIG variant (dynamic_mig.go)
 }
@@ -249,9 +253,13 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 			t = min(t, d.pods[d.running[0]].ends)
 		}
 		t = min(t, d.nextEligible())
-		end := next == len(d.pods) && (len(d.waiting) == 0 || len(d.running) == 0)
+		if d.stopped {
+			t = d.now // the victims stopped now: their room is free from now
+		}
+		end := next == len(d.pods) && (len(d.waiting) == 0 || len(d.running) == 0) && !d.stopped
 		// Every pod has arrived, and either all started or nothing runs
-		// that could make room for the rest: they never start.
+		// that could make room for the rest (nor was just freed for them):
+		// they never start.
 		step := d.window - d.now
 		if !end {
 			step = math.Max(d.cfg.Period, math.Ceil((t-d.now)/d.cfg.Period)*d.cfg.Period)
@@ -279,17 +287,24 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 }
 
 // cycle runs one scheduling cycle over the waiting pods on the scheduling
-// core (package dispatch), in Volcano's order of actions: allocate (a core
-// cycle with no preemption candidates places what fits), then preempt and
-// reclaim (a core cycle over the pods still waiting that might name
-// victims among the pods that ran before this cycle). The victims stop at
-// once and wait again, and a last core cycle in the same instant places
-// the pods that named them, each on the node its victims freed (it waits
-// on when another took that room first).
+// core (package dispatch), one core cycle as the Kubernetes scheduler runs
+// it: the pods that fit are placed, and those that fit nowhere may name
+// victims among the pods of preemptible queues that ran before this cycle.
+// The victims stop at once and wait again; the pods that named them are
+// placed in the next cycle, the room their victims freed held for them
+// (the core's nominations) so that the pods served before them cannot take
+// it.
 func (d *dynReplay) cycle(res *DynamicResult) error {
 	pre := d.preemptible()
+	for _, n := range d.held {
+		d.dirty[n] = true // its hold may have ended: room for the others
+	}
 	d.markSkips(pre)
-	rd, err := d.core.Cycle(simTime(d.now), d.frame(nil))
+	d.held = d.nominated()
+	d.stopped = false
+	d.pre = pre
+	rd, err := d.core.Cycle(simTime(d.now), d.frame(pre.running))
+	d.pre = nil
 	if err != nil {
 		return err
 	}
@@ -300,66 +315,19 @@ func (d *dynReplay) cycle(res *DynamicResult) error {
 	if err := d.apply(rd); err != nil {
 		return err
 	}
-	if pre.on {
-		n := 0
-		for _, i := range d.waiting {
-			p := &d.pods[i]
-			p.skip = p.running || (p.status != cycle.NoFit && p.status != cycle.GangMisfit) || !pre.may(d, p)
-			if !p.skip {
-				n++
-			}
-		}
-		if n > 0 {
-			d.pre = pre
-			rd, err = d.core.Cycle(simTime(d.now), d.frame(pre.running))
-			d.pre = nil
+	for _, e := range rd.Evictions {
+		for _, v := range e.Victims {
+			j, _, err := d.podOf(v.ID)
 			if err != nil {
 				return err
 			}
-			if err := d.apply(rd); err != nil {
+			if !d.pods[j].running {
+				continue // a gang's other member, stopped already
+			}
+			if err := d.stop(j, v.Kind, res); err != nil {
 				return err
 			}
-		} else {
-			rd = dispatch.Ready{}
-		}
-		if len(rd.Evictions) > 0 {
-			d.freed = map[int]int{}
-			pre := map[int]bool{}
-			for _, e := range rd.Evictions {
-				i, _, err := d.podOf(e.For)
-				if err != nil {
-					return err
-				}
-				pre[i] = true
-				if d.pods[i].gang == "" {
-					d.freed[i] = e.Node
-				}
-			}
-			for _, e := range rd.Evictions {
-				for _, v := range e.Victims {
-					j, _, err := d.podOf(v.ID)
-					if err != nil {
-						return err
-					}
-					if !d.pods[j].running {
-						continue
-					}
-					if err := d.stop(j, v.Kind, res); err != nil {
-						return err
-					}
-				}
-			}
-			for _, i := range d.waiting {
-				d.pods[i].skip = !pre[i]
-			}
-			rd, err = d.core.Cycle(simTime(d.now), d.frame(nil))
-			d.freed = nil
-			if err != nil {
-				return err
-			}
-			if err := d.apply(rd); err != nil {
-				return err
-			}
+			d.stopped = true
 		}
 	}
 	kept := d.waiting[:0]
@@ -370,6 +338,27 @@ func (d *dynReplay) cycle(res *DynamicResult) error {
 	}
 	d.waiting = kept
 	return nil
+}
+
+// nominated are the nodes whose room the core holds for preemptors now.
+func (d *dynReplay) nominated() []int {
+	names := d.core.NominatedNodes()
+	if len(names) == 0 {
+		return nil
+	}
+	if d.nodeAt == nil {
+		d.nodeAt = make(map[string]int, len(d.c.Nodes))
+		for i := range d.c.Nodes {
+			d.nodeAt[d.c.Nodes[i].Name] = i
+		}
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if i, ok := d.nodeAt[n]; ok {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // markSkips marks the waiting pods a cycle would turn down as it last did
@@ -422,8 +411,7 @@ const memberBits = 16
 // translate is the core's translation of workload id: a pod, or one of
 // its gang's members. One that cannot name victims among the cycle's
 // candidates (candidates.may) is told to name none, which spares the
-// cycle its search; a pod that named victims this instant may go only on
-// the node they freed.
+// cycle its search.
 func (d *dynReplay) translate(id string) (cycle.Workload, error) {
 	i, m, err := d.podOf(id)
 	if err != nil {
@@ -436,14 +424,6 @@ func (d *dynReplay) translate(id string) (cycle.Workload, error) {
 	}
 	if d.cfg.Preemption {
 		w.AwaitingVictims = !d.pre.may(d, p)
-	}
-	if node, ok := d.freed[i]; ok {
-		w.Exclude = func(n int) string {
-			if n != node {
-				return "not the node its victims freed"
-			}
-			return ""
-		}
 	}
 	return w, nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/dispatch"
@@ -238,7 +239,8 @@ func TestPreemptionFreesAPodsOwnClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		gangs := map[string]dispatch.GangSpec{}
-		running := s.running(snap, gangs)
+		s.runningGangs(snap, gangs)
+		running := snap.books.Running()
 		outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: snap.books.Usage(),
 			Capacity: snap.capacity, Gangs: cycleGangs(gangs), Pending: []cycle.Workload{wl}, Running: running, Preemption: &cycle.Preemption{Now: time.Now()}})
 		if err != nil || len(outs) != 1 {
@@ -336,7 +338,11 @@ func TestClaimVersionsAreTakenIn(t *testing.T) {
 func (s *Scheduler) syncTo(src InventorySource, nodes []*corev1.Node, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim) *snapshot {
 	s.cfg.Inventory = src
 	if s.snap == nil {
-		s.snap = newSnapshot()
+		b := booked.New()
+		if s.core != nil {
+			b = s.core.Books() // the books its cycles run on
+		}
+		s.snap = newSnapshot(b)
 	}
 	if s.events == nil {
 		s.events = newEventSink(fake.NewClientset(), fake.NewClientset(), DefaultName, s.cfg.Log)

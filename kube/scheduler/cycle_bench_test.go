@@ -71,7 +71,8 @@ func BenchmarkCycleEngine(b *testing.B) {
 					b.Fatal(err)
 				}
 				gangs := map[string]dispatch.GangSpec{}
-				running := s.running(snap, gangs)
+				s.runningGangs(snap, gangs)
+				running := snap.books.Running()
 				outs, err := cycle.Run(cycle.Snapshot{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: snap.books.Usage(),
 					Capacity: snap.capacity, Gangs: cycleGangs(gangs), Pending: []cycle.Workload{wl}, Running: running})
 				if err != nil || len(outs) != 1 || outs[0].Status != cycle.Placed {

@@ -43,7 +43,7 @@ func TestCycleLedgerCountsItsBookings(t *testing.T) {
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	running := boundPod("running", "n0", nil)
 	running.Labels = map[string]string{queues.LabelQueue: "team-a"}
-	snap := buildSnapshot(s.cfg.Log, LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{running})
+	snap := s.syncTo(LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{running}, nil)
 	var st CycleStats
 	s.core.Add(s.itemOf(a))
 	s.core.Add(s.itemOf(b))

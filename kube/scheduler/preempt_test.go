@@ -44,7 +44,8 @@ func TestRunningPods(t *testing.T) {
 	snap := s.syncTo(LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{labelNode("n0", "1", "H100"), labelNode("n1", "1", "H100")},
 		[]*corev1.Pod{pod("ours", DefaultName, member), pod("other", "default-scheduler", nil), pod("inexact", DefaultName, nil), pod("leaving", DefaultName, deleting)}, nil)
 	gangs := map[string]dispatch.GangSpec{}
-	run := s.running(snap, gangs)
+	s.runningGangs(snap, gangs)
+	run := snap.books.Running()
 	stopping := map[string]bool{}
 	for _, r := range run {
 		stopping[r.ID] = r.Stopping

@@ -280,7 +280,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	defer s.snapMu.Unlock()
 	snap, fresh := s.snap, s.snap == nil
 	if fresh {
-		snap = newSnapshot()
+		snap = newSnapshot(s.core.ResetBooks())
 	}
 	s.takeReports(snap)
 	claims, err := s.dra.Claims() // with this scheduler's assumptions laid over them

@@ -109,15 +109,16 @@ func (pl *planner) Unreserve(w *cycle.Workload, _ []placement.Decision) {
 func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, gangs map[string]dispatch.GangSpec, st *CycleStats) error {
 	start := time.Now()
 	before := *st
-	usage := snap.books.Usage()
 	cw := &cycleWork{s: s, ctx: ctx, snap: snap, pods: make(map[string]*corev1.Pod, len(pending)), work: map[string]podWork{}, plans: map[string]plan{}, gangs: gangs}
 	for _, p := range pending {
 		cw.pods[p.Namespace+"/"+p.Name] = p
 	}
-	f := dispatch.Frame{Cluster: snap.cluster, Policy: s.policy, Queues: tree, Usage: usage, Capacity: snap.capacity,
-		Translate: cw.translate, Gang: cw.gang}
+	// On the core's books (snap.books): their cluster, usage, capacity and
+	// running pods; what the cycle binds is assumed there until commit
+	// books the pod.
+	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang}
 	if s.core.Len() > 0 {
-		f.Running = s.running(snap, gangs)
+		s.runningGangs(snap, gangs)
 	}
 	rd, err := s.core.Cycle(start, f)
 	if err != nil {
@@ -130,9 +131,6 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 		notes[e.For] = s.evict(ctx, snap, cw.pods[e.For], e)
 	}
 	for _, b := range rd.Binds {
-		// The cycle booked it as decided; the pod's own hold replaces that
-		// in commit.
-		snap.books.Assume(b.ID, cycle.Running{Parts: b.Workload.Parts, Decisions: b.Decisions})
 		st.count(s.commit(ctx, snap, cw.pods[b.ID], cw.plans[b.ID]))
 	}
 	for _, w := range rd.Waits {
@@ -190,20 +188,17 @@ func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wai
 	s.events.reject(ctx, p, reason, msg)
 }
 
-// running is every pod booked on snap as a cycle.Running (package
-// booked: the candidates of preemption are this scheduler's exactly
-// booked, live pods; the others are Stopping), and gangs gains the
-// minimum of every running member's gang.
-func (s *Scheduler) running(snap *snapshot, gangs map[string]dispatch.GangSpec) []cycle.Running {
-	run := snap.books.Running()
-	for _, r := range run {
+// runningGangs gives gangs the minimum of every running member's gang
+// (the cycle keeps a running gang at its minimum when it chooses
+// victims).
+func (s *Scheduler) runningGangs(snap *snapshot, gangs map[string]dispatch.GangSpec) {
+	for _, r := range snap.books.Running() {
 		if _, known := gangs[r.Gang]; r.Gang != "" && !known {
 			if n, err := s.minMember(snap.pods[r.ID]); err == nil {
 				gangs[r.Gang] = dispatch.GangSpec{Min: n}
 			}
 		}
 	}
-	return run
 }
 
 // evict stops the victims the core chose for pod (on node e.Node): each

@@ -56,8 +56,8 @@ type snapshot struct {
 	capacity queueing.Resources
 }
 
-func newSnapshot() *snapshot {
-	b := booked.New()
+// newSnapshot is a snapshot on b (the core's books, empty).
+func newSnapshot(b *booked.Cluster) *snapshot {
 	return &snapshot{books: b, cluster: b.Cluster(), objs: map[string]*corev1.Node{}, versions: map[string]inventoryVersion{},
 		pods: map[string]*corev1.Pod{}, volatile: map[string]bool{}, claims: claimSet{}}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/inventory"
@@ -42,7 +43,7 @@ type cacheWorld struct {
 func (w *cacheWorld) sync(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
 	all := s.snap == nil || w.rng.IntN(4) == 0
 	if s.snap == nil {
-		s.snap = newSnapshot()
+		s.snap = newSnapshot(booked.New())
 	}
 	if all {
 		s.takeNodes(s.snap, nodes)

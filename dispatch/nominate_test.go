@@ -1,0 +1,179 @@
+package dispatch
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNominatedRoom: p (priority 5, one GPU) fits only where low (priority
+// 0) runs, on node a, and names it. The room its victim frees is p's until
+// p binds, goes, or is tried once its wait (a minute) is over: each case
+// says who takes it in the cycles that follow.
+func TestNominatedRoom(t *testing.T) {
+	const wait = time.Minute
+	earlier := func(it *Item) { it.Arrived = t0.Add(-time.Hour) } // ahead of p in its queue
+	// start runs the cycle in which p names low; low has stopped by the
+	// next one unless keep.
+	start := func(t *testing.T, cfg Config, keep bool) *world {
+		t.Helper()
+		cfg.Preemption, cfg.PreemptorWait = true, wait
+		w := newWorld(t, cfg, gpuNode("a", 1))
+		w.run("low", 0, 0, []int{0}, t0.Add(-time.Hour))
+		w.arrive("p", 1, prio(5))
+		if got := evictions(w.cycle()); !slices.Equal(got, []string{"p:low"}) {
+			t.Fatalf("evictions %v, want p:low", got)
+		}
+		if got := w.core.NominatedNodes(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("nominated %v, want a", got)
+		}
+		if !keep {
+			w.stop("low")
+			w.core.ClusterChanged()
+		}
+		w.advance(10 * time.Second)
+		return w
+	}
+	held := func(t *testing.T, rd Ready, id string) {
+		t.Helper()
+		if wt := waitOf(t, rd, id); !strings.Contains(wt.Message, "room held for pod p, which named victims there") {
+			t.Errorf("%s: %q, want it kept out of p's room", id, wt.Message)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"an equal priority ahead of p does not take its room", func(t *testing.T) {
+			w := start(t, Config{Noun: "pod"}, false)
+			w.arrive("q", 1, prio(5), earlier)
+			rd := w.cycle()
+			if got := binds(rd); !slices.Equal(got, []string{"p"}) || rd.Order[0] != "q" {
+				t.Fatalf("binds %v in the order %v, want p (q served first)", got, rd.Order)
+			}
+			held(t, rd, "q")
+			if got := w.core.NominatedNodes(); len(got) != 0 {
+				t.Errorf("nominated %v once p is placed, want none", got)
+			}
+		}},
+		{"nor does a lower one aged ahead of it", func(t *testing.T) {
+			w := start(t, Config{Noun: "pod", AgingStep: time.Second}, false)
+			w.arrive("q", 1, prio(0), since(t0.Add(-time.Hour)))
+			rd := w.cycle()
+			if got := binds(rd); !slices.Equal(got, []string{"p"}) || rd.Order[0] != "q" {
+				t.Fatalf("binds %v in the order %v, want p (q served first)", got, rd.Order)
+			}
+			held(t, rd, "q")
+		}},
+		{"a higher priority takes it", func(t *testing.T) {
+			w := start(t, Config{Noun: "pod"}, false)
+			w.arrive("q", 1, prio(9))
+			if got := binds(w.cycle()); !slices.Equal(got, []string{"q"}) {
+				t.Fatalf("binds %v, want q", got)
+			}
+		}},
+		{"while its victims still run, the room they will free is held", func(t *testing.T) {
+			// a has a second GPU, free: p asks both.
+			w := newWorld(t, Config{Noun: "pod", Preemption: true, PreemptorWait: wait}, gpuNode("a", 2))
+			w.run("low", 0, 0, []int{0}, t0.Add(-time.Hour))
+			w.arrive("p", 2, prio(5))
+			if got := evictions(w.cycle()); !slices.Equal(got, []string{"p:low"}) {
+				t.Fatalf("evictions %v, want p:low", got)
+			}
+			w.advance(10 * time.Second)
+			w.arrive("q", 1, prio(5), earlier)
+			rd := w.cycle()
+			if len(rd.Binds) != 0 || len(rd.Evictions) != 0 || !waitOf(t, rd, "p").AwaitingVictims {
+				t.Fatalf("binds %v, evictions %v, p %+v: want nothing while low runs", binds(rd), evictions(rd), waitOf(t, rd, "p"))
+			}
+			held(t, rd, "q")
+			w.stop("low")
+			w.core.ClusterChanged()
+			if got := binds(w.cycle()); !slices.Equal(got, []string{"p"}) {
+				t.Fatalf("binds %v once low stopped, want p", got)
+			}
+		}},
+		{"the hold ends when p goes", func(t *testing.T) {
+			w := start(t, Config{Noun: "pod"}, false)
+			w.arrive("q", 1, prio(5), earlier)
+			w.core.Remove("p")
+			if got := w.core.NominatedNodes(); len(got) != 0 {
+				t.Fatalf("nominated %v once p went", got)
+			}
+			if got := binds(w.cycle()); !slices.Equal(got, []string{"q"}) {
+				t.Fatalf("binds %v, want q", got)
+			}
+		}},
+		{"the hold ends when p is tried once its wait is over", func(t *testing.T) {
+			w := start(t, Config{Noun: "pod"}, false)
+			w.ws["p"] = wholeGPUs("p", 2) // p no longer fits its room (nor names victims)
+			w.arrive("q", 1, prio(5))     // behind p
+			rd := w.cycle()
+			if len(rd.Binds) != 0 || !waitOf(t, rd, "p").AwaitingVictims {
+				t.Fatalf("binds %v, p %+v: want p awaiting its victims, nothing bound", binds(rd), waitOf(t, rd, "p"))
+			}
+			held(t, rd, "q")
+			w.advance(wait)
+			if got := binds(w.cycle()); !slices.Equal(got, []string{"q"}) {
+				t.Fatalf("binds %v after p's wait, want q", got)
+			}
+			if got := w.core.NominatedNodes(); len(got) != 0 {
+				t.Errorf("nominated %v after p's wait, want none", got)
+			}
+		}},
+		{"a respecified p gives its room up", func(t *testing.T) {
+			w := start(t, Config{Noun: "pod"}, false)
+			w.arrive("q", 1, prio(5), earlier)
+			w.core.Respecified("p")
+			if got := w.core.NominatedNodes(); len(got) != 0 {
+				t.Fatalf("nominated %v once p changed", got)
+			}
+		}},
+		{"Skip never leaves p out of its room", func(t *testing.T) {
+			w := start(t, Config{Noun: "pod"}, false)
+			w.arrive("q", 1, prio(5), earlier)
+			f := w.frame()
+			f.Skip = func(string) bool { return true }
+			rd, err := w.core.Cycle(w.now, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := binds(rd); !slices.Equal(got, []string{"p"}) || rd.Skipped != 1 {
+				t.Fatalf("binds %v, skipped %d: want p bound, q skipped", got, rd.Skipped)
+			}
+		}},
+	} {
+		t.Run(tc.name, tc.run)
+	}
+}
+
+// TestNominatedGangRoom: gang g (two one-GPU members, priority 5) needs
+// low1 on a and low2 on b stopped; a workload of its priority served
+// before it takes neither GPU.
+func TestNominatedGangRoom(t *testing.T) {
+	w := newWorld(t, Config{Preemption: true, PreemptorWait: time.Minute}, gpuNode("a", 1), gpuNode("b", 1))
+	w.gangs["g"] = GangSpec{Min: 2}
+	w.run("low1", 0, 0, []int{0}, t0.Add(-time.Hour))
+	w.run("low2", 0, 1, []int{0}, t0.Add(-time.Hour))
+	w.arrive("g1", 1, gang("g"), prio(5))
+	w.arrive("g2", 1, gang("g"), prio(5))
+	if rd := w.cycle(); len(rd.Evictions) != 1 || len(rd.Evictions[0].Victims) != 2 {
+		t.Fatalf("evictions %v, want g1 naming low1 and low2", evictions(rd))
+	}
+	if got := w.core.NominatedNodes(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("nominated %v, want a and b", got)
+	}
+	w.stop("low1")
+	w.stop("low2")
+	w.core.ClusterChanged()
+	w.advance(10 * time.Second)
+	w.arrive("q", 1, prio(5), func(it *Item) { it.Arrived = t0.Add(-time.Hour) })
+	rd := w.cycle()
+	if got := binds(rd); !slices.Equal(got, []string{"g1", "g2"}) || rd.Order[0] != "q" {
+		t.Fatalf("binds %v in the order %v, want g1 and g2 (q served first)", got, rd.Order)
+	}
+	if wt := waitOf(t, rd, "q"); !strings.Contains(wt.Message, "room held for gang g") {
+		t.Errorf("q: %q, want it kept out of g's room", wt.Message)
+	}
+}
