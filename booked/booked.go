@@ -64,6 +64,8 @@ type Cluster struct {
 	// workload of their own (charged in Usage).
 	own    map[string]queueing.Resources
 	shared map[*held]bool
+	// gangs are the booked workloads of each gang (its running members).
+	gangs map[string]map[*held]bool
 	// running are the booked workloads as Running reports them, kept up
 	// to date with the holds touched since (runHeld: whose entry each is;
 	// runStale: built anew at the next read).
@@ -99,7 +101,7 @@ type held struct {
 // New returns an empty cluster.
 func New() *Cluster {
 	return &Cluster{byName: map[string]int{}, cluster: &placement.Cluster{}, holds: map[string]*held{},
-		own: map[string]queueing.Resources{}, shared: map[*held]bool{}, touched: map[*held]bool{}}
+		own: map[string]queueing.Resources{}, shared: map[*held]bool{}, touched: map[*held]bool{}, gangs: map[string]map[*held]bool{}}
 }
 
 // SetNode sets a node's inventory and why it takes no new work ("": it
@@ -284,6 +286,11 @@ func (c *Cluster) settle() {
 // it (Assume records what it placed).
 func (c *Cluster) Cluster() *placement.Cluster { c.settle(); return c.cluster }
 
+// Stale reports whether the node set changed since the nodes were last
+// laid out (the next read lays them out: a front door that sets many
+// nodes reads after the last).
+func (c *Cluster) Stale() bool { return c.stale }
+
 // Layout counts the layouts: node positions stay as they are until it
 // changes.
 func (c *Cluster) Layout() uint64 { c.settle(); return c.layout }
@@ -342,7 +349,7 @@ func (c *Cluster) lay() {
 	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i].seq < hs[j].seq })
 	c.stale = false
-	c.own, c.shared = map[string]queueing.Resources{}, map[*held]bool{}
+	c.own, c.shared, c.gangs = map[string]queueing.Resources{}, map[*held]bool{}, map[string]map[*held]bool{}
 	c.runStale = true
 	for _, h := range hs {
 		h.ni = -1

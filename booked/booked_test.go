@@ -62,6 +62,9 @@ func same(t *testing.T, step string, a, b *Cluster) {
 	if ua, ub := a.Usage(), b.Usage(); !reflect.DeepEqual(ua, ub) {
 		t.Fatalf("%s: usage differs:\n got  %v\n want %v", step, ua, ub)
 	}
+	if ga, gb := a.Gangs(), b.Gangs(); !reflect.DeepEqual(ga, gb) {
+		t.Fatalf("%s: gangs differ:\n got  %v\n want %v", step, ga, gb)
+	}
 	if a.Capacity() != b.Capacity() {
 		t.Fatalf("%s: capacity %v, want %v", step, a.Capacity(), b.Capacity())
 	}
@@ -109,16 +112,16 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 				what = "release " + id
 			case k == 3 && len(order) > 0:
 				id := order[rng.IntN(len(order))]
-				c.Relabel(id, fmt.Sprintf("q%d", rng.IntN(3)), "")
+				c.Relabel(id, fmt.Sprintf("q%d", rng.IntN(3)), []string{"", "g0", "g1"}[rng.IntN(3)])
 				h := holds[id]
-				h.Queue = c.holds[id].Queue
+				h.Queue, h.Gang = c.holds[id].Queue, c.holds[id].Gang
 				holds[id] = h
 				what = "relabel " + id
 			default:
 				id := fmt.Sprintf("w%d", rng.IntN(40))
 				node := names[rng.IntN(len(names))]
 				h := Hold{ID: id, Node: node, CPUMilli: int64(100 * (1 + rng.IntN(12))), MemoryMiB: 512,
-					Queue: fmt.Sprintf("q%d", rng.IntN(3)), Priority: int32(rng.IntN(3))}
+					Queue: fmt.Sprintf("q%d", rng.IntN(3)), Priority: int32(rng.IntN(3)), Gang: []string{"", "g0", "g1"}[rng.IntN(3)]}
 				h.Key = fmt.Sprint(h.Node, h.CPUMilli)
 				if g := rng.IntN(4); g < 3 {
 					h.Groups = [][]binding.Share{{share(node, g, int64(100*(1+rng.IntN(9))))}}

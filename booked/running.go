@@ -119,6 +119,18 @@ func (c *Cluster) charge(h *held, sign int64) {
 		}
 		return
 	}
+	if h.Gang != "" {
+		m := c.gangs[h.Gang]
+		if sign > 0 {
+			if m == nil {
+				m = map[*held]bool{}
+				c.gangs[h.Gang] = m
+			}
+			m[h] = true
+		} else if delete(m, h); len(m) == 0 {
+			delete(c.gangs, h.Gang)
+		}
+	}
 	u := c.own[h.Queue]
 	u.GPUMilli += sign * h.use.GPUMilli
 	u.GPUMemoryMiB += sign * h.use.GPUMemoryMiB
@@ -129,4 +141,31 @@ func (c *Cluster) charge(h *held, sign int64) {
 	} else {
 		c.own[h.Queue] = u
 	}
+}
+
+// Gangs counts each gang's booked workloads (its running members), kept
+// as they are booked and released.
+func (c *Cluster) Gangs() map[string]int {
+	c.settle()
+	out := make(map[string]int, len(c.gangs))
+	for g, m := range c.gangs {
+		out[g] = len(m)
+	}
+	return out
+}
+
+// GangMember is one booked workload of gang g (the first booked), for a
+// front door to read the gang's definition from; false when none is.
+func (c *Cluster) GangMember(g string) (string, bool) {
+	c.settle()
+	var first *held
+	for h := range c.gangs[g] {
+		if first == nil || h.seq < first.seq {
+			first = h
+		}
+	}
+	if first == nil {
+		return "", false
+	}
+	return first.ID, true
 }

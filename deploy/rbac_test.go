@@ -27,6 +27,7 @@ import (
 	"github.com/tessera-gpu/tessera/discovery"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/leader"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 )
 
@@ -139,7 +140,7 @@ func testRBAC(t *testing.T, s *apiServer) {
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- sched.RunWithLeaderElection(sctx, scheduler.LeaderElection{Namespace: ns, Name: "tessera-scheduler", Identity: "rbac-test"})
+		done <- sched.RunWithLeaderElection(sctx, leader.Config{Namespace: ns, Name: "tessera-scheduler", Identity: "rbac-test"})
 	}()
 	// A DRA claim for a share, used by two pods: the first pod's binding
 	// allocates it, the second joins it.
@@ -248,8 +249,8 @@ var notExercised = map[string]string{
 	"scheduler: delete pods":                  "kube/scheduler/preempt.go evicts preemption victims",
 	"scheduler: patch events":                 "client-go's event recorder patches the count of a repeated event",
 	"agent: create customresourcedefinitions": "kube/crd.Install creates the GPUNode CRD when it is missing (the chart's crds/ made it here)",
-	"scheduler: list podgroups":               "kube/scheduler/crdwatch.go starts the PodGroup informer at the first pod of a gang",
-	"scheduler: watch podgroups":              "kube/scheduler/crdwatch.go starts the PodGroup informer at the first pod of a gang",
+	"scheduler: list podgroups":               "kube/crdwatch (for kube/scheduler) starts the PodGroup informer at the first pod of a gang",
+	"scheduler: watch podgroups":              "kube/crdwatch (for kube/scheduler) starts the PodGroup informer at the first pod of a gang",
 	"agent: delete resourceslices":            "the resourceslice helper (agent/kube/draslices.go) deletes a slice the node no longer needs",
 	// Not a request: the API server checks it when a status update
 	// changes status.allocation or status.reservedFor (this test's claim

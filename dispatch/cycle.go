@@ -130,7 +130,7 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 		rd.Next, _ = c.backoff.next(now)
 		return rd, nil
 	}
-	c.countRunning(&snap, f)
+	c.countRunning(&snap, f, own)
 	byID := map[string]*state{}
 	unitOf := map[string]*unit{}
 	for i := range served {
@@ -331,12 +331,19 @@ func (c *Core) onBooks(f Frame) Frame {
 
 // countRunning gives every pending gang its running members and every
 // running gang its minimum (a gang is never preempted below it).
-func (c *Core) countRunning(snap *cycle.Snapshot, f Frame) {
-	for i := range f.Running {
-		k := f.Running[i].Gang
-		if k == "" {
-			continue
+func (c *Core) countRunning(snap *cycle.Snapshot, f Frame, own bool) {
+	var running map[string]int
+	if own {
+		running = c.books.Gangs() // kept as they are booked
+	} else {
+		running = map[string]int{}
+		for i := range f.Running {
+			if k := f.Running[i].Gang; k != "" {
+				running[k]++
+			}
 		}
+	}
+	for k, n := range running {
 		g, ok := snap.Gangs[k]
 		if !ok {
 			if f.Gang == nil {
@@ -348,7 +355,7 @@ func (c *Core) countRunning(snap *cycle.Snapshot, f Frame) {
 			}
 			g = cycle.Gang{MinMember: spec.Min}
 		}
-		g.Running++
+		g.Running += n
 		snap.Gangs[k] = g
 	}
 }

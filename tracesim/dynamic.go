@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ type TimedPod struct {
 	Arrive   int64
 	Duration int64
 	QoS      string
+	// Gang places this pod, when it asks for more than one GPU, as a gang
+	// of one-GPU members (as DynamicConfig.Gangs does for every such pod).
+	Gang bool
 }
 
 // LoadTimedPods reads a pod list with creation_time and deletion_time.
@@ -95,6 +99,18 @@ type DynamicConfig struct {
 	// CPU and memory split evenly among them), all or nothing, on any
 	// nodes; without it a multi-GPU pod needs all its GPUs on one node.
 	Gangs bool
+	// Exact replays Pods as they are: no copies and no drops (Tune is not
+	// used), pods of equal arrival time in the order given. A test that
+	// replays the same pods elsewhere (through the Kubernetes scheduler)
+	// needs the arrivals to be its own.
+	Exact bool
+	// ReservationWait is how long, in seconds, a pod may fail to fit
+	// before it reserves nodes that others may only backfill (the
+	// scheduler's --reservation-wait; 0: no reservations).
+	ReservationWait float64
+	// Record keeps every placement and every stop, in the order the core
+	// decided them, in DynamicResult.Binds and Stops.
+	Record bool
 	// MIG, when set, replays the MIG variant of the trace
 	// (dynamic_mig.go): Policy then names one of MIGSetups. Queues,
 	// Preemption and Gangs are refused with it.
@@ -159,9 +175,30 @@ type DynamicResult struct {
 	// a queue config only.
 	Queues []QueueResult `json:"queues,omitempty"`
 	// MIG is set for a replay of the MIG variant.
-	MIG     *DynamicMIG   `json:"mig,omitempty"`
-	Series  []Sample      `json:"-"`
+	MIG    *DynamicMIG `json:"mig,omitempty"`
+	Series []Sample    `json:"-"`
+	// Binds and Stops are what the core decided, in its order, with
+	// DynamicConfig.Record only.
+	Binds   []DynamicBind `json:"-"`
+	Stops   []DynamicStop `json:"-"`
 	Elapsed time.Duration `json:"-"`
+}
+
+// DynamicBind is one placement of a recorded replay: at Time, part Part
+// of pod Pod (a gang's member; 0 for a pod placed whole) on node Node,
+// GPUs by their position on the node.
+type DynamicBind struct {
+	Time float64
+	Pod  string
+	Part int
+	Node string
+	GPUs []int
+}
+
+// DynamicStop is one running pod stopped for a preemption, at Time.
+type DynamicStop struct {
+	Time float64
+	Pod  string
 }
 
 // Delays are the queueing delays of started pods, seconds: the time each
@@ -211,6 +248,9 @@ func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, erro
 	if cfg.MinRuntime < 0 || math.IsNaN(cfg.MinRuntime) {
 		return nil, fmt.Errorf("dynamic replay: minimum runtime must be >= 0, got %g", cfg.MinRuntime)
 	}
+	if cfg.ReservationWait < 0 || math.IsNaN(cfg.ReservationWait) || math.IsInf(cfg.ReservationWait, 1) {
+		return nil, fmt.Errorf("dynamic replay: reservation wait must be >= 0 seconds, got %g", cfg.ReservationWait)
+	}
 	if cfg.Popularity <= 0 || cfg.Popularity > 1 {
 		cfg.Popularity = 0.95
 	}
@@ -254,7 +294,13 @@ func ReplayDynamic(ctx context.Context, cfg DynamicConfig) (*DynamicResult, erro
 		return nil, errors.New("dynamic replay: the cluster has no GPUs")
 	}
 
-	pods := TimedArrivals(cfg.Pods, capacity, cfg.Tune, cfg.Seed)
+	var pods []TimedPod
+	if cfg.Exact {
+		pods = slices.Clone(cfg.Pods)
+		sort.SliceStable(pods, func(i, j int) bool { return pods[i].Arrive < pods[j].Arrive })
+	} else {
+		pods = TimedArrivals(cfg.Pods, capacity, cfg.Tune, cfg.Seed)
+	}
 	first := pods[0].Arrive
 	k := cfg.Compression
 	if k == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,6 +92,8 @@ type dynReplay struct {
 	nodeAt  map[string]int
 
 	mig *dynMIG // set for the MIG variant (dynamic_mig.go)
+	// rec is the result the placements are recorded in (Record).
+	rec *DynamicResult
 }
 
 func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy, mig *dynMIG, arrivals []TimedPod, k float64) (*dynReplay, error) {
@@ -130,7 +133,7 @@ func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy,
 			}
 			p.parts = []placement.Pod{q}
 			p.ids = []string{strconv.Itoa(i)}
-		case cfg.Gangs && tp.Pod.GPU.Count > 1:
+		case (cfg.Gangs || tp.Gang) && tp.Pod.GPU.Count > 1:
 			p.parts = gangMembers(tp.Pod)
 			p.gang = "gang-" + strconv.Itoa(i)
 			for m := range p.parts {
@@ -150,7 +153,8 @@ func newDynReplay(cfg DynamicConfig, c *placement.Cluster, pol placement.Policy,
 				return nil, fmt.Errorf("pod %s: %d gang members, more than %d", d.pods[i].Pod.Name, len(d.pods[i].parts), 1<<memberBits)
 			}
 		}
-		core, err := dispatch.New(dispatch.Config{Preemption: cfg.Preemption, MinRuntime: time.Duration(cfg.MinRuntime * float64(time.Second)), Noun: "pod"})
+		core, err := dispatch.New(dispatch.Config{Preemption: cfg.Preemption, MinRuntime: time.Duration(cfg.MinRuntime * float64(time.Second)),
+			ReservationWait: time.Duration(cfg.ReservationWait * float64(time.Second)), Noun: "pod"})
 		if err != nil {
 			return nil, err
 		}
@@ -187,6 +191,7 @@ var simEpoch = time.Unix(0, 0).UTC()
 func simTime(s float64) time.Time { return simEpoch.Add(time.Duration(s * float64(time.Second))) }
 
 func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
+	d.rec = res
 	var (
 		next     int
 		integral float64
@@ -463,6 +468,10 @@ func (d *dynReplay) apply(rd dispatch.Ready) error {
 			p.decisions = make([]placement.Decision, len(p.parts))
 		}
 		p.decisions[m] = b.Decisions[0]
+		if d.cfg.Record {
+			dec := b.Decisions[0]
+			d.rec.Binds = append(d.rec.Binds, DynamicBind{Time: d.now, Pod: p.Pod.Name, Part: m, Node: d.c.Nodes[dec.Node].Name, GPUs: slices.Clone(dec.GPUs)})
+		}
 		d.core.Bound(b.ID)
 		if placed == nil {
 			placed = map[int]int{}
@@ -547,6 +556,9 @@ func (d *dynReplay) stop(i int, k preemption.Kind, res *DynamicResult) error {
 	d.running = append(d.running[:j], d.running[j+1:]...)
 	p := &d.pods[i]
 	p.started, p.tried, p.since = false, false, d.now
+	if d.cfg.Record {
+		res.Stops = append(res.Stops, DynamicStop{Time: d.now, Pod: p.Pod.Name})
+	}
 	d.waiting = append(d.waiting, i)
 	d.enqueue(i)
 	q := &d.queues[p.queue]

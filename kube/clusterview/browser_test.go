@@ -27,6 +27,7 @@ import (
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/clusterview"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/kube/workload"
@@ -355,7 +356,7 @@ func gpuNode(ctx context.Context, t *testing.T, c kubernetes.Interface, dyn dyna
 // labelNode creates a KWOK node whose GPUs are described by labels only.
 func labelNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name, model string, count int) {
 	t.Helper()
-	createNode(ctx, t, c, name, map[string]string{scheduler.LabelModel: model, scheduler.LabelCount: strconv.Itoa(count)}, count)
+	createNode(ctx, t, c, name, map[string]string{nodeinventory.LabelModel: model, nodeinventory.LabelCount: strconv.Itoa(count)}, count)
 }
 
 func createNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, labels map[string]string, gpus int) {

@@ -49,7 +49,7 @@ func (s Source) Snapshot(context.Context) (webui.Snapshot, error) {
 }
 
 // labelSource is the inventory source of nodes read from their labels
-// (scheduler.LabelInventory): nothing on them is reported.
+// (nodeinventory.Labels): nothing on them is reported.
 const labelSource = "node-labels"
 
 // Translate turns the scheduler's view into the page's snapshot, taken at

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/podstatus"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 )
@@ -45,7 +46,7 @@ func TestEachPodArrivesOnce(t *testing.T) {
 	}
 	s := &Scheduler{cfg: Config{Catalog: catalog.Default()}, policy: &observing{Policy: def}, core: core, pending: map[string]*corev1.Pod{},
 		podPolicies: map[string]placement.Policy{"spread": own}, arrived: map[types.UID]bool{},
-		events: newEventSink(fake.NewClientset(), fake.NewClientset(), DefaultName, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+		events: podstatus.New(fake.NewClientset(), fake.NewClientset(), DefaultName, slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	gpu := corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}
 	pod := func(name string, ann map[string]string, ctrs ...corev1.Container) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), Annotations: ann},

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/test/testcluster"
@@ -115,8 +117,8 @@ func (m mixPod) object(name, ns string, tessera bool) *corev1.Pod {
 		p.Annotations[workload.AnnotationCompute] = m.fraction
 	}
 	if m.gang != "" {
-		p.Labels[LabelPodGroup] = m.gang
-		p.Annotations[AnnotationMinMember] = strconv.Itoa(m.gangSize)
+		p.Labels[membership.LabelPodGroup] = m.gang
+		p.Annotations[membership.AnnotationMinMember] = strconv.Itoa(m.gangSize)
 	}
 	return p
 }
@@ -584,7 +586,7 @@ func createBenchNodes(ctx context.Context, b *testing.B, c kubernetes.Interface,
 			workload.ResourceGPU: resource.MustParse("128"),
 		}
 		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%04d", i), Labels: map[string]string{LabelModel: "H100", LabelCount: "8"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%04d", i), Labels: map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "8"},
 				Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
 			Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
 		}

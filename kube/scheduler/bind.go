@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/binding"
 )
@@ -23,7 +24,7 @@ const bindWorkers = 64
 // annotations onto the pod as it sets the node, so a pod is never bound
 // without its assignment, nor annotated but left unbound by a crash in
 // between.
-func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, node, enc string) error {
+func bind(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, node, enc string) error {
 	b := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
@@ -31,7 +32,7 @@ func (s *Scheduler) bind(ctx context.Context, pod *corev1.Pod, node, enc string)
 	if enc != "" {
 		b.Annotations = map[string]string{binding.AnnotationKey: enc}
 	}
-	if err := s.cfg.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+	if err := c.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("bind pod %s/%s to node %s: %w", pod.Namespace, pod.Name, node, err)
 	}
 	return nil

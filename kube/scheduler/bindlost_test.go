@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -77,7 +78,7 @@ func TestFailedBindingThatApplied(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			inv := LabelInventory{Catalog: catalogtest.Small()}
+			inv := nodeinventory.Labels{Catalog: catalogtest.Small()}
 			snap := buildSnapshot(s.cfg.Log, inv, []*corev1.Node{node}, nil)
 			pl, o, msg := s.planPod(snap, a)
 			if o != outcomeBound {

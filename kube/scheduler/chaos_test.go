@@ -36,6 +36,8 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cmd/tessera/cli"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/test/testcluster"
@@ -403,7 +405,7 @@ func createChaosNodes(ctx context.Context, t *testing.T, client kubernetes.Inter
 		}
 	}
 	for i := 0; i < n; i++ {
-		mk(fmt.Sprintf("gpu-%03d", i), map[string]string{scheduler.LabelModel: "H100", scheduler.LabelCount: strconv.Itoa(labelGPUs)})
+		mk(fmt.Sprintf("gpu-%03d", i), map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: strconv.Itoa(labelGPUs)})
 	}
 	mk(agentNodeName, map[string]string{agentLabel: "true"})
 	eventually(ctx, t, time.Minute, "nodes Ready", func() error {
@@ -631,8 +633,8 @@ func (h *chaos) createPod(ctx context.Context, s podSpec) (types.UID, error) {
 		ann[workload.AnnotationCompute] = s.frac
 	}
 	if s.group != "" {
-		labels[scheduler.LabelPodGroup] = s.group
-		ann[scheduler.AnnotationMinMember] = strconv.Itoa(h.plan.gangs[s.group])
+		labels[membership.LabelPodGroup] = s.group
+		ann[membership.AnnotationMinMember] = strconv.Itoa(h.plan.gangs[s.group])
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: chaosNS, Labels: labels, Annotations: ann},

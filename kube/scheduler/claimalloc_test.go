@@ -20,6 +20,8 @@ import (
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 )
 
@@ -81,12 +83,12 @@ func installClasses(ctx context.Context, t *testing.T, c kubernetes.Interface) {
 // publishes them as DRA devices, as its agent would with --dra.
 func draGPUNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name string) {
 	t.Helper()
-	createGPUNode(ctx, t, c, name, map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, c, name, map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := LabelInventory{Catalog: catalog.Default()}.Node(node)
+	inv, err := nodeinventory.Labels{Catalog: catalog.Default()}.Node(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +159,8 @@ func TestSchedulerAllocatesClaims(t *testing.T) {
 	}
 	createQueue(ctx, t, dyn, "dra", map[string]any{"limit": map[string]any{"gpu": "0.5"}})
 	installClasses(ctx, t, c)
-	draGPUNode(ctx, t, c, "gpu-0")                                                              // publishes its GPUs through DRA
-	createGPUNode(ctx, t, c, "plain-0", map[string]string{LabelModel: "H100", LabelCount: "2"}) // runs the device plugin only
+	draGPUNode(ctx, t, c, "gpu-0")                                                                                          // publishes its GPUs through DRA
+	createGPUNode(ctx, t, c, "plain-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"}) // runs the device plugin only
 	claims := c.ResourceV1().ResourceClaims("default")
 	for _, cl := range []*resourceapi.ResourceClaim{shareClaim("shared", "0.5", "39Gi", "0.8"), shareClaim("bad", "2", "1Gi", ""), shareClaim("over", "0.5", "1Gi", ""), typoClaim()} {
 		if _, err := claims.Create(ctx, cl, metav1.CreateOptions{}); err != nil {
@@ -383,8 +385,8 @@ func TestGangClaimsAllOrNothing(t *testing.T) {
 	}
 	defer startScheduler(ctx, t, c, nil, nil)()
 	gang := func(p *corev1.Pod) {
-		p.Labels = map[string]string{LabelPodGroup: "pair"}
-		p.Annotations = map[string]string{AnnotationMinMember: "2"}
+		p.Labels = map[string]string{membership.LabelPodGroup: "pair"}
+		p.Annotations = map[string]string{membership.AnnotationMinMember: "2"}
 	}
 	claimPod(ctx, t, c, "a", map[string]string{"gpu": "g-a"}, nil, gang)
 	claimPod(ctx, t, c, "b", map[string]string{"gpu": "g-b"}, nil, gang)

@@ -13,6 +13,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/crdwatch"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 )
 
@@ -142,7 +143,7 @@ func (snap *snapshot) claimHold(c *resourceapi.ResourceClaim, cat *catalog.Catal
 // resource.k8s.io/v1 (Kubernetes 1.34 and later); where it does not, the
 // scheduler books no claims.
 func servesClaims(c kubernetes.Interface, log *slog.Logger) bool {
-	ok, err := served(c, resourceapi.SchemeGroupVersion.WithResource("resourceclaims"))
+	ok, err := crdwatch.Served(c, resourceapi.SchemeGroupVersion.WithResource("resourceclaims"))
 	if err != nil {
 		log.Warn("cannot tell whether the API server serves DRA ResourceClaims; their GPUs are not counted", "err", err)
 	}
@@ -152,7 +153,7 @@ func servesClaims(c kubernetes.Interface, log *slog.Logger) bool {
 // claimEvents pokes the loop when a claim is made (a pod may wait for
 // it), or one of Tessera's driver is allocated, changes while allocated,
 // or goes: the snapshot books it again.
-func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
+func (e *informerEvents) claimEvents() cache.ResourceEventHandler {
 	holds := func(obj any) bool {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -162,17 +163,17 @@ func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		// Any new claim: a pod may wait for the claim of its template.
-		AddFunc: func(any) { s.poke() },
+		AddFunc: func(any) { e.poke() },
 		UpdateFunc: func(o, n any) {
 			if holds(o) || holds(n) {
-				s.inbox.clusterChanged() // a claim let go may make room
-				s.poke()
+				e.inbox.clusterChanged() // a claim let go may make room
+				e.poke()
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if holds(obj) {
-				s.inbox.clusterChanged()
-				s.poke()
+				e.inbox.clusterChanged()
+				e.poke()
 			}
 		},
 	}
@@ -180,10 +181,10 @@ func (s *Scheduler) claimEvents() cache.ResourceEventHandler {
 
 // draEvents pokes the loop when ResourceSlices or DeviceClasses change: a
 // node that publishes devices, or a class, may let a pod's claims fit.
-func (s *Scheduler) draEvents() cache.ResourceEventHandler {
+func (e *informerEvents) draEvents() cache.ResourceEventHandler {
 	changed := func() {
-		s.inbox.clusterChanged()
-		s.poke()
+		e.inbox.clusterChanged()
+		e.poke()
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { changed() },

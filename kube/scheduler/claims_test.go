@@ -25,6 +25,8 @@ import (
 	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/inventory"
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
+	"github.com/tessera-gpu/tessera/kube/podstatus"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
@@ -98,7 +100,7 @@ func TestSnapshotBooksAllocatedClaims(t *testing.T) {
 // given once the claim goes.
 func TestClaimsAndPodsShareOneInventory(t *testing.T) {
 	ctx, c := controlPlane(t)
-	createGPUNode(ctx, t, c, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, c, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	claim := allocatedClaim("held", "gpu-0", kdra.DriverName, map[string]string{"gpu-0": ""})
 	status := claim.Status
 	claim.UID, claim.ResourceVersion, claim.Status = "", "", resourceapi.ResourceClaimStatus{}
@@ -335,7 +337,7 @@ func TestClaimVersionsAreTakenIn(t *testing.T) {
 
 // syncTo brings s's snapshot to nodes, pods and claims as a cycle does,
 // every node looked at.
-func (s *Scheduler) syncTo(src InventorySource, nodes []*corev1.Node, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim) *snapshot {
+func (s *Scheduler) syncTo(src nodeinventory.Source, nodes []*corev1.Node, pods []*corev1.Pod, claims []*resourceapi.ResourceClaim) *snapshot {
 	s.cfg.Inventory = src
 	if s.snap == nil {
 		b := booked.New()
@@ -345,7 +347,7 @@ func (s *Scheduler) syncTo(src InventorySource, nodes []*corev1.Node, pods []*co
 		s.snap = newSnapshot(b)
 	}
 	if s.events == nil {
-		s.events = newEventSink(fake.NewClientset(), fake.NewClientset(), DefaultName, s.cfg.Log)
+		s.events = podstatus.New(fake.NewClientset(), fake.NewClientset(), DefaultName, s.cfg.Log)
 	}
 	s.takeNodes(s.snap, nodes)
 	s.takeListed(s.snap, pods)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 )
 
 // Config configures a Scheduler.
@@ -30,8 +31,8 @@ type Config struct {
 	// objects for nodes' GPUs (real UUIDs, health, NVLink).
 	Dynamic dynamic.Interface
 	// Inventory reads nodes' GPUs (default: GPUNode objects when Dynamic is
-	// set, falling back to node labels; LabelInventory otherwise).
-	Inventory InventorySource
+	// set, falling back to node labels; nodeinventory.Labels otherwise).
+	Inventory nodeinventory.Source
 	// Log receives the scheduler's logs (default slog.Default()).
 	Log *slog.Logger
 	// Resync is how often a cycle runs without events (default 1s).

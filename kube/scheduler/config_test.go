@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tessera-gpu/tessera/kube/leader"
 )
 
 func TestConfigErrors(t *testing.T) {
@@ -20,7 +22,7 @@ func TestConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, le := range []LeaderElection{
+	for _, le := range []leader.Config{
 		{},
 		{Identity: "a", LeaseDuration: 2e9, RenewDeadline: 3e9, RetryPeriod: 1e9},
 	} {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/test/testcluster"
 )
@@ -25,7 +27,7 @@ import (
 // on a node without GPUs, across a scheduler restart.
 func TestCPUOnlyPods(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	createNode(ctx, t, client, "cpu-0", map[string]string{"pool": "cpu"}, "4", "16Gi")
 	cpuPool := map[string]string{"pool": "cpu"}
 	stop := startScheduler(ctx, t, client, nil, nil)
@@ -79,14 +81,14 @@ func TestCPUOnlyPods(t *testing.T) {
 // nowhere binds none.
 func TestGangWithCPUOnlyMember(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
-	createGPUNode(ctx, t, client, "gpu-1", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-1", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	stop := startScheduler(ctx, t, client, nil, nil)
 	defer stop()
 	gang := func(name, launcherCPU string) {
 		t.Helper()
-		labels := map[string]string{LabelPodGroup: name}
-		ann := map[string]string{AnnotationMinMember: "3"}
+		labels := map[string]string{membership.LabelPodGroup: name}
+		ann := map[string]string{membership.AnnotationMinMember: "3"}
 		createCPUPodWith(ctx, t, client, name+"-launcher", launcherCPU, labels, ann, nil)
 		createPodWith(ctx, t, client, name+"-worker-0", "1", labels, ann)
 		createPodWith(ctx, t, client, name+"-worker-1", "1", labels, ann)
@@ -117,7 +119,7 @@ func TestGangWithCPUOnlyMember(t *testing.T) {
 // once the policy goes, the refused pod binds.
 func TestUnbindablePodBacksOff(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	denyBindings(ctx, t, client, "unbindable")
 	createGPUPod(ctx, t, client, "unbindable", "1", nil)
 	createGPUPod(ctx, t, client, "infeasible", "3", nil) // 3 GPUs on a 2-GPU node

@@ -15,6 +15,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -32,7 +33,7 @@ func BenchmarkCycleEngine(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, notReady := range []int{0, 50} {
 		b.Run(fmt.Sprintf("notready=%d", notReady), func(b *testing.B) {
-			src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
+			src := nodeinventory.NewCache(nodeinventory.Labels{Catalog: catalogtest.Small()})
 			w := &cacheWorld{rng: rand.New(rand.NewPCG(1, 2)), nodes: map[string]*corev1.Node{}, pods: map[types.UID]*corev1.Pod{}}
 			var names []string
 			for i := range 5000 {

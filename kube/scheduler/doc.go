@@ -30,6 +30,12 @@
 // After each cycle it publishes what the cycle decided from (View, in
 // view.go) for the dashboard's cluster view (kube/clusterview).
 //
+// Beside the loop, packages of their own: a node's GPUs
+// (kube/nodeinventory), a pod's gang and queue (kube/membership),
+// conditions and events (kube/podstatus), CRD informers
+// (kube/crdwatch), metrics (kube/schedmetrics), leader election
+// (kube/leader).
+//
 // It must not decide (order, retry, reserve, preempt: package dispatch;
 // place: packages cycle and placement) or translate request keys (package
 // kube/workload).

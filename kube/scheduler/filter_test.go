@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -27,7 +29,7 @@ func TestExcludeReasons(t *testing.T) {
 	}
 	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	node := func(name string, mod func(*corev1.Node)) *corev1.Node {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: "H100", LabelCount: "2", "zone": "a"}},
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2", "zone": "a"}},
 			Status: corev1.NodeStatus{Conditions: ready}}
 		mod(n)
 		return n
@@ -41,7 +43,7 @@ func TestExcludeReasons(t *testing.T) {
 		}),
 		node("e-other-zone", func(n *corev1.Node) { n.Labels["zone"] = "b" }),
 	}
-	snap := buildSnapshot(s.cfg.Log, LabelInventory{Catalog: catalog.Default()}, nodes, nil)
+	snap := buildSnapshot(s.cfg.Log, nodeinventory.Labels{Catalog: catalog.Default()}, nodes, nil)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Annotations: map[string]string{workload.AnnotationCompute: "0.5"}},
 		Spec: corev1.PodSpec{SchedulerName: DefaultName, NodeSelector: map[string]string{"zone": "a"}, Containers: []corev1.Container{{Name: "main",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}}}}}
@@ -69,7 +71,7 @@ func TestExcludeReasons(t *testing.T) {
 	if w, _, err := s.workloadOf(snap, free); err != nil || w.Exclude == nil {
 		t.Errorf("a pod beside a tainted node has no filter (%v)", err)
 	}
-	untainted := buildSnapshot(s.cfg.Log, LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{nodes[0], nodes[1], nodes[2], nodes[4]}, nil)
+	untainted := buildSnapshot(s.cfg.Log, nodeinventory.Labels{Catalog: catalog.Default()}, []*corev1.Node{nodes[0], nodes[1], nodes[2], nodes[4]}, nil)
 	if w, _, err := s.workloadOf(untainted, free); err != nil || w.Exclude != nil {
 		t.Errorf("a pod nothing rules out has a filter (%v)", err)
 	}
@@ -91,4 +93,10 @@ func index(snap *snapshot, name string) int {
 		return ni
 	}
 	return -1
+}
+
+// workloadOf is podWorkOf's workload and requests.
+func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload, []workload.ContainerRequest, error) {
+	pw, err := s.podWorkOf(snap, pod)
+	return pw.w, pw.reqs, err
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
@@ -18,9 +20,9 @@ import (
 // one that fits binds all, and a member with a bad minimum is reported.
 func TestGangAllOrNothing(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	gangPod := func(name, group, min string) {
-		createPodWith(ctx, t, client, name, "1", map[string]string{LabelPodGroup: group}, map[string]string{AnnotationMinMember: min})
+		createPodWith(ctx, t, client, name, "1", map[string]string{membership.LabelPodGroup: group}, map[string]string{membership.AnnotationMinMember: min})
 	}
 	for i := 0; i < 3; i++ {
 		gangPod(fmt.Sprintf("big-%d", i), "big", "3") // needs 3 GPUs, the node has 2
@@ -50,7 +52,7 @@ func TestGangAllOrNothing(t *testing.T) {
 // gang of that size without any label.
 func TestJobsAreAutomaticGangs(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	job := func(name string, parallelism int32) {
 		t.Helper()
 		j := &batchv1.Job{
@@ -104,17 +106,17 @@ func TestPodGroupResource(t *testing.T) {
 	} {
 		createCustom(ctx, t, dyn, podgroups.Resource(), "PodGroup", "default", name, spec)
 	}
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	for i := 0; i < 3; i++ {
-		createPodWith(ctx, t, client, fmt.Sprintf("trio-%d", i), "1", map[string]string{LabelPodGroup: "trio"}, nil)
+		createPodWith(ctx, t, client, fmt.Sprintf("trio-%d", i), "1", map[string]string{membership.LabelPodGroup: "trio"}, nil)
 	}
 	stop := startScheduler(ctx, t, client, dyn, nil)
 	defer stop()
 	waitFor(t, "trio times out", func() error {
 		return hasCondition(ctx, client, "trio-0", corev1.PodReasonUnschedulable, "gang default/trio timed out")
 	})
-	createPodWith(ctx, t, client, "duo-0", "1", map[string]string{LabelPodGroup: "duo"}, nil)
-	createPodWith(ctx, t, client, "duo-1", "1", map[string]string{LabelPodGroup: "duo"}, nil)
+	createPodWith(ctx, t, client, "duo-0", "1", map[string]string{membership.LabelPodGroup: "duo"}, nil)
+	createPodWith(ctx, t, client, "duo-1", "1", map[string]string{membership.LabelPodGroup: "duo"}, nil)
 	waitFor(t, "duo bound", func() error { return countBound(ctx, client, "duo-", 2) })
 	if err := countBound(ctx, client, "trio-", 0); err != nil {
 		t.Fatal(err)

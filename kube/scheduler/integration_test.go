@@ -16,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/test/testcluster"
 )
@@ -31,7 +32,7 @@ func TestSchedulerOnRealControlPlane(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	// gpu-0 is described by labels only; gpu-1 by a GPUNode object, as the
 	// agent publishes it (real UUIDs).
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	createGPUNode(ctx, t, client, "gpu-1", nil)
 	if err := gpunode.InstallCRD(ctx, dyn); err != nil {
 		t.Fatal(err)

@@ -2,87 +2,20 @@ package scheduler
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"github.com/tessera-gpu/tessera/kube/leader"
 )
 
-// LeaderElection configures running several replicas with one active.
-type LeaderElection struct {
-	// Namespace and Name locate the Lease object (default kube-system/tessera-scheduler).
-	Namespace, Name string
-	// Identity names this replica (e.g. the pod name); required.
-	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod follow client-go's
-	// meaning (defaults 15s, 10s, 2s).
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
-
 // RunWithLeaderElection runs the scheduler only while this replica holds
-// the lease. Losing the lease stops scheduling and returns an error, so the
-// process exits and restarts as a follower (the standard pattern: a replica
-// never resumes mid-cycle with a stale view). It returns nil when ctx ends.
-func (s *Scheduler) RunWithLeaderElection(ctx context.Context, le LeaderElection) error {
-	if le.Identity == "" {
-		return errors.New("leader election: identity is required")
-	}
+// the lease (package kube/leader; default kube-system/tessera-scheduler).
+// Losing the lease stops scheduling and returns an error, so the process
+// exits and restarts as a follower. It returns nil when ctx ends.
+func (s *Scheduler) RunWithLeaderElection(ctx context.Context, le leader.Config) error {
 	if le.Namespace == "" {
 		le.Namespace = "kube-system"
 	}
 	if le.Name == "" {
 		le.Name = "tessera-scheduler"
 	}
-	if le.LeaseDuration == 0 {
-		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
-	}
-	if le.RenewDeadline >= le.LeaseDuration || le.RetryPeriod >= le.RenewDeadline {
-		return fmt.Errorf("leader election: need retry period (%v) < renew deadline (%v) < lease duration (%v)", le.RetryPeriod, le.RenewDeadline, le.LeaseDuration)
-	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     s.cfg.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-	}
-	// The callbacks run on the elector's goroutines: hand results over
-	// through channels, not shared variables.
-	started := make(chan struct{})
-	done := make(chan error, 1)
-	lost := make(chan struct{}, 1)
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-		ReleaseOnCancel: true, Name: le.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				close(started)
-				s.cfg.Log.Info("became leader", "identity", le.Identity)
-				done <- s.Run(lctx)
-			},
-			OnStoppedLeading: func() {
-				if ctx.Err() == nil {
-					lost <- struct{}{}
-					s.cfg.Log.Warn("lost leadership", "identity", le.Identity)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-	elector.Run(ctx) // returns when ctx ends or the lease is lost; the leader's context is then cancelled
-	var runErr error
-	select {
-	case <-started:
-		runErr = <-done
-	default:
-	}
-	select {
-	case <-lost:
-		return errors.New("leader election: lost the lease; restart to rejoin as a follower")
-	default:
-	}
-	return runErr
+	return leader.Run(ctx, s.cfg.Client, le, s.cfg.Log, s.Run)
 }

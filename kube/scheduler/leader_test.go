@@ -10,14 +10,17 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/kube/leader"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 )
 
 // TestLeaderFailover runs two replicas with leader election: only the
 // leader binds; when it stops, the other takes over and binds new pods.
 func TestLeaderFailover(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "4"})
-	le := LeaderElection{Namespace: "default", Name: "tessera-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "4"})
+	le := leader.Config{Namespace: "default", Name: "tessera-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
 	start := func(id string) (context.CancelFunc, chan error) {
 		s, err := New(Config{Client: client, Log: slog.New(slog.NewTextHandler(testWriter{T: t}, nil)), Resync: 200 * time.Millisecond})
 		if err != nil {

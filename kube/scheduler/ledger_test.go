@@ -15,6 +15,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -43,14 +44,14 @@ func TestCycleLedgerCountsItsBookings(t *testing.T) {
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	running := boundPod("running", "n0", nil)
 	running.Labels = map[string]string{queues.LabelQueue: "team-a"}
-	snap := s.syncTo(LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{running}, nil)
+	snap := s.syncTo(nodeinventory.Labels{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{running}, nil)
 	var st CycleStats
 	s.core.Add(s.itemOf(a))
 	s.core.Add(s.itemOf(b))
 	if err := s.serve(context.Background(), snap, tree, []*corev1.Pod{a, b}, map[string]dispatch.GangSpec{}, &st); err != nil || st.Bound != 2 {
 		t.Fatalf("serve: %v, %+v; want both bound", err, st)
 	}
-	after := s.ledger(tree, snap)
+	after := snap.ledger(tree)
 	for _, q := range []string{"team-a", "team-b"} {
 		if got, want := queueGauge(t, reg, "tessera_scheduler_queue_gpu_used", q), float64(after.Used(q).GPUMilli)/1000; got != want || want == 0 {
 			t.Errorf("queue %s: the cycle reported %v GPUs used, its bookings add up to %v", q, got, want)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/kube/crd"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
@@ -51,7 +52,7 @@ func TestKAIQueueAndMinMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	createQueue(ctx, t, dyn, "research", map[string]any{"limit": map[string]any{"gpu": "1"}})
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "3"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "3"})
 	// A Job of parallelism 6 that KAI's docs gang by 2: with 3 GPUs, 3 run.
 	parallelism := int32(6)
 	job, err := client.BatchV1().Jobs("default").Create(ctx, &batchv1.Job{
@@ -158,7 +159,7 @@ func TestVolcanoPodGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	createQueue(ctx, t, dyn, "small", map[string]any{"limit": map[string]any{"gpu": "1"}})
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	createVolcanoGroup(ctx, t, dyn, "trio", 3, "default")
 	createVolcanoGroup(ctx, t, dyn, "duo", 2, "default")
 	createVolcanoGroup(ctx, t, dyn, "capped", 2, "small")
@@ -192,7 +193,7 @@ func TestVolcanoPodGroups(t *testing.T) {
 	waitFor(t, "duo bound", func() error { return countBound(ctx, client, "duo-", 2) })
 	// capped asks 2 x 0.75 GPU in queue small (limit 1 GPU): the limit, not
 	// the room (a second node leaves plenty wherever duo packed), holds it.
-	createGPUNode(ctx, t, client, "gpu-1", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-1", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	mustCreatePod(ctx, t, client, vgpuPod("capped-0", "capped", "75"))
 	mustCreatePod(ctx, t, client, vgpuPod("capped-1", "capped", "75"))
 	waitFor(t, "the PodGroup's queue limit applies", func() error {

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/kube/crd"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
@@ -34,8 +36,8 @@ func TestEveryPendingPodSaysWhy(t *testing.T) {
 	}
 	createQueue(ctx, t, dyn, "capped", map[string]any{"limit": map[string]any{"gpu": "1"}})
 	// gpu-0 takes the H100 pods, gpu-1 the L4 ones (the reservation).
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
-	createGPUNode(ctx, t, client, "gpu-1", map[string]string{LabelModel: "L4", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-1", map[string]string{nodeinventory.LabelModel: "L4", nodeinventory.LabelCount: "2"})
 	denyBindings(ctx, t, client, "unbindable")
 	stop := startScheduler(ctx, t, client, dyn, nil, func(c *Config) { c.ReservationWait = time.Nanosecond })
 	defer stop()
@@ -67,9 +69,9 @@ func TestEveryPendingPodSaysWhy(t *testing.T) {
 	tessera := func(name, gpus string, labels, ann map[string]string) *corev1.Pod {
 		return with(resources(gpuPod(name, nil, nil, nil), workload.ResourceGPU, gpus), labels, ann)
 	}
-	group := func(name string) map[string]string { return map[string]string{LabelPodGroup: name} }
+	group := func(name string) map[string]string { return map[string]string{membership.LabelPodGroup: name} }
 	minMember := func(n string, more map[string]string) map[string]string {
-		out := map[string]string{AnnotationMinMember: n}
+		out := map[string]string{membership.AnnotationMinMember: n}
 		for k, v := range more {
 			out[k] = v
 		}

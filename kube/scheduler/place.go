@@ -11,6 +11,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
+	"github.com/tessera-gpu/tessera/kube/schedmetrics"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
@@ -116,10 +117,10 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 	s.assumed[pod.Namespace+"/"+pod.Name] = bound
 	id := pod.Namespace + "/" + pod.Name
 	job := func(ctx context.Context) {
-		defer s.poke()
+		defer wakeUp(s.wake)
 		// A PodScheduled=False decided by an earlier cycle must not land
 		// after the binding.
-		s.events.settle(ctx, pod.UID)
+		s.events.Settle(ctx, pod.UID)
 		written := func(w draclaims.Written) { s.inbox.claimsDone(claimReport{written: w}) }
 		if err := s.dra.Write(ctx, pod, pl.claims, written); err != nil {
 			s.dra.Undo(ctx, pod, pl.claims)
@@ -127,8 +128,8 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}
-		if err := s.bind(ctx, pod, a.Node, pl.encoded); err != nil {
-			if cur, ok := s.settleFailedBind(ctx, pod, err); ok {
+		if err := bind(ctx, s.cfg.Client, pod, a.Node, pl.encoded); err != nil {
+			if cur, ok := settleFailedBind(ctx, s.cfg.Client, s.cfg.Log, pod, err); ok {
 				s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true, bound: cur})
 				return
 			}
@@ -137,9 +138,9 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}
-		s.metrics.bindOK.Inc()
+		s.metrics.Bound()
 		s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true})
-		s.events.bound(ctx, pod, a.Node, a)
+		s.events.Bound(ctx, pod, a.Node, a)
 	}
 	if s.binder == nil {
 		job(ctx)
@@ -154,14 +155,55 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 // and, unless it is gone or was bound by someone else, gets a
 // PodScheduled=False condition and an event saying why.
 func (s *Scheduler) bindFailed(ctx context.Context, id string, pod *corev1.Pod, err error) {
-	s.metrics.bindFail.Inc()
+	s.metrics.BindFailed()
 	s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, err: err})
 	if ctx.Err() != nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Shutting down, deleted, or bound meanwhile: nothing to report on it.
 		s.cfg.Log.Debug("binding failed", "pod", id, "err", err)
 		return
 	}
-	s.events.reject(ctx, pod, reasonSchedulerError, err.Error())
+	s.events.Reject(ctx, pod, reasonSchedulerError, err.Error())
+}
+
+// Reasons on events and on the PodScheduled condition.
+const (
+	reasonInvalid       = "InvalidGPURequest"
+	reasonUnschedulable = corev1.PodReasonUnschedulable
+	// reasonSchedulerError: the decision was made but could not be carried
+	// out (the API refused the binding); kube-scheduler's reason too.
+	reasonSchedulerError = corev1.PodReasonSchedulerError
+)
+
+func (o outcome) String() string {
+	switch o {
+	case outcomeBound:
+		return "bound"
+	case outcomeInvalid:
+		return "invalid"
+	case outcomeUnschedulable:
+		return "unschedulable"
+	default:
+		return "error"
+	}
+}
+
+func (st *CycleStats) count(o outcome) {
+	switch o {
+	case outcomeBound:
+		st.Bound++
+	case outcomeInvalid:
+		st.Invalid++
+	case outcomeUnschedulable:
+		st.Unschedulable++
+	case outcomeError:
+		st.Errors++
+	}
+}
+
+// since is what st counted after before, for the metrics.
+func (st CycleStats) since(before CycleStats) schedmetrics.Decisions {
+	return schedmetrics.Decisions{Bound: st.Bound - before.Bound, Unschedulable: st.Unschedulable - before.Unschedulable,
+		Invalid: st.Invalid - before.Invalid, Errors: st.Errors - before.Errors}
 }
 
 func reasonFor(o outcome) string {

@@ -80,7 +80,7 @@ func (s *Scheduler) takePod(snap *snapshot, p *corev1.Pod) {
 		if snap.pods[id] != p {
 			s.bookPod(snap, p)
 		}
-	case s.waitsForUs(p):
+	case waitsFor(s.cfg.Name, p):
 		s.pending[id] = p
 		if _, inFlight := s.assumed[id]; !inFlight {
 			s.core.Add(s.itemOf(p))
@@ -104,7 +104,7 @@ func (s *Scheduler) podGone(snap *snapshot, id string) {
 	delete(s.assumed, id)
 	if p != nil {
 		delete(s.arrived, p.UID)
-		s.events.forget(p.UID)
+		s.events.Forget(p.UID)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestPolicyPerPod(t *testing.T) {
 	ctx, client := controlPlane(t)
 	for _, n := range []string{"gpu-0", "gpu-1"} {
-		createGPUNode(ctx, t, client, n, map[string]string{LabelModel: "H100", LabelCount: "2"})
+		createGPUNode(ctx, t, client, n, map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	}
 	stop := startScheduler(ctx, t, client, nil, nil, func(c *Config) { c.Policy = "spread" })
 	defer stop()

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
@@ -20,7 +22,7 @@ import (
 // and the high-priority pod is then bound; equal priority never preempts.
 func TestPreemption(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	for name, value := range map[string]int32{"low": 10, "mid": 20, "high": 1000} {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
 		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
@@ -88,7 +90,7 @@ func TestReclaimBetweenQueues(t *testing.T) {
 	} {
 		createQueue(ctx, t, dyn, name, spec)
 	}
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	stop := startScheduler(ctx, t, client, dyn, nil)
 	defer stop()
 	createPodWith(ctx, t, client, "borrow-0", "1", map[string]string{queues.LabelQueue: "borrower"}, nil)
@@ -126,7 +128,7 @@ func TestReclaimBetweenQueues(t *testing.T) {
 func TestGangPreemption(t *testing.T) {
 	ctx, client := controlPlane(t)
 	for _, n := range []string{"gpu-0", "gpu-1"} {
-		createGPUNode(ctx, t, client, n, map[string]string{LabelModel: "H100", LabelCount: "1"})
+		createGPUNode(ctx, t, client, n, map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "1"})
 	}
 	for name, value := range map[string]int32{"low": 10, "high": 1000} {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
@@ -153,7 +155,7 @@ func TestGangPreemption(t *testing.T) {
 	defer stop()
 	waitFor(t, "low pods bound", func() error { return countBound(ctx, client, "low-", 2) })
 	for i := range 2 {
-		create(fmt.Sprintf("gang-%d", i), "high", map[string]string{LabelPodGroup: "g"}, map[string]string{AnnotationMinMember: "2"})
+		create(fmt.Sprintf("gang-%d", i), "high", map[string]string{membership.LabelPodGroup: "g"}, map[string]string{membership.AnnotationMinMember: "2"})
 	}
 	waitFor(t, "the gang bound after both low pods are stopped", func() error { return countBound(ctx, client, "gang-", 2) })
 	for _, victim := range []string{"low-a", "low-b"} {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 )
 
 // TestRunningPods: booked pods become the cycle's Running workloads; only
@@ -36,12 +38,12 @@ func TestRunningPods(t *testing.T) {
 		return p
 	}
 	member := func(p *corev1.Pod) {
-		p.Labels = map[string]string{LabelPodGroup: "g"}
-		p.Annotations = map[string]string{AnnotationMinMember: "2"}
+		p.Labels = map[string]string{membership.LabelPodGroup: "g"}
+		p.Annotations = map[string]string{membership.AnnotationMinMember: "2"}
 		p.Status.StartTime = &started
 	}
 	deleting := func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
-	snap := s.syncTo(LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{labelNode("n0", "1", "H100"), labelNode("n1", "1", "H100")},
+	snap := s.syncTo(nodeinventory.Labels{Catalog: catalog.Default()}, []*corev1.Node{labelNode("n0", "1", "H100"), labelNode("n1", "1", "H100")},
 		[]*corev1.Pod{pod("ours", DefaultName, member), pod("other", "default-scheduler", nil), pod("inexact", DefaultName, nil), pod("leaving", DefaultName, deleting)}, nil)
 	gangs := map[string]dispatch.GangSpec{}
 	s.runningGangs(snap, gangs)

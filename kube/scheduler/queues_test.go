@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 )
 
@@ -24,7 +25,7 @@ func TestQueuesFairShare(t *testing.T) {
 	createQueue(ctx, t, dyn, "team-a", map[string]any{"guaranteed": map[string]any{"gpu": "2"}})
 	createQueue(ctx, t, dyn, "team-b", map[string]any{"guaranteed": map[string]any{"gpu": "2"}})
 	createQueue(ctx, t, dyn, "capped", map[string]any{"limit": map[string]any{"gpu": "1"}})
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "5"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "5"})
 	inQueue := func(name, queue string) {
 		createPodWith(ctx, t, client, name, "1", map[string]string{queues.LabelQueue: queue}, nil)
 	}

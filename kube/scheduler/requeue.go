@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/tessera-gpu/tessera/kube/boundpods"
+	"github.com/tessera-gpu/tessera/kube/membership"
 )
 
 // This file decides when a pod that failed is tried again: every failure
@@ -17,20 +18,43 @@ import (
 // gang, off; informer events that may help end the wait early, as
 // kube-scheduler moves pods back to its active queue on cluster events.
 
-// waitsForUs reports whether a pod is this scheduler's to bind: unbound,
-// naming it, not being deleted (assumed pods included).
-func (s *Scheduler) waitsForUs(p *corev1.Pod) bool {
-	return p.Spec.NodeName == "" && p.Spec.SchedulerName == s.cfg.Name && p.DeletionTimestamp == nil
+// informerEvents are the informers' event handlers. They run on the
+// informers' goroutines, so they reach only what is safe there (the
+// inbox, the marks, the loop's wake channel, the listers' readers), never
+// the scheduling loop's own state.
+type informerEvents struct {
+	name    string // the schedulerName served
+	members *membership.Reader
+	inbox   *inbox
+	// nodes and pods mark what changed for the next cycle.
+	nodes, pods *marks
+	wake        chan struct{}
+}
+
+func (e *informerEvents) poke() { wakeUp(e.wake) }
+
+// wakeUp wakes the scheduling loop (once, however many ask meanwhile).
+func wakeUp(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitsFor reports whether a pod is the named scheduler's to bind:
+// unbound, naming it, not being deleted (assumed pods included).
+func waitsFor(name string, p *corev1.Pod) bool {
+	return p.Spec.NodeName == "" && p.Spec.SchedulerName == name && p.DeletionTimestamp == nil
 }
 
 // added handles a new node, Job, Queue, PodGroup or GPUNode: it may make
 // room, so it ends the waits of pods that did not fit. Objects listed when a
 // watch starts are not news: the scheduler reads them before it decides.
-func (s *Scheduler) added(_ any, isInInitialList bool) {
+func (e *informerEvents) added(_ any, isInInitialList bool) {
 	if !isInInitialList {
-		s.inbox.clusterChanged()
+		e.inbox.clusterChanged()
 	}
-	s.poke()
+	e.poke()
 }
 
 // nodeEvents pokes the loop and ends the waits of pods that did not fit
@@ -40,44 +64,44 @@ func (s *Scheduler) added(_ any, isInInitialList bool) {
 // too. A heartbeat (status only) does neither.
 // Every node event also marks the node changed for the cycle's snapshot
 // (snapshot.go).
-func (s *Scheduler) nodeEvents() cache.ResourceEventHandler {
+func (e *informerEvents) nodeEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
-			s.changedNodes.mark(obj)
-			s.added(obj, isInInitialList)
+			e.nodes.mark(obj)
+			e.added(obj, isInInitialList)
 		},
 		UpdateFunc: func(o, n any) {
-			s.changedNodes.mark(n)
+			e.nodes.mark(n)
 			old, okOld := o.(*corev1.Node)
 			cur, okNew := n.(*corev1.Node)
 			if !okOld || !okNew || nodeMayHelp(old, cur) {
-				s.inbox.clusterChanged()
-				s.poke()
+				e.inbox.clusterChanged()
+				e.poke()
 			} else if !maps.Equal(old.Annotations, cur.Annotations) || !equality.Semantic.DeepEqual(old.Status.Capacity, cur.Status.Capacity) {
-				s.poke() // an inventory may be read from them
+				e.poke() // an inventory may be read from them
 			}
 		},
 		DeleteFunc: func(obj any) {
-			s.changedNodes.mark(obj)
-			s.poke()
+			e.nodes.mark(obj)
+			e.poke()
 		},
 	}
 }
 
 // inventoryEvents handles the events of GPUNode objects (each named after
 // its node): it marks the node changed and passes the event on to then.
-func (s *Scheduler) inventoryEvents(then cache.ResourceEventHandler) cache.ResourceEventHandler {
+func (e *informerEvents) inventoryEvents(then cache.ResourceEventHandler) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
-			s.changedNodes.mark(obj)
+			e.nodes.mark(obj)
 			then.OnAdd(obj, isInInitialList)
 		},
 		UpdateFunc: func(o, n any) {
-			s.changedNodes.mark(n)
+			e.nodes.mark(n)
 			then.OnUpdate(o, n)
 		},
 		DeleteFunc: func(obj any) {
-			s.changedNodes.mark(obj)
+			e.nodes.mark(obj)
 			then.OnDelete(obj)
 		},
 	}
@@ -97,36 +121,36 @@ func nodeMayHelp(old, cur *corev1.Node) bool {
 // the pods that did not fit), a gang gains a pending member (it may now be
 // complete), or a waiting pod's own spec, labels or annotations change (a
 // fixed request: its count starts over).
-func (s *Scheduler) podEvents() cache.ResourceEventHandler {
+func (e *informerEvents) podEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { // a gang's new member ends its wait (the core's Add)
-			s.changedPods.mark(obj)
-			s.poke()
+			e.pods.mark(obj)
+			e.poke()
 		},
 		UpdateFunc: func(o, n any) {
-			s.changedPods.mark(n)
+			e.pods.mark(n)
 			old, okOld := o.(*corev1.Pod)
 			cur, okNew := n.(*corev1.Pod)
 			switch {
 			case !okOld || !okNew:
 			case boundpods.Occupies(old) && !boundpods.Occupies(cur):
-				s.inbox.clusterChanged()
-			case s.waitsForUs(cur):
-				s.podChanged(old, cur)
+				e.inbox.clusterChanged()
+			case waitsFor(e.name, cur):
+				e.podChanged(old, cur)
 			}
-			if !okOld || !okNew || s.podUpdateMatters(old, cur) {
-				s.poke()
+			if !okOld || !okNew || e.podUpdateMatters(old, cur) {
+				e.poke()
 			}
 		},
 		DeleteFunc: func(obj any) {
-			s.changedPods.mark(obj)
+			e.pods.mark(obj)
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
 			if p, ok := obj.(*corev1.Pod); !ok || boundpods.Occupies(p) {
-				s.inbox.clusterChanged()
+				e.inbox.clusterChanged()
 			}
-			s.poke()
+			e.poke()
 		},
 	}
 }
@@ -137,8 +161,8 @@ func (s *Scheduler) podEvents() cache.ResourceEventHandler {
 // whose booking or queue changed. Status updates of bound pods (phase,
 // conditions, container states: most of a busy cluster's pod events)
 // change nothing a cycle reads; the next cycle takes them in anyway.
-func (s *Scheduler) podUpdateMatters(old, cur *corev1.Pod) bool {
-	if s.waitsForUs(old) || s.waitsForUs(cur) {
+func (e *informerEvents) podUpdateMatters(old, cur *corev1.Pod) bool {
+	if waitsFor(e.name, old) || waitsFor(e.name, cur) {
 		return true
 	}
 	occOld, occCur := boundpods.Occupies(old), boundpods.Occupies(cur)
@@ -148,7 +172,7 @@ func (s *Scheduler) podUpdateMatters(old, cur *corev1.Pod) bool {
 	if !occCur {
 		return false // neither waits for us nor holds anything
 	}
-	return holdKey(old) != holdKey(cur) || s.queueOf(old) != s.queueOf(cur) ||
+	return holdKey(old) != holdKey(cur) || e.members.Queue(old) != e.members.Queue(cur) ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil)
 }
 
@@ -156,37 +180,37 @@ func (s *Scheduler) podUpdateMatters(old, cur *corev1.Pod) bool {
 // changed (not its conditions, which this scheduler writes), or the
 // claims made from its templates did (kube-controller-manager names them
 // in its status).
-func (s *Scheduler) podChanged(old, cur *corev1.Pod) {
+func (e *informerEvents) podChanged(old, cur *corev1.Pod) {
 	if maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) && equality.Semantic.DeepEqual(old.Spec, cur.Spec) &&
 		resourceclaim.PodStatusEqual(old.Status.ResourceClaimStatuses, cur.Status.ResourceClaimStatuses) {
 		return
 	}
-	s.inbox.podRespecified(cur.Namespace + "/" + cur.Name)
+	e.inbox.podRespecified(cur.Namespace + "/" + cur.Name)
 }
 
 // jobEvents pokes the loop on every Job event and ends waits when a Job is
 // created or its parallelism (an automatic gang's minimum) changes.
-func (s *Scheduler) jobEvents() cache.ResourceEventHandler {
+func (e *informerEvents) jobEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: s.added,
+		AddFunc: e.added,
 		UpdateFunc: func(o, n any) {
 			old, okOld := o.(*batchv1.Job)
 			cur, okNew := n.(*batchv1.Job)
-			if !okOld || !okNew || parallelism(old) != parallelism(cur) {
-				s.inbox.clusterChanged()
+			if !okOld || !okNew || membership.Parallelism(old) != membership.Parallelism(cur) {
+				e.inbox.clusterChanged()
 			}
-			s.poke()
+			e.poke()
 		},
-		DeleteFunc: func(any) { s.poke() },
+		DeleteFunc: func(any) { e.poke() },
 	}
 }
 
 // changeEvents pokes the loop and ends waits on every event (for Queues,
 // PodGroups and GPUNodes).
-func (s *Scheduler) changeEvents() cache.ResourceEventHandler {
-	changed := func() { s.inbox.clusterChanged(); s.poke() }
+func (e *informerEvents) changeEvents() cache.ResourceEventHandler {
+	changed := func() { e.inbox.clusterChanged(); e.poke() }
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    s.added,
+		AddFunc:    e.added,
 		UpdateFunc: func(any, any) { changed() },
 		DeleteFunc: func(any) { changed() },
 	}

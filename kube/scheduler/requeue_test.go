@@ -6,7 +6,7 @@ import "testing"
 // (the scheduler reads it before deciding) does not tell the core the
 // cluster changed; an object created later may make room and does.
 func TestAddedListedAtStartIsNotNews(t *testing.T) {
-	s := &Scheduler{wake: make(chan struct{}, 1)}
+	s := &informerEvents{inbox: &inbox{}, wake: make(chan struct{}, 1)}
 	s.added(nil, true)
 	if changed, _, _ := s.inbox.take(); changed {
 		t.Fatal("an object from the initial list was reported as a change")

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -18,7 +20,7 @@ import (
 // pod gets the node.
 func TestReservationStopsBackfillThatWouldDelayABigPod(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	stop := startScheduler(ctx, t, client, nil, nil, func(c *Config) { c.ReservationWait = time.Nanosecond })
 	defer stop()
 	createPod(ctx, t, client, "running", "1", nil)
@@ -46,8 +48,8 @@ func TestReservationStopsBackfillThatWouldDelayABigPod(t *testing.T) {
 // only gpu-0 (two H100s) can ever take the H100 pods.
 func TestBackfillElsewhereIsAllowed(t *testing.T) {
 	ctx, client := controlPlane(t)
-	createGPUNode(ctx, t, client, "gpu-0", map[string]string{LabelModel: "H100", LabelCount: "2"})
-	createGPUNode(ctx, t, client, "gpu-1", map[string]string{LabelModel: "L4", LabelCount: "1"})
+	createGPUNode(ctx, t, client, "gpu-0", map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
+	createGPUNode(ctx, t, client, "gpu-1", map[string]string{nodeinventory.LabelModel: "L4", nodeinventory.LabelCount: "1"})
 	stop := startScheduler(ctx, t, client, nil, nil, func(c *Config) { c.ReservationWait = time.Nanosecond })
 	defer stop()
 	h100 := map[string]string{workload.AnnotationModel: "H100"}
@@ -78,7 +80,7 @@ func TestBackfillElsewhereIsAllowed(t *testing.T) {
 func TestGangReservesNodes(t *testing.T) {
 	ctx, client := controlPlane(t)
 	for _, n := range []string{"gpu-0", "gpu-1"} {
-		createGPUNode(ctx, t, client, n, map[string]string{LabelModel: "H100", LabelCount: "2"})
+		createGPUNode(ctx, t, client, n, map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "2"})
 	}
 	stop := startScheduler(ctx, t, client, nil, nil, func(c *Config) { c.ReservationWait = time.Nanosecond })
 	defer stop()
@@ -86,7 +88,7 @@ func TestGangReservesNodes(t *testing.T) {
 	createPod(ctx, t, client, "running-1", "1", nil)
 	waitFor(t, "running bound", func() error { return countBound(ctx, client, "running-", 2) })
 	for i := 0; i < 2; i++ {
-		createPodWith(ctx, t, client, fmt.Sprintf("gang-%d", i), "2", map[string]string{LabelPodGroup: "train"}, map[string]string{AnnotationMinMember: "2"})
+		createPodWith(ctx, t, client, fmt.Sprintf("gang-%d", i), "2", map[string]string{membership.LabelPodGroup: "train"}, map[string]string{membership.AnnotationMinMember: "2"})
 	}
 	waitFor(t, "gang blocked", func() error {
 		return hasCondition(ctx, client, "gang-0", corev1.PodReasonUnschedulable, "gang default/train: only ")

@@ -13,16 +13,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/crdwatch"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
+	"github.com/tessera-gpu/tessera/kube/podstatus"
 	"github.com/tessera-gpu/tessera/kube/queues"
+	"github.com/tessera-gpu/tessera/kube/schedmetrics"
 	"github.com/tessera-gpu/tessera/placement"
 )
 
@@ -41,14 +45,13 @@ type Scheduler struct {
 	arrived map[types.UID]bool
 	nodes   corelisters.NodeLister
 	pods    corelisters.PodLister
-	jobs    batchlisters.JobLister // Jobs, for automatic gangs
 	// dra resolves, allocates, assumes and writes the pods' DRA claims
 	// (package kube/draclaims); Run gives it the claims' informers where
 	// the API server serves resource.k8s.io/v1.
 	dra     *draclaims.Allocator
 	wake    chan struct{}
-	events  *eventSink
-	metrics *metrics
+	events  *podstatus.Sink
+	metrics *schedmetrics.Metrics
 	binder  *binder // nil outside Run: bindings run inline
 	// core is the scheduling core (package dispatch): the pending pods'
 	// order, backoff, gangs, reservation and preemptor waits, bindings in
@@ -63,11 +66,10 @@ type Scheduler struct {
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
-	// podGroup reads a PodGroup (found false without a dynamic client).
-	podGroup func(namespace, name string) (podgroups.Group, bool, error)
-	// volcanoGroup reads a Volcano PodGroup (found false without a dynamic
-	// client or while Volcano's CRD is not served).
-	volcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
+	// members reads a pod's gang and queue from the pod, its Job and its
+	// PodGroup (kube/membership): Jobs once Run watches them, PodGroups
+	// with a dynamic client.
+	members membership.Reader
 
 	// snap is the cluster as booked, kept from one cycle to the next
 	// (snapshot.go; nil: built anew at the next cycle); snapMu is held
@@ -134,15 +136,10 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
 	return &Scheduler{
-		queueObjects: func() []*unstructured.Unstructured { return nil },
-		podGroup:     func(string, string) (podgroups.Group, bool, error) { return podgroups.Group{}, false, nil },
-		volcanoGroup: func(string, string) (podgroups.VolcanoGroup, bool, error) {
-			return podgroups.VolcanoGroup{}, false, nil
-		},
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
-		events: newEventSink(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[string]*corev1.Pod{}, pending: map[string]*corev1.Pod{},
+		events: podstatus.New(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[string]*corev1.Pod{}, pending: map[string]*corev1.Pod{},
 		dra: draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}), arrived: map[types.UID]bool{},
-		metrics: newMetrics(cfg.Metrics), core: core,
+		metrics: schedmetrics.New(cfg.Metrics), core: core, queueObjects: func() []*unstructured.Unstructured { return nil },
 	}, nil
 }
 
@@ -150,7 +147,7 @@ func New(cfg Config) (*Scheduler, error) {
 func (s *Scheduler) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(s.cfg.Client, 0, informers.WithTransform(trimObject)) // trim.go
 	nodeInf, podInf, jobInf := f.Core().V1().Nodes(), f.Core().V1().Pods(), f.Batch().V1().Jobs()
-	s.nodes, s.pods, s.jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
+	s.nodes, s.pods, s.members.Jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
 	// handlers are waited for as well as the caches: the first cycle
 	// starts only once every object listed at start has reached them.
 	var handlers []cache.InformerSynced
@@ -159,13 +156,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		inf  cache.SharedIndexInformer
 		h    cache.ResourceEventHandler
 	}
-	watches := []watched{{"nodes", nodeInf.Informer(), s.nodeEvents()}, {"pods", podInf.Informer(), s.podEvents()}, {"jobs", jobInf.Informer(), s.jobEvents()}}
+	ev := &informerEvents{name: s.cfg.Name, members: &s.members, inbox: &s.inbox, nodes: &s.changedNodes, pods: &s.changedPods, wake: s.wake}
+	watches := []watched{{"nodes", nodeInf.Informer(), ev.nodeEvents()}, {"pods", podInf.Informer(), ev.podEvents()}, {"jobs", jobInf.Informer(), ev.jobEvents()}}
 	if servesClaims(s.cfg.Client, s.cfg.Log) {
 		claimInf, sliceInf, classInf := f.Resource().V1().ResourceClaims(), f.Resource().V1().ResourceSlices(), f.Resource().V1().DeviceClasses()
 		s.dra = draclaims.New(draclaims.Config{Claims: claimInf.Lister(), Slices: sliceInf.Lister(), Classes: classInf.Lister(),
 			Client: s.cfg.Client, Catalog: s.cfg.Catalog, Log: s.cfg.Log})
-		watches = append(watches, watched{"resource claims", claimInf.Informer(), s.claimEvents()},
-			watched{"resource slices", sliceInf.Informer(), s.draEvents()}, watched{"device classes", classInf.Informer(), s.draEvents()})
+		watches = append(watches, watched{"resource claims", claimInf.Informer(), ev.claimEvents()},
+			watched{"resource slices", sliceInf.Informer(), ev.draEvents()}, watched{"device classes", classInf.Informer(), ev.draEvents()})
 	}
 	for _, h := range watches {
 		reg, err := h.inf.AddEventHandler(h.h)
@@ -175,18 +173,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		handlers = append(handlers, reg.HasSynced)
 	}
 	// Queues, PodGroups and GPUNodes change rarely, and any change may help.
-	poke := s.changeEvents()
+	poke := ev.changeEvents()
 	defaultInventory := s.cfg.Inventory == nil
 	if defaultInventory {
-		s.cfg.Inventory = newNodeCache(LabelInventory{Catalog: s.cfg.Catalog}) // inventory_cache.go
+		s.cfg.Inventory = nodeinventory.NewCache(nodeinventory.Labels{Catalog: s.cfg.Catalog})
 	}
 	if s.cfg.Dynamic != nil {
-		watch := func(gvr schema.GroupVersionResource) *crdWatch {
-			return &crdWatch{ctx: ctx, gvr: gvr, client: s.cfg.Client, dyn: s.cfg.Dynamic, poke: poke}
+		watch := func(gvr schema.GroupVersionResource) *crdwatch.Watch {
+			return crdwatch.New(ctx, gvr, s.cfg.Client, s.cfg.Dynamic, poke)
 		}
 		pw := watch(podgroups.Resource())
-		s.podGroup = func(ns, name string) (podgroups.Group, bool, error) {
-			u, found, err := pw.getIn(ns, name)
+		s.members.PodGroup = func(ns, name string) (podgroups.Group, bool, error) {
+			u, found, err := pw.GetIn(ns, name)
 			if !found || err != nil {
 				return podgroups.Group{}, found, err
 			}
@@ -194,8 +192,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return g, err == nil, err
 		}
 		vw := watch(podgroups.VolcanoResource())
-		s.volcanoGroup = func(ns, name string) (podgroups.VolcanoGroup, bool, error) {
-			u, found, err := vw.getIn(ns, name)
+		s.members.VolcanoGroup = func(ns, name string) (podgroups.VolcanoGroup, bool, error) {
+			u, found, err := vw.GetIn(ns, name)
 			if !found || err != nil {
 				return podgroups.VolcanoGroup{}, found, err
 			}
@@ -204,16 +202,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		qw := watch(queues.Resource())
 		s.queueObjects = func() []*unstructured.Unstructured {
-			objs, err := qw.list()
+			objs, err := qw.List()
 			if err != nil {
 				s.cfg.Log.Warn("reading queues", "err", err)
 			}
 			return objs
 		}
 		if defaultInventory {
-			gw := watch(gpunode.Resource())
-			gw.poke = s.inventoryEvents(poke)
-			s.cfg.Inventory = GPUNodeInventory{Get: gw.get, Fallback: s.cfg.Inventory}
+			gw := crdwatch.New(ctx, gpunode.Resource(), s.cfg.Client, s.cfg.Dynamic, ev.inventoryEvents(poke))
+			s.cfg.Inventory = nodeinventory.GPUNodes{Get: gw.Get, Fallback: s.cfg.Inventory}
 		}
 	}
 	f.Start(ctx.Done())
@@ -226,9 +223,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), handlers...) {
 		return fmt.Errorf("deliver the listed nodes, pods and jobs: %w", ctx.Err())
 	}
-	defer s.events.stop()
+	defer s.events.Stop()
 	s.binder = startBinder(ctx, bindWorkers)
-	s.events.start(ctx, conditionWriters)
+	s.events.Start(ctx, podstatus.Writers)
 	defer func() { s.binder.stop(); s.binder = nil }()
 	s.cfg.Log.Info("scheduler started", "name", s.cfg.Name, "policy", s.cfg.Policy)
 	ticker := time.NewTicker(s.cfg.Resync)
@@ -254,13 +251,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-func (s *Scheduler) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // CycleStats counts what one cycle did.
 type CycleStats struct {
 	Bound, Unschedulable, Invalid, Errors int
@@ -275,7 +265,7 @@ type CycleStats struct {
 func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
 	cycleStart := time.Now()
-	defer func() { s.metrics.cycle.Observe(time.Since(cycleStart).Seconds()) }()
+	defer s.metrics.ObserveCycle(cycleStart)
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	snap, fresh := s.snap, s.snap == nil
@@ -300,23 +290,23 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	s.snap = snap
 	pending := s.waiting()
 	s.observeArrivals(pending)
-	s.metrics.pending.Set(float64(len(pending)))
-	gangs := s.gangSpecs(pending)
+	s.metrics.Pending(len(pending))
+	gangs := s.members.GangSpecs(pending)
 	waiting := map[string]int{}
 	for _, p := range pending {
-		waiting[s.queueOf(p)]++
+		waiting[s.members.Queue(p)]++
 	}
-	tree, err := s.queueTree(s.queueObjects())
+	tree, err := queueTree(s.cfg.Log, s.queueObjects())
 	if err != nil {
 		s.cfg.Log.Error("queues are inconsistent; only the default queue is used", "err", err)
 	}
-	s.metrics.observePending(tree, waiting)
+	s.metrics.ObservePending(tree, waiting)
 	if err := s.serve(ctx, snap, tree, pending, gangs, &st); err != nil {
 		// The cycle may have booked what it did not record: book anew.
 		s.snap = nil
 		return st, err
 	}
-	s.metrics.backingOff.Set(float64(st.BackingOff))
+	s.metrics.BackingOff(st.BackingOff)
 	s.publishView(cycleStart, snap, tree, pending, waiting)
 	if len(pending) > 0 {
 		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "errors", st.Errors, "backingOff", st.BackingOff, "nodes", len(snap.nodes))
@@ -361,6 +351,6 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 
 // itemOf is a pending pod as the core orders it.
 func (s *Scheduler) itemOf(p *corev1.Pod) dispatch.Item {
-	return dispatch.Item{ID: p.Namespace + "/" + p.Name, Instance: string(p.UID), Queue: s.queueOf(p), Priority: priority(p),
-		Gang: s.groupKey(p), Arrived: p.CreationTimestamp.Time}
+	return dispatch.Item{ID: p.Namespace + "/" + p.Name, Instance: string(p.UID), Queue: s.members.Queue(p), Priority: priority(p),
+		Gang: s.members.Gang(p), Arrived: p.CreationTimestamp.Time}
 }

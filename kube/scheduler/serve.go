@@ -136,8 +136,8 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	for _, w := range rd.Waits {
 		s.applyWait(ctx, cw, w, notes[w.ID], st)
 	}
-	s.metrics.observeCycle(before, *st, start, rd.Tried)
-	s.metrics.observeQueues(tree, s.ledger(tree, snap)) // with what it booked
+	s.metrics.ObserveDecisions(st.since(before), start, rd.Tried)
+	s.metrics.ObserveQueues(tree, snap.ledger(tree)) // with what it booked
 
 	return ctx.Err()
 }
@@ -152,7 +152,7 @@ func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wai
 	msg, reason := w.Message, reasonUnschedulable
 	switch {
 	case w.Cause == dispatch.CauseUnknownQueue:
-		q, from := s.queueSource(p)
+		q, from := s.members.QueueSource(p)
 		msg, reason = fmt.Sprintf("%s: queue %q does not exist (create a Queue or drop the label for the default queue)", from, q), reasonInvalid
 	case w.Cause == dispatch.CauseRefused:
 		reason = reasonInvalid
@@ -170,7 +170,7 @@ func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wai
 		reason = reasonQueueLimit
 	case w.Status == cycle.GangWaiting:
 		// No backoff: only a new member helps, and its arrival pokes the loop.
-		s.events.waiting(ctx, p, reasonUnschedulable, msg)
+		s.events.Waiting(ctx, p, reasonUnschedulable, msg)
 		st.Unschedulable++
 		return
 	}
@@ -185,17 +185,20 @@ func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wai
 	} else {
 		st.Unschedulable++
 	}
-	s.events.reject(ctx, p, reason, msg)
+	s.events.Reject(ctx, p, reason, msg)
 }
 
 // runningGangs gives gangs the minimum of every running member's gang
 // (the cycle keeps a running gang at its minimum when it chooses
 // victims).
 func (s *Scheduler) runningGangs(snap *snapshot, gangs map[string]dispatch.GangSpec) {
-	for _, r := range snap.books.Running() {
-		if _, known := gangs[r.Gang]; r.Gang != "" && !known {
-			if n, err := s.minMember(snap.pods[r.ID]); err == nil {
-				gangs[r.Gang] = dispatch.GangSpec{Min: n}
+	for g := range snap.books.Gangs() {
+		if _, known := gangs[g]; known {
+			continue
+		}
+		if id, ok := snap.books.GangMember(g); ok {
+			if n, err := s.members.MinMember(snap.pods[id]); err == nil {
+				gangs[g] = dispatch.GangSpec{Min: n}
 			}
 		}
 	}
@@ -216,9 +219,9 @@ func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, 
 		at := snap.nodes[v.Node].Name
 		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, at, priority(vp))
 		if v.Kind == preemption.ByReclaim {
-			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, s.queueOf(pod), at, s.queueOf(vp))
+			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, s.members.Queue(pod), at, s.members.Queue(vp))
 		}
-		s.events.recorder.Event(vp, corev1.EventTypeWarning, "Preempted", msg)
+		s.events.Preempted(vp, msg)
 		err := s.cfg.Client.CoreV1().Pods(vp.Namespace).Delete(ctx, vp.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vp.UID}})
 		if err != nil {
 			s.cfg.Log.Warn("evicting a preemption victim failed", "victim", v.ID, "err", err)

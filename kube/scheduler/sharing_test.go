@@ -13,16 +13,17 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 )
 
-// sharingInventory is LabelInventory with every GPU of a node set to the
+// sharingInventory is nodeinventory.Labels with every GPU of a node set to the
 // sharing mode named by the node's name prefix ("exclusive-0", "mps-1").
-type sharingInventory struct{ LabelInventory }
+type sharingInventory struct{ nodeinventory.Labels }
 
 func (s sharingInventory) Node(n *corev1.Node) (inventory.Node, error) {
-	in, err := s.LabelInventory.Node(n)
+	in, err := s.Labels.Node(n)
 	mode, _, _ := strings.Cut(n.Name, "-")
 	for i := range in.GPUs {
 		in.GPUs[i].Sharing = mode
@@ -39,7 +40,7 @@ func TestSharingModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Scheduler{cfg: Config{Catalog: catalogtest.Small(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, policy: pol, podPolicies: map[string]placement.Policy{}}
-	inv := sharingInventory{LabelInventory{Catalog: catalogtest.Small()}}
+	inv := sharingInventory{nodeinventory.Labels{Catalog: catalogtest.Small()}}
 	nodes := []*corev1.Node{labelNode("exclusive-0", "4", "H200"), labelNode("mps-0", "4", "H200")}
 	for _, n := range nodes {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
@@ -80,12 +81,12 @@ func TestSharingModes(t *testing.T) {
 	}
 }
 
-// oversubInventory is LabelInventory with memory oversubscription on the
+// oversubInventory is nodeinventory.Labels with memory oversubscription on the
 // nodes named "oversub-*" (their agent runs with --oversubscribe).
-type oversubInventory struct{ LabelInventory }
+type oversubInventory struct{ nodeinventory.Labels }
 
 func (o oversubInventory) Node(n *corev1.Node) (inventory.Node, error) {
-	in, err := o.LabelInventory.Node(n)
+	in, err := o.Labels.Node(n)
 	in.MemoryOversubscription = strings.HasPrefix(n.Name, "oversub-")
 	return in, err
 }
@@ -101,7 +102,7 @@ func TestOversubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Scheduler{cfg: Config{Catalog: catalogtest.Small(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, policy: pol, podPolicies: map[string]placement.Policy{}}
-	inv := oversubInventory{LabelInventory{Catalog: catalogtest.Small()}}
+	inv := oversubInventory{nodeinventory.Labels{Catalog: catalogtest.Small()}}
 	ready := func(nodes ...*corev1.Node) []*corev1.Node {
 		for _, n := range nodes {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}

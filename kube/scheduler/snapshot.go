@@ -13,6 +13,8 @@ import (
 	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
 )
@@ -34,7 +36,7 @@ type snapshot struct {
 	// their inventory could not be read), and versions the versions of
 	// the inventories read (zero: unknown, read again each time).
 	objs     map[string]*corev1.Node
-	versions map[string]inventoryVersion
+	versions map[string]nodeinventory.Version
 	// sharing is per node how its agent shares its GPUs, and sharings its
 	// distinct values: a pod every one of them admits needs no per-node
 	// sharing check. Why no pod may go to a node at all (not Ready,
@@ -58,7 +60,7 @@ type snapshot struct {
 
 // newSnapshot is a snapshot on b (the core's books, empty).
 func newSnapshot(b *booked.Cluster) *snapshot {
-	return &snapshot{books: b, cluster: b.Cluster(), objs: map[string]*corev1.Node{}, versions: map[string]inventoryVersion{},
+	return &snapshot{books: b, cluster: b.Cluster(), objs: map[string]*corev1.Node{}, versions: map[string]nodeinventory.Version{},
 		pods: map[string]*corev1.Pod{}, volatile: map[string]bool{}, claims: claimSet{}}
 }
 
@@ -68,7 +70,7 @@ func (snap *snapshot) inv(i int) *inventory.Node { return snap.books.Inventory(i
 // setNode takes in the node named name as it is now (nil: gone). Its
 // inventory is read again only when the source says it changed; one that
 // cannot be read leaves the node out, logged.
-func (snap *snapshot) setNode(log *slog.Logger, src InventorySource, name string, n *corev1.Node) {
+func (snap *snapshot) setNode(log *slog.Logger, src nodeinventory.Source, name string, n *corev1.Node) {
 	if n == nil {
 		snap.books.RemoveNode(name)
 		delete(snap.objs, name)
@@ -78,7 +80,7 @@ func (snap *snapshot) setNode(log *slog.Logger, src InventorySource, name string
 	old, known := snap.objs[name]
 	snap.objs[name] = n
 	v, ok := snap.versions[name]
-	read := !known || !ok || v == (inventoryVersion{}) || v != inventoryVersionOf(src, n)
+	read := !known || !ok || v == (nodeinventory.Version{}) || v != nodeinventory.VersionOf(src, n)
 	if read {
 		in, err := src.Node(n)
 		if err == nil {
@@ -93,12 +95,15 @@ func (snap *snapshot) setNode(log *slog.Logger, src InventorySource, name string
 			delete(snap.versions, name)
 			return
 		}
-		snap.versions[name] = inventoryVersionOf(src, n)
+		snap.versions[name] = nodeinventory.VersionOf(src, n)
 	}
 	snap.books.SetClosed(name, usable(n))
+	if snap.books.Stale() {
+		return // the node set changed: settle lays out every node
+	}
 	ni, laid := snap.books.Index(name)
 	if !laid || snap.layout != snap.books.Layout() {
-		return // settle lays out every node
+		return
 	}
 	if old != n {
 		snap.tainted += tainted(n) - tainted(snap.nodes[ni])
@@ -180,24 +185,13 @@ func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
 	return cpuMilli, memMiB
 }
 
-// inventoryVersionOf is the version of src's answer for n; zero when
-// unknown.
-func inventoryVersionOf(src InventorySource, n *corev1.Node) inventoryVersion {
-	if vs, ok := src.(versionedSource); ok {
-		if v, ok := vs.version(n); ok {
-			return v
-		}
-	}
-	return inventoryVersion{}
-}
-
 // syncNodes takes in the nodes that changed: those marked, or every node
 // with all, or when the inventory source has no versions (its answer may
 // change with no event to mark the node).
 //
 // get returns a marked node's object (false: it is gone).
 func (s *Scheduler) syncNodes(snap *snapshot, all bool, marked map[string]bool, get func(string) (*corev1.Node, bool)) error {
-	if _, versioned := s.cfg.Inventory.(versionedSource); all || !versioned {
+	if _, versioned := s.cfg.Inventory.(nodeinventory.Versioned); all || !versioned {
 		nodes, err := s.nodes.List(labels.Everything())
 		if err != nil {
 			return fmt.Errorf("list nodes: %w", err)
@@ -236,12 +230,12 @@ func (s *Scheduler) takeNodes(snap *snapshot, nodes []*corev1.Node) {
 func (s *Scheduler) bookPod(snap *snapshot, p *corev1.Pod) {
 	id := p.Namespace + "/" + p.Name
 	h, err := holdOf(p)
-	h.Queue, h.Gang = s.queueOf(p), s.groupKey(p)
+	h.Queue, h.Gang = s.members.Queue(p), s.members.Gang(p)
 	h.Stopping = p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil
 	if err != nil {
 		s.cfg.Log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", id, "err", err)
 	}
-	if queueFromGroup(p) || gangFromJob(p) {
+	if membership.QueueFromGroup(p) || membership.GangFromJob(p) {
 		snap.volatile[id] = true
 	} else {
 		delete(snap.volatile, id)

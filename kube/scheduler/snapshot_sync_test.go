@@ -21,6 +21,8 @@ import (
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
+	"github.com/tessera-gpu/tessera/kube/podstatus"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -60,7 +62,7 @@ func (w *cacheWorld) sync(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod
 
 // buildSnapshot is the snapshot a scheduler builds from nodes and the
 // pods already on them (bound, or assumed) at its first cycle.
-func buildSnapshot(log *slog.Logger, src InventorySource, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
+func buildSnapshot(log *slog.Logger, src nodeinventory.Source, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
 	s, err := New(Config{Client: fake.NewClientset(), Log: log})
 	if err != nil {
 		panic(err)
@@ -74,10 +76,10 @@ func rebuilt(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
 	return fresh.syncTo(s.cfg.Inventory, nodes, pods, nil)
 }
 
-func testScheduler(src InventorySource) *Scheduler {
+func testScheduler(src nodeinventory.Source) *Scheduler {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &Scheduler{cfg: Config{Catalog: catalogtest.Small(), Name: DefaultName, Log: log, Inventory: src},
-		events: newEventSink(fake.NewClientset(), fake.NewClientset(), DefaultName, log)}
+		events: podstatus.New(fake.NewClientset(), fake.NewClientset(), DefaultName, log)}
 }
 
 func (w *cacheWorld) nextRV() string { w.rv++; return strconv.Itoa(w.rv) }
@@ -149,7 +151,7 @@ func (w *cacheWorld) change(room *placement.Cluster, at map[string]int) string {
 	switch {
 	case r < 30 || len(w.pods) == 0: // a pod bound elsewhere
 		name, n := pick(w.rng, w.nodes)
-		gpus, _ := strconv.Atoi(n.Labels[LabelCount])
+		gpus, _ := strconv.Atoi(n.Labels[nodeinventory.LabelCount])
 		if gpus == 0 || w.rng.IntN(5) == 0 {
 			if !fits(name, placement.Pod{CPUMilli: 300}, placement.Decision{}) {
 				return "no room on " + name
@@ -212,15 +214,15 @@ func (w *cacheWorld) change(room *placement.Cluster, at map[string]int) string {
 		name, n := pick(w.rng, w.nodes)
 		m := n.DeepCopy()
 		m.ResourceVersion = w.nextRV()
-		gpus, _ := strconv.Atoi(n.Labels[LabelCount])
-		m.Labels[LabelCount] = strconv.Itoa(gpus + 1)
+		gpus, _ := strconv.Atoi(n.Labels[nodeinventory.LabelCount])
+		m.Labels[nodeinventory.LabelCount] = strconv.Itoa(gpus + 1)
 		w.nodes[name], w.marked[name] = m, true
 		return "node inventory changed"
 	case r < 97 || len(w.nodes) < 70: // a node comes (sometimes unreadable)
 		name := fmt.Sprintf("n%03d", len(w.nodes)+w.rng.IntN(1000))
 		n := w.node(name, 1+w.rng.IntN(4))
 		if w.rng.IntN(4) == 0 {
-			n.Labels[LabelModel] = "H9000"
+			n.Labels[nodeinventory.LabelModel] = "H9000"
 		}
 		w.nodes[name], w.marked[name] = n, true
 		return "node added"
@@ -274,7 +276,7 @@ func (w *cacheWorld) placeLikeACycle(s *Scheduler, snap *snapshot, n int) []*cor
 // cycles (the cached snapshot's) and of policies that see a new cluster
 // each time (the rebuilt one) for a set of probe pods.
 func TestSnapshotSyncMatchesRebuild(t *testing.T) {
-	src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
+	src := nodeinventory.NewCache(nodeinventory.Labels{Catalog: catalogtest.Small()})
 	probes := []placement.Pod{
 		{Name: "quarter", GPU: request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 1024, MemoryLimitMiB: 1024}, CPUMilli: 100},
 		{Name: "half", GPU: request.GPU{Count: 1, ComputeMilli: 500, ComputeLimitMilli: 500, MemoryMiB: 1024, MemoryLimitMiB: 1024}, CPUMilli: 100},
@@ -413,7 +415,7 @@ func normalNode(n placement.Node) placement.Node {
 // changes.
 func BenchmarkSnapshot(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
+	src := nodeinventory.NewCache(nodeinventory.Labels{Catalog: catalogtest.Small()})
 	w := &cacheWorld{rng: rand.New(rand.NewPCG(1, 2)), nodes: map[string]*corev1.Node{}, pods: map[types.UID]*corev1.Pod{}}
 	for i := range 5000 {
 		name := fmt.Sprintf("n%04d", i)
@@ -464,7 +466,7 @@ func BenchmarkSnapshot(b *testing.B) {
 // longer fits is booked saturating, and whatever changes there, the node
 // books as a new scheduler would book it.
 func TestSnapshotSyncSaturated(t *testing.T) {
-	src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
+	src := nodeinventory.NewCache(nodeinventory.Labels{Catalog: catalogtest.Small()})
 	w := &cacheWorld{rng: rand.New(rand.NewPCG(1, 1))}
 	nodes := []*corev1.Node{w.node("a", 1), w.node("b", 1)}
 	p1, p2, p3, p4 := w.pod("a", 0, 600), w.pod("a", 0, 600), w.pod("a", 0, 600), w.pod("b", 0, 500)
@@ -496,7 +498,7 @@ func TestSnapshotSyncSaturated(t *testing.T) {
 
 // TestSnapshotSyncListedTwice: a pod listed twice is booked once.
 func TestSnapshotSyncListedTwice(t *testing.T) {
-	src := newNodeCache(LabelInventory{Catalog: catalogtest.Small()})
+	src := nodeinventory.NewCache(nodeinventory.Labels{Catalog: catalogtest.Small()})
 	w := &cacheWorld{rng: rand.New(rand.NewPCG(1, 1))}
 	nodes := []*corev1.Node{w.node("a", 1)}
 	p := w.pod("a", 0, 300)

@@ -4,7 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,12 +12,13 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
 func labelNode(name string, gpus string, model string) *corev1.Node {
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), workload.ResourceGPU: resource.MustParse("128")}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelModel: model, LabelCount: gpus}}, Status: corev1.NodeStatus{Allocatable: res}}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{nodeinventory.LabelModel: model, nodeinventory.LabelCount: gpus}}, Status: corev1.NodeStatus{Allocatable: res}}
 }
 
 func boundPod(name, node string, a *binding.Assignment) *corev1.Pod {
@@ -40,7 +40,7 @@ func share(uuid string, milli int64) binding.Share {
 
 func TestBuildSnapshot(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	inv := LabelInventory{Catalog: catalogtest.Small()}
+	inv := nodeinventory.Labels{Catalog: catalogtest.Small()}
 	nodes := []*corev1.Node{
 		labelNode("b", "2", "H200"),
 		labelNode("a", "1", "L4"),
@@ -79,27 +79,5 @@ func TestBuildSnapshot(t *testing.T) {
 	run := byID(s.books.Running())
 	if p1, p2 := run["ns/p1"], run["ns/p2"]; len(run) != 4 || len(p1.Decisions) != 1 || !slices.Equal(p1.Decisions[0].GPUs, []int{1}) || p1.Stopping || !p2.Stopping {
 		t.Errorf("running %+v, want p3 and p5 on a; p1 on b's GPU 1; p2 there saturating (no candidate)", run)
-	}
-}
-
-func TestLabelInventoryErrors(t *testing.T) {
-	inv := LabelInventory{Catalog: catalogtest.Small()}
-	for _, tc := range []struct {
-		node *corev1.Node
-		want string
-	}{
-		{labelNode("n", "2", ""), "label tessera.io/gpu-model must name the GPU model"},
-		{labelNode("n", "2", "H9000"), `label tessera.io/gpu-model: unknown GPU model "H9000"`},
-		{labelNode("n", "1.5", "H200"), `label tessera.io/gpu-count must be a whole number in [0, 64], got "1.5"`},
-		{labelNode("n", "65", "H200"), `label tessera.io/gpu-count must be a whole number in [0, 64], got "65"`},
-	} {
-		if _, err := inv.Node(tc.node); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Node: %v, want %q", err, tc.want)
-		}
-	}
-	n := labelNode("n", "0", "")
-	delete(n.Labels, LabelCount)
-	if got, err := inv.Node(n); err != nil || len(got.GPUs) != 0 || got.CPUMilli != 8000 {
-		t.Errorf("CPU-only node: %+v, %v", got, err)
 	}
 }

@@ -23,12 +23,6 @@ type podWork struct {
 	claims *draclaims.PodClaims
 }
 
-// workloadOf is podWorkOf's workload and requests.
-func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload, []workload.ContainerRequest, error) {
-	pw, err := s.podWorkOf(snap, pod)
-	return pw.w, pw.reqs, err
-}
-
 // podWorkOf translates a pending pod into the scheduling cycle's terms:
 // its GPU containers as engine parts in container order, then the
 // requests of its DRA claims to allocate (kube/draclaims); the first part
@@ -96,7 +90,7 @@ func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) 
 		}
 	}
 	return podWork{w: cycle.Workload{
-		ID: name, Queue: s.queueOf(pod), Priority: priority(pod), Gang: s.groupKey(pod),
+		ID: name, Queue: s.members.Queue(pod), Priority: priority(pod), Gang: s.members.Gang(pod),
 		Parts: parts, Policy: pol, Exclude: exclude,
 	}, reqs: reqs, claims: claims}, nil
 }

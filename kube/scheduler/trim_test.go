@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
 
@@ -20,8 +22,8 @@ func TestTrimKeepsWhatTheSchedulerReads(t *testing.T) {
 	prio := int32(7)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u-1", ManagedFields: managed,
-			Labels:          map[string]string{LabelPodGroup: "g"},
-			Annotations:     map[string]string{lastApplied: "{...}", AnnotationMinMember: "2", workload.AnnotationCompute: "0.5"},
+			Labels:          map[string]string{membership.LabelPodGroup: "g"},
+			Annotations:     map[string]string{lastApplied: "{...}", membership.AnnotationMinMember: "2", workload.AnnotationCompute: "0.5"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", UID: "u-j"}}},
 		Spec: corev1.PodSpec{SchedulerName: DefaultName, Priority: &prio, NodeSelector: map[string]string{"a": "b"},
 			Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}},
@@ -42,7 +44,7 @@ func TestTrimKeepsWhatTheSchedulerReads(t *testing.T) {
 
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: managed, Labels: map[string]string{LabelModel: "H100"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: managed, Labels: map[string]string{nodeinventory.LabelModel: "H100"}},
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: res, Capacity: res, Images: []corev1.ContainerImage{{Names: []string{"big"}, SizeBytes: 1 << 30}},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
@@ -64,10 +66,10 @@ func TestTrimKeepsWhatTheSchedulerReads(t *testing.T) {
 	if j.ManagedFields != nil || len(j.Spec.Template.Spec.Containers) != 0 || j.Status.Active != 0 {
 		t.Errorf("trimmed Job keeps managedFields, its template or its status: %+v", j)
 	}
-	if j.Name != "j" || j.UID != "u-j" || parallelism(j) != 4 || j.Annotations[workload.KAIAnnotationMinMember] != "3" {
+	if j.Name != "j" || j.UID != "u-j" || membership.Parallelism(j) != 4 || j.Annotations[workload.KAIAnnotationMinMember] != "3" {
 		t.Errorf("trimmed Job lost what gang.go reads (name, UID, parallelism, annotations): %+v", j)
 	}
-	if n, err := jobMinMember(j, pod); err != nil || n != 3 {
+	if n, err := membership.JobMinMember(j, pod); err != nil || n != 3 {
 		t.Errorf("jobMinMember of the trimmed Job = %d, %v; want 3", n, err)
 	}
 

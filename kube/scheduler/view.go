@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/clusterview"
+	"github.com/tessera-gpu/tessera/kube/membership"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -40,6 +42,11 @@ type cycleView struct {
 	typical placement.Distribution
 	// backingOff are the pending pods waiting out a backoff as it ended.
 	backingOff map[types.UID]bool
+	// What the view's pods are read with: the scheduler's name and
+	// policy, its catalog and its reader of gangs and queues.
+	name, policy string
+	cat          *catalog.Catalog
+	members      *membership.Reader
 }
 
 // viewBoard holds the last cycle's view; its zero value is ready.
@@ -57,7 +64,8 @@ type viewBoard struct {
 // publishView publishes what this cycle decided from.
 func (s *Scheduler) publishView(at time.Time, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, waiting map[string]int) {
 	pending = s.inOrder(pending)
-	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting, typical: placement.TypicalOf(s.policy), backingOff: map[types.UID]bool{}}
+	v := &cycleView{at: at, snap: snap, tree: tree, pending: pending, waiting: waiting, typical: placement.TypicalOf(s.policy), backingOff: map[types.UID]bool{},
+		name: s.cfg.Name, policy: s.cfg.Policy, cat: s.cfg.Catalog, members: &s.members}
 	for _, p := range pending {
 		if s.core.BackingOff(p.Namespace+"/"+p.Name, at) {
 			v.backingOff[p.UID] = true
@@ -137,11 +145,12 @@ func (s *Scheduler) View() (clusterview.View, bool) {
 	if v == nil {
 		return clusterview.View{}, false
 	}
-	return s.viewOf(v), true
+	return v.view(), true
 }
 
-func (s *Scheduler) viewOf(v *cycleView) clusterview.View {
-	out := clusterview.View{Time: v.at, Scheduler: s.cfg.Name, Policy: s.cfg.Policy, Typical: len(v.typical)}
+// view translates v into plain values (under snapMu).
+func (v *cycleView) view() clusterview.View {
+	out := clusterview.View{Time: v.at, Scheduler: v.name, Policy: v.policy, Typical: len(v.typical)}
 	snap := v.snap
 	if len(v.typical) > 0 {
 		out.FragmentationMilli = placement.ClusterFragmentation(snap.cluster, v.typical)
@@ -169,7 +178,7 @@ func (s *Scheduler) viewOf(v *cycleView) clusterview.View {
 			if !ok {
 				continue
 			}
-			pv := s.podView(p, false)
+			pv := v.podView(p, false)
 			pv.Node = n.Name
 			booked[p.UID] = true
 			running[pv.Queue]++
@@ -181,12 +190,12 @@ func (s *Scheduler) viewOf(v *cycleView) clusterview.View {
 		if booked[p.UID] {
 			continue // placed by this cycle: it is on its node now
 		}
-		pv := s.podView(p, true)
+		pv := v.podView(p, true)
 		pv.BackingOff = v.backingOff[p.UID]
 		out.Pending = append(out.Pending, pv)
 	}
 	// The ledger the cycle ordered queues by (and the metrics report).
-	ledger := s.ledger(v.tree, snap)
+	ledger := snap.ledger(v.tree)
 	for _, name := range v.tree.Names() {
 		q, _ := v.tree.Queue(name)
 		out.Queues = append(out.Queues, clusterview.QueueView{
@@ -198,16 +207,16 @@ func (s *Scheduler) viewOf(v *cycleView) clusterview.View {
 }
 
 // podView reads one pod; pending pods carry their PodScheduled reason.
-func (s *Scheduler) podView(p *corev1.Pod, pending bool) clusterview.PodView {
+func (v *cycleView) podView(p *corev1.Pod, pending bool) clusterview.PodView {
 	pv := clusterview.PodView{
-		Namespace: p.Namespace, Name: p.Name, UID: p.UID, Queue: s.queueOf(p), Priority: priority(p), Gang: s.groupKey(p),
+		Namespace: p.Namespace, Name: p.Name, UID: p.UID, Queue: v.members.Queue(p), Priority: priority(p), Gang: v.members.Gang(p),
 		Phase: p.Status.Phase, Created: p.CreationTimestamp.Time, Deleting: p.DeletionTimestamp != nil,
 	}
 	if p.Status.StartTime != nil {
 		pv.Started = p.Status.StartTime.Time
 	}
 	pv.CPUMilli, pv.MemoryMiB = podHostRequests(p)
-	reqs, err := workload.FromPod(p, s.cfg.Catalog)
+	reqs, err := workload.FromPod(p, v.cat)
 	if err != nil {
 		pv.RequestError = err.Error()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/clusterview"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
@@ -38,7 +39,7 @@ func TestView(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{T: t}, nil))
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi")}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Labels: map[string]string{LabelCount: "2", LabelModel: "H100-SXM"}},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Labels: map[string]string{nodeinventory.LabelCount: "2", nodeinventory.LabelModel: "H100-SXM"}},
 		Status: corev1.NodeStatus{Allocatable: res, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	bound := func(name, queue string, milli, limit, mem int64, gpu int) *corev1.Pod {
 		a := binding.Assignment{Node: "n1", Containers: []binding.Container{{Name: "main", GPUs: []binding.Share{{
@@ -70,7 +71,7 @@ func TestView(t *testing.T) {
 	waits := pending("waits", "4", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reasonUnschedulable, Message: "no node fits 4 GPU(s)"})
 	placedNow := pending("placed-now", "1", nil)
 	fresh := pending("fresh", "1", nil)
-	snap := buildSnapshot(log, LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{a, b})
+	snap := buildSnapshot(log, nodeinventory.Labels{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{a, b})
 	// The cycle placed placed-now: it is booked on the node (assumed).
 	placed := placedNow.DeepCopy()
 	placed.Spec.NodeName = "n1"
@@ -171,9 +172,9 @@ func TestViewFragmentation(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{T: t}, nil))
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi")}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Labels: map[string]string{LabelCount: "2", LabelModel: "H100-SXM"}},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1", Labels: map[string]string{nodeinventory.LabelCount: "2", nodeinventory.LabelModel: "H100-SXM"}},
 		Status: corev1.NodeStatus{Allocatable: res, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	snap := buildSnapshot(log, LabelInventory{Catalog: catalog.Default()}, []*corev1.Node{node}, nil)
+	snap := buildSnapshot(log, nodeinventory.Labels{Catalog: catalog.Default()}, []*corev1.Node{node}, nil)
 	tree, err := queueing.NewTree(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/kube/clusterview"
+	"github.com/tessera-gpu/tessera/kube/leader"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/webui"
@@ -116,7 +117,7 @@ In a cluster it uses the pod's service account; outside, --kubeconfig.`,
 					return fmt.Errorf("--leader-elect-identity: not set and no host name: %w", err)
 				}
 			}
-			return s.RunWithLeaderElection(cmd.Context(), scheduler.LeaderElection{Namespace: leaseNS, Name: name + "-scheduler", Identity: identity})
+			return s.RunWithLeaderElection(cmd.Context(), leader.Config{Namespace: leaseNS, Name: name + "-scheduler", Identity: identity})
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config)")

@@ -1,4 +1,4 @@
-package scheduler
+package podstatus
 
 import (
 	"context"
@@ -22,31 +22,22 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 )
 
-// Reasons on events and on the PodScheduled condition.
-const (
-	reasonInvalid       = "InvalidGPURequest"
-	reasonUnschedulable = corev1.PodReasonUnschedulable
-	// reasonSchedulerError: the decision was made but could not be carried
-	// out (the API refused the binding); kube-scheduler's reason too.
-	reasonSchedulerError = corev1.PodReasonSchedulerError
-)
-
-// eventSink reports scheduling outcomes as Events and pod conditions, once
+// Sink reports scheduling outcomes as Events and pod conditions, once
 // per pod and message, so a pod that stays pending does not flood the API.
 //
-// Once started (Run does), the PodScheduled conditions are written by a
+// Once started (the scheduler's Run does), the PodScheduled conditions are written by a
 // few workers, not by the cycle that decided them: a cycle that leaves
 // pods pending (a gang waiting for members is left pending again, with a
 // new count, each time one arrives) would otherwise wait for a round trip
 // per pod while the pods behind it wait for the cycle. A pod's writes are
 // coalesced (only its latest condition is written if several were decided
 // while it waited), and a pod about to be bound has its queued write
-// dropped and waits for the one in flight (settle), so a stale
+// dropped and waits for the one in flight (Settle), so a stale
 // PodScheduled=False never lands on a bound pod; a pod whose gang is still
-// missing members is reported only after gangWaitGrace (waiting). Not
-// started, reject and waiting write at once (tests that drive cycles by
+// missing members is reported only after gangWaitGrace (Waiting). Not
+// started, Reject and Waiting write at once (tests that drive cycles by
 // hand).
-type eventSink struct {
+type Sink struct {
 	client   kubernetes.Interface
 	log      *slog.Logger
 	bcast    record.EventBroadcaster
@@ -66,7 +57,7 @@ type eventSink struct {
 }
 
 // condWrite is one PodScheduled=False condition to write, and the
-// Warning event to record with it when it was held back (waiting).
+// Warning event to record with it when it was held back (Waiting).
 type condWrite struct {
 	namespace, name string
 	reason, msg     string
@@ -85,24 +76,24 @@ type condWrite struct {
 // placed first.
 const gangWaitGrace = time.Second
 
-// conditionWriters is how many condition writes are in flight at once.
-const conditionWriters = 4
+// Writers is how many condition writes are in flight at once.
+const Writers = 4
 
-// newEventSink posts Events through events and patches pod conditions
+// New posts Events through events and patches pod conditions
 // through c.
-func newEventSink(events, c kubernetes.Interface, component string, log *slog.Logger) *eventSink {
+func New(events, c kubernetes.Interface, component string, log *slog.Logger) *Sink {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
-	return &eventSink{
+	return &Sink{
 		client: c, log: log, bcast: b, last: map[types.UID]string{},
 		want: map[types.UID]condWrite{}, busy: map[types.UID]chan struct{}{}, clock: clock.RealClock{},
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
 	}
 }
 
-// start writes conditions on workers from now until stop; ctx bounds the
+// Start writes conditions on workers from now until Stop; ctx bounds the
 // writes.
-func (e *eventSink) start(ctx context.Context, workers int) {
+func (e *Sink) Start(ctx context.Context, workers int) {
 	q := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Clock: e.clock})
 	e.mu.Lock()
 	e.queue = q
@@ -124,7 +115,7 @@ func (e *eventSink) start(ctx context.Context, workers int) {
 }
 
 // writeQueued writes the pod's latest wanted condition, if it still has one.
-func (e *eventSink) writeQueued(ctx context.Context, uid types.UID) {
+func (e *Sink) writeQueued(ctx context.Context, uid types.UID) {
 	e.mu.Lock()
 	w, ok := e.want[uid]
 	if !ok {
@@ -142,9 +133,9 @@ func (e *eventSink) writeQueued(ctx context.Context, uid types.UID) {
 	close(done)
 }
 
-// stop ends the condition workers (after the writes queued) and the
+// Stop ends the condition workers (after the writes queued) and the
 // event broadcaster.
-func (e *eventSink) stop() {
+func (e *Sink) Stop() {
 	e.mu.Lock()
 	q := e.queue
 	e.queue = nil
@@ -156,21 +147,21 @@ func (e *eventSink) stop() {
 	e.bcast.Shutdown()
 }
 
-// reject leaves the pod pending with a Warning event and a PodScheduled=False
+// Reject leaves the pod pending with a Warning event and a PodScheduled=False
 // condition carrying the reason and message.
-func (e *eventSink) reject(ctx context.Context, pod *corev1.Pod, reason, msg string) {
+func (e *Sink) Reject(ctx context.Context, pod *corev1.Pod, reason, msg string) {
 	e.report(ctx, pod, reason, msg, 0)
 }
 
-// waiting is reject for a pod whose gang is still missing members: once
+// Waiting is Reject for a pod whose gang is still missing members: once
 // started, the sink says so only after gangWaitGrace, with the pod's
-// latest message, unless the pod is bound (settle) first.
-func (e *eventSink) waiting(ctx context.Context, pod *corev1.Pod, reason, msg string) {
+// latest message, unless the pod is bound (Settle) first.
+func (e *Sink) Waiting(ctx context.Context, pod *corev1.Pod, reason, msg string) {
 	e.report(ctx, pod, reason, msg, gangWaitGrace)
 }
 
 // report records the event and writes the condition, now or after delay.
-func (e *eventSink) report(ctx context.Context, pod *corev1.Pod, reason, msg string, delay time.Duration) {
+func (e *Sink) report(ctx context.Context, pod *corev1.Pod, reason, msg string, delay time.Duration) {
 	e.mu.Lock()
 	if e.last[pod.UID] == reason+msg {
 		e.mu.Unlock()
@@ -203,7 +194,7 @@ func (e *eventSink) report(ctx context.Context, pod *corev1.Pod, reason, msg str
 
 // write patches the pod's PodScheduled condition (and records the event
 // held back with it).
-func (e *eventSink) write(ctx context.Context, w condWrite) {
+func (e *Sink) write(ctx context.Context, w condWrite) {
 	if w.event != nil {
 		e.recorder.Event(w.event, corev1.EventTypeWarning, "FailedScheduling", w.msg)
 	}
@@ -219,9 +210,9 @@ func (e *eventSink) write(ctx context.Context, w condWrite) {
 	}
 }
 
-// settle is called before the pod is bound: its condition not yet written
+// Settle is called before the pod is bound: its condition not yet written
 // is dropped, and a write in flight is waited for (or ctx's end).
-func (e *eventSink) settle(ctx context.Context, uid types.UID) {
+func (e *Sink) Settle(ctx context.Context, uid types.UID) {
 	e.mu.Lock()
 	delete(e.want, uid)
 	done := e.busy[uid]
@@ -235,8 +226,8 @@ func (e *eventSink) settle(ctx context.Context, uid types.UID) {
 	}
 }
 
-// bound records a Normal event naming the node and GPUs.
-func (e *eventSink) bound(_ context.Context, pod *corev1.Pod, node string, a binding.Assignment) {
+// Bound records a Normal event naming the node and GPUs.
+func (e *Sink) Bound(_ context.Context, pod *corev1.Pod, node string, a binding.Assignment) {
 	e.mu.Lock()
 	delete(e.last, pod.UID)
 	e.mu.Unlock()
@@ -251,10 +242,16 @@ func (e *eventSink) bound(_ context.Context, pod *corev1.Pod, node string, a bin
 	e.recorder.Event(pod, corev1.EventTypeNormal, "Scheduled", msg)
 }
 
-// forget forgets what was reported on a pod that is gone.
-func (e *eventSink) forget(uid types.UID) {
+// Forget forgets what was reported on a pod that is gone.
+func (e *Sink) Forget(uid types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.last, uid)
 	delete(e.want, uid)
+}
+
+// Preempted records a Warning event on a preemption victim saying why it
+// is evicted.
+func (e *Sink) Preempted(victim *corev1.Pod, msg string) {
+	e.recorder.Event(victim, corev1.EventTypeWarning, "Preempted", msg)
 }

@@ -1,4 +1,4 @@
-package scheduler
+package schedmetrics
 
 import (
 	"testing"
@@ -38,10 +38,10 @@ func TestQueuePendingGauge(t *testing.T) {
 			map[string]float64{"team-a": 0, queueing.DefaultQueue: 2}},
 	}
 	reg := prometheus.NewRegistry()
-	m := newMetrics(reg)
+	m := New(reg)
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			m.observePending(s.tree, s.waiting)
+			m.ObservePending(s.tree, s.waiting)
 			got := map[string]float64{}
 			mfs, err := reg.Gather()
 			if err != nil {

@@ -1,4 +1,4 @@
-package scheduler
+package nodeinventory
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ import (
 
 // countingSource counts the nodes it is asked for.
 type countingSource struct {
-	src   InventorySource
+	src   Source
 	calls int
 }
 
@@ -27,8 +27,8 @@ func (c *countingSource) Node(n *corev1.Node) (inventory.Node, error) {
 // UID is read again, errors are kept per version, and entries of nodes no
 // longer asked for go.
 func TestNodeCache(t *testing.T) {
-	src := &countingSource{src: LabelInventory{Catalog: catalog.Default()}}
-	c := newNodeCache(src)
+	src := &countingSource{src: Labels{Catalog: catalog.Default()}}
+	c := NewCache(src)
 	node := func(uid, rv, count string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: types.UID("u-" + uid), ResourceVersion: rv,
 			Labels: map[string]string{LabelModel: "H100", LabelCount: count}}}
@@ -62,7 +62,7 @@ func TestNodeCache(t *testing.T) {
 	// Idle entries go at the next sweep.
 	c.mu.Lock()
 	e := c.entries["n"]
-	e.used = time.Now().Add(-2 * inventoryIdle)
+	e.used = time.Now().Add(-2 * idle)
 	c.entries["n"] = e
 	c.swept = time.Time{}
 	c.mu.Unlock()

@@ -1,4 +1,4 @@
-package scheduler
+package membership
 
 import (
 	"fmt"
@@ -8,9 +8,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/podgroups"
+	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // Gang membership, until the PodGroup resource lands: pods of one group
@@ -23,39 +27,64 @@ const (
 	MaxGangSize = 10000
 )
 
-// groupKey returns the pod's gang key, or "" for a pod outside any gang:
+// Reader reads what a pod belongs to from the pod and the objects it
+// names. Its zero value reads the pod alone (no Jobs, no PodGroups).
+type Reader struct {
+	// Jobs lists Jobs, for automatic gangs (nil: none).
+	Jobs batchlisters.JobLister
+	// PodGroup reads a PodGroup (nil: none).
+	PodGroup func(namespace, name string) (podgroups.Group, bool, error)
+	// VolcanoGroup reads a Volcano PodGroup (nil: none).
+	VolcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
+}
+
+func (r Reader) podGroup(namespace, name string) (podgroups.Group, bool, error) {
+	if r.PodGroup == nil {
+		return podgroups.Group{}, false, nil
+	}
+	return r.PodGroup(namespace, name)
+}
+
+func (r Reader) volcanoGroup(namespace, name string) (podgroups.VolcanoGroup, bool, error) {
+	if r.VolcanoGroup == nil {
+		return podgroups.VolcanoGroup{}, false, nil
+	}
+	return r.VolcanoGroup(namespace, name)
+}
+
+// Gang returns the pod's gang key, or "" for a pod outside any gang:
 // the LabelPodGroup label, else the Volcano PodGroup its
 // scheduling.k8s.io/group-name annotation names, else the Job that
 // controls the pod when the Job runs more than one pod at a time (an
 // automatic gang of its parallelism, or of KAI's batch-min-member).
-func (s *Scheduler) groupKey(p *corev1.Pod) string {
+func (r Reader) Gang(p *corev1.Pod) string {
 	if name := p.Labels[LabelPodGroup]; name != "" {
 		return p.Namespace + "/" + name
 	}
 	if name := p.Annotations[workload.VolcanoAnnotationGroupName]; name != "" {
 		return p.Namespace + "/volcano:" + name
 	}
-	if job, ok := s.jobOf(p); ok && parallelism(job) > 1 {
+	if job, ok := r.jobOf(p); ok && Parallelism(job) > 1 {
 		return p.Namespace + "/job:" + job.Name
 	}
 	return ""
 }
 
-// minMember reads a member's minimum: the PodGroup's or the annotation
+// MinMember reads a member's minimum: the PodGroup's or the annotation
 // for labelled gangs, the Volcano PodGroup's minMember for Volcano's, and
 // for automatic ones KAI's batch-min-member (on the Job, else on the pod)
 // or else the Job's parallelism.
-func (s *Scheduler) minMember(p *corev1.Pod) (int, error) {
+func (r Reader) MinMember(p *corev1.Pod) (int, error) {
 	name := p.Labels[LabelPodGroup]
 	if name == "" {
 		if vg := p.Annotations[workload.VolcanoAnnotationGroupName]; vg != "" {
-			return s.volcanoMinMember(p.Namespace, vg)
+			return r.volcanoMinMember(p.Namespace, vg)
 		}
-		if job, ok := s.jobOf(p); ok {
-			return jobMinMember(job, p)
+		if job, ok := r.jobOf(p); ok {
+			return JobMinMember(job, p)
 		}
 	}
-	if g, found, err := s.podGroup(p.Namespace, name); err != nil {
+	if g, found, err := r.podGroup(p.Namespace, name); err != nil {
 		return 0, fmt.Errorf("label %s: PodGroup %s/%s: %w", LabelPodGroup, p.Namespace, name, err)
 	} else if found {
 		return g.MinMember, nil
@@ -72,8 +101,8 @@ func (s *Scheduler) minMember(p *corev1.Pod) (int, error) {
 }
 
 // volcanoMinMember reads the minimum of the Volcano PodGroup a pod names.
-func (s *Scheduler) volcanoMinMember(namespace, name string) (int, error) {
-	g, found, err := s.volcanoGroup(namespace, name)
+func (r Reader) volcanoMinMember(namespace, name string) (int, error) {
+	g, found, err := r.volcanoGroup(namespace, name)
 	if err != nil {
 		return 0, fmt.Errorf("annotation %s: %w", workload.VolcanoAnnotationGroupName, err)
 	}
@@ -83,10 +112,10 @@ func (s *Scheduler) volcanoMinMember(namespace, name string) (int, error) {
 	return g.MinMember, nil
 }
 
-// jobMinMember is an automatic gang's minimum: KAI's batch-min-member on
+// JobMinMember is an automatic gang's minimum: KAI's batch-min-member on
 // the Job (else on the pod, from the Job's pod template), else the Job's
 // parallelism.
-func jobMinMember(job *batchv1.Job, p *corev1.Pod) (int, error) {
+func JobMinMember(job *batchv1.Job, p *corev1.Pod) (int, error) {
 	v, ok := job.Annotations[workload.KAIAnnotationMinMember]
 	where := "annotation " + workload.KAIAnnotationMinMember + " of Job " + job.Name
 	if !ok {
@@ -94,7 +123,7 @@ func jobMinMember(job *batchv1.Job, p *corev1.Pod) (int, error) {
 		where = "annotation " + workload.KAIAnnotationMinMember
 	}
 	if !ok {
-		return int(parallelism(job)), nil
+		return int(Parallelism(job)), nil
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 1 || n > MaxGangSize {
@@ -103,43 +132,44 @@ func jobMinMember(job *batchv1.Job, p *corev1.Pod) (int, error) {
 	return n, nil
 }
 
-// jobOf returns the Job controlling the pod, if the scheduler watches Jobs.
-func (s *Scheduler) jobOf(p *corev1.Pod) (*batchv1.Job, bool) {
+// jobOf returns the Job controlling the pod, if r lists Jobs.
+func (r Reader) jobOf(p *corev1.Pod) (*batchv1.Job, bool) {
 	ref := metav1.GetControllerOf(p)
-	if ref == nil || ref.Kind != "Job" || s.jobs == nil {
+	if ref == nil || ref.Kind != "Job" || r.Jobs == nil {
 		return nil, false
 	}
-	job, err := s.jobs.Jobs(p.Namespace).Get(ref.Name)
+	job, err := r.Jobs.Jobs(p.Namespace).Get(ref.Name)
 	if err != nil || job.UID != ref.UID {
 		return nil, false
 	}
 	return job, true
 }
 
-func parallelism(j *batchv1.Job) int32 {
+// Parallelism is how many pods the Job runs at a time.
+func Parallelism(j *batchv1.Job) int32 {
 	if j.Spec.Parallelism == nil {
 		return 1
 	}
 	return *j.Spec.Parallelism
 }
 
-// gangSpecs reads the definition of every gang a pending pod names: its
+// GangSpecs reads the definition of every gang a pending pod names: its
 // minimum (members must agree) and its PodGroup's schedule timeout. The
 // core groups the members and counts the running ones.
-func (s *Scheduler) gangSpecs(pending []*corev1.Pod) map[string]dispatch.GangSpec {
+func (r Reader) GangSpecs(pending []*corev1.Pod) map[string]dispatch.GangSpec {
 	out := map[string]dispatch.GangSpec{}
 	for _, p := range pending {
-		k := s.groupKey(p)
+		k := r.Gang(p)
 		if k == "" {
 			continue
 		}
 		g, ok := out[k]
 		if !ok && p.Labels[LabelPodGroup] != "" {
-			if pg, found, _ := s.podGroup(p.Namespace, p.Labels[LabelPodGroup]); found {
+			if pg, found, _ := r.podGroup(p.Namespace, p.Labels[LabelPodGroup]); found {
 				g.Timeout = pg.Timeout
 			}
 		}
-		n, err := s.minMember(p)
+		n, err := r.MinMember(p)
 		switch {
 		case g.Err != nil:
 		case err != nil:
@@ -154,9 +184,9 @@ func (s *Scheduler) gangSpecs(pending []*corev1.Pod) map[string]dispatch.GangSpe
 	return out
 }
 
-// gangFromJob reports whether groupKey reads p's gang from its Job (whose
+// GangFromJob reports whether Gang reads p's gang from its Job (whose
 // parallelism may change without the pod changing).
-func gangFromJob(p *corev1.Pod) bool { return !namesGroup(p) && jobControlled(p) }
+func GangFromJob(p *corev1.Pod) bool { return !namesGroup(p) && jobControlled(p) }
 
 func namesGroup(p *corev1.Pod) bool {
 	return p.Labels[LabelPodGroup] != "" || p.Annotations[workload.VolcanoAnnotationGroupName] != ""
@@ -167,15 +197,32 @@ func jobControlled(p *corev1.Pod) bool {
 	return ref != nil && ref.Kind == "Job"
 }
 
-func (st *CycleStats) count(o outcome) {
-	switch o {
-	case outcomeBound:
-		st.Bound++
-	case outcomeInvalid:
-		st.Invalid++
-	case outcomeUnschedulable:
-		st.Unschedulable++
-	case outcomeError:
-		st.Errors++
+// Queue is the pod's queue name: its tessera.io/queue label, else KAI's
+// kai.scheduler/queue label, else the queue of its Volcano PodGroup, else
+// the default queue.
+func (r Reader) Queue(p *corev1.Pod) string {
+	q, _ := r.QueueSource(p)
+	return q
+}
+
+// QueueSource is Queue with where the name came from, for messages.
+func (r Reader) QueueSource(p *corev1.Pod) (queue, from string) {
+	if q := p.Labels[queues.LabelQueue]; q != "" {
+		return q, "label " + queues.LabelQueue
 	}
+	if q := p.Labels[workload.KAILabelQueue]; q != "" {
+		return q, "label " + workload.KAILabelQueue
+	}
+	if name := p.Annotations[workload.VolcanoAnnotationGroupName]; name != "" {
+		if g, found, err := r.volcanoGroup(p.Namespace, name); err == nil && found && g.Queue != "" {
+			return g.Queue, "spec.queue of Volcano PodGroup " + p.Namespace + "/" + name
+		}
+	}
+	return queueing.DefaultQueue, ""
+}
+
+// QueueFromGroup reports whether QueueSource reads p's queue from its
+// Volcano PodGroup (which may change without the pod changing).
+func QueueFromGroup(p *corev1.Pod) bool {
+	return p.Labels[queues.LabelQueue] == "" && p.Labels[workload.KAILabelQueue] == "" && p.Annotations[workload.VolcanoAnnotationGroupName] != ""
 }

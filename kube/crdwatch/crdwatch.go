@@ -1,4 +1,4 @@
-package scheduler
+package crdwatch
 
 import (
 	"context"
@@ -17,14 +17,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// crdRecheck is how often a scheduler looks again for a CRD that was not
+// recheck is how often a Watch looks again for a CRD that was not
 // installed (the agent or an operator may install it later).
-const crdRecheck = 30 * time.Second
+const recheck = 30 * time.Second
 
-// crdWatch is an informer on a custom resource that starts only once the
+// Watch is an informer on a custom resource that starts only once the
 // API server serves the resource, so a cluster without the CRD is not
-// flooded with failing list calls.
-type crdWatch struct {
+// flooded with failing list calls. Safe for concurrent use.
+type Watch struct {
 	ctx    context.Context
 	gvr    schema.GroupVersionResource
 	client kubernetes.Interface
@@ -36,16 +36,22 @@ type crdWatch struct {
 	next time.Time
 }
 
+// New watches gvr through dyn once client's discovery says it is served;
+// handler gets the informer's events. ctx bounds the informer.
+func New(ctx context.Context, gvr schema.GroupVersionResource, client kubernetes.Interface, dyn dynamic.Interface, handler cache.ResourceEventHandler) *Watch {
+	return &Watch{ctx: ctx, gvr: gvr, client: client, dyn: dyn, poke: handler}
+}
+
 // informer returns the synced informer, or nil while the resource is not
 // served. It starts (and waits for) the informer the first time it is.
-func (w *crdWatch) informer() (informers.GenericInformer, error) {
+func (w *Watch) informer() (informers.GenericInformer, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.inf != nil || time.Now().Before(w.next) {
 		return w.inf, nil
 	}
-	if ok, _ := served(w.client, w.gvr); !ok { // checked again after crdRecheck
-		w.next = time.Now().Add(crdRecheck)
+	if ok, _ := Served(w.client, w.gvr); !ok { // checked again after recheck
+		w.next = time.Now().Add(recheck)
 		return nil, nil
 	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(w.dyn, 0)
@@ -63,8 +69,8 @@ func (w *crdWatch) informer() (informers.GenericInformer, error) {
 	return inf, nil
 }
 
-// list returns every object (none while the resource is not served).
-func (w *crdWatch) list() ([]*unstructured.Unstructured, error) {
+// List returns every object (none while the resource is not served).
+func (w *Watch) List() ([]*unstructured.Unstructured, error) {
 	inf, err := w.informer()
 	if inf == nil || err != nil {
 		return nil, err
@@ -82,8 +88,8 @@ func (w *crdWatch) list() ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// get returns the named object; found is false when absent or not served.
-func (w *crdWatch) get(name string) (*unstructured.Unstructured, bool, error) {
+// Get returns the named object; found is false when absent or not served.
+func (w *Watch) Get(name string) (*unstructured.Unstructured, bool, error) {
 	inf, err := w.informer()
 	if inf == nil || err != nil {
 		return nil, false, err
@@ -102,10 +108,10 @@ func (w *crdWatch) get(name string) (*unstructured.Unstructured, bool, error) {
 	return u, true, nil
 }
 
-// served reports whether the API server serves a resource; err says why
+// Served reports whether the API server serves a resource; err says why
 // it could not tell (a group version the server does not know is simply
 // not served).
-func served(c kubernetes.Interface, gvr schema.GroupVersionResource) (bool, error) {
+func Served(c kubernetes.Interface, gvr schema.GroupVersionResource) (bool, error) {
 	list, err := c.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if errors.IsNotFound(err) {
 		return false, nil
@@ -121,9 +127,9 @@ func served(c kubernetes.Interface, gvr schema.GroupVersionResource) (bool, erro
 	return false, nil
 }
 
-// getIn returns the named object of a namespace; found is false when absent
+// GetIn returns the named object of a namespace; found is false when absent
 // or not served.
-func (w *crdWatch) getIn(namespace, name string) (*unstructured.Unstructured, bool, error) {
+func (w *Watch) GetIn(namespace, name string) (*unstructured.Unstructured, bool, error) {
 	inf, err := w.informer()
 	if inf == nil || err != nil {
 		return nil, false, err

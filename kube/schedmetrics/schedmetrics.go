@@ -1,4 +1,4 @@
-package scheduler
+package schedmetrics
 
 import (
 	"time"
@@ -9,9 +9,9 @@ import (
 	"github.com/tessera-gpu/tessera/request"
 )
 
-// metrics are the scheduler's Prometheus series. They are registered on
-// the registry given in Config (none: not exported), never on a global one.
-type metrics struct {
+// Metrics are the scheduler's Prometheus series. They are registered on
+// the registry given to New (none: not exported), never on a global one.
+type Metrics struct {
 	pending   prometheus.Gauge
 	decisions *prometheus.CounterVec
 	// bindings counts Binding calls by result; backingOff is the pods and
@@ -27,8 +27,9 @@ type metrics struct {
 	queuePending *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+// New makes the series and registers them on reg (nil: none).
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tessera_scheduler_pending_pods",
 			Help: "Pods waiting for this scheduler at the start of the last cycle.",
@@ -82,37 +83,45 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (o outcome) String() string {
-	switch o {
-	case outcomeBound:
-		return "bound"
-	case outcomeInvalid:
-		return "invalid"
-	case outcomeUnschedulable:
-		return "unschedulable"
-	default:
-		return "error"
-	}
+// Decisions counts one cycle's pods by result.
+type Decisions struct {
+	Bound, Unschedulable, Invalid, Errors int
 }
 
-// observeCycle records one cycle's pods by result (a gang's members all
-// count) and its time per item (a pod or a gang: the cycle decides them
-// together, so each is given an equal part of it).
-func (m *metrics) observeCycle(before, after CycleStats, start time.Time, items int) {
+// ObserveDecisions records one cycle's pods by result (a gang's members
+// all count) and its time per item (a pod or a gang: the cycle decides
+// them together, so each is given an equal part of it).
+func (m *Metrics) ObserveDecisions(d Decisions, start time.Time, items int) {
 	if items > 0 {
 		per := time.Since(start).Seconds() / float64(items)
 		for range items {
 			m.decision.Observe(per)
 		}
 	}
-	m.decisions.WithLabelValues("bound").Add(float64(after.Bound - before.Bound))
-	m.decisions.WithLabelValues("invalid").Add(float64(after.Invalid - before.Invalid))
-	m.decisions.WithLabelValues("unschedulable").Add(float64(after.Unschedulable - before.Unschedulable))
-	m.decisions.WithLabelValues("error").Add(float64(after.Errors - before.Errors))
+	m.decisions.WithLabelValues("bound").Add(float64(d.Bound))
+	m.decisions.WithLabelValues("invalid").Add(float64(d.Invalid))
+	m.decisions.WithLabelValues("unschedulable").Add(float64(d.Unschedulable))
+	m.decisions.WithLabelValues("error").Add(float64(d.Errors))
 }
 
-// observeQueues records every queue's usage and share after a cycle.
-func (m *metrics) observeQueues(tree *queueing.Tree, l *queueing.Ledger) {
+// ObserveCycle records the time of one cycle, begun at start.
+func (m *Metrics) ObserveCycle(start time.Time) { m.cycle.Observe(time.Since(start).Seconds()) }
+
+// Pending sets how many pods wait at the start of a cycle.
+func (m *Metrics) Pending(n int) { m.pending.Set(float64(n)) }
+
+// BackingOff sets how many pods and gangs the last cycle left out to wait
+// out a backoff.
+func (m *Metrics) BackingOff(n int) { m.backingOff.Set(float64(n)) }
+
+// Bound counts a Binding call that succeeded.
+func (m *Metrics) Bound() { m.bindOK.Inc() }
+
+// BindFailed counts a Binding call that failed.
+func (m *Metrics) BindFailed() { m.bindFail.Inc() }
+
+// ObserveQueues records every queue's usage and share after a cycle.
+func (m *Metrics) ObserveQueues(tree *queueing.Tree, l *queueing.Ledger) {
 	m.queueUsed.Reset()
 	m.queueGuaranteed.Reset()
 	m.queueShare.Reset()
@@ -124,10 +133,10 @@ func (m *metrics) observeQueues(tree *queueing.Tree, l *queueing.Ledger) {
 	}
 }
 
-// observePending records how many pods wait in each queue of tree (0 for a
+// ObservePending records how many pods wait in each queue of tree (0 for a
 // queue with none); pods of a queue that tree lacks are left out (the
 // cycle rejects them as invalid).
-func (m *metrics) observePending(tree *queueing.Tree, waiting map[string]int) {
+func (m *Metrics) ObservePending(tree *queueing.Tree, waiting map[string]int) {
 	m.queuePending.Reset()
 	for _, name := range tree.Names() {
 		m.queuePending.WithLabelValues(name).Set(float64(waiting[name]))

@@ -1,4 +1,4 @@
-package scheduler
+package podstatus
 
 import (
 	"context"
@@ -73,14 +73,14 @@ func (g *gatedPatches) written() []string {
 
 // gatedSink is an event sink (not started) on a fake client holding pods
 // a, b and c, whose condition patches wait on the gate.
-func gatedSink() (*eventSink, *gatedPatches, *fake.Clientset, [3]*corev1.Pod) {
+func gatedSink() (*Sink, *gatedPatches, *fake.Clientset, [3]*corev1.Pod) {
 	var pods [3]*corev1.Pod
 	for i, name := range []string{"a", "b", "c"} {
 		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("u-" + name)}}
 	}
 	client := fake.NewClientset(pods[0], pods[1], pods[2])
 	gate := newGatedPatches(client)
-	return newEventSink(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil))), gate, client, pods
+	return New(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil))), gate, client, pods
 }
 
 // TestConditionWritesLeaveTheCycle: once started, the sink's reject
@@ -92,34 +92,34 @@ func TestConditionWritesLeaveTheCycle(t *testing.T) {
 	e, gate, _, pods := gatedSink()
 	a, b, c := pods[0], pods[1], pods[2]
 	ctx := context.Background()
-	e.start(ctx, 1)
-	defer e.stop()
+	e.Start(ctx, 1)
+	defer e.Stop()
 
 	// The single writer is held on a's first condition; reject returned.
-	e.reject(ctx, a, reasonUnschedulable, "gang g: 1 of 4 members exist")
+	e.Reject(ctx, a, corev1.PodReasonUnschedulable, "gang g: 1 of 4 members exist")
 	if got := gate.next(t); got != "a: gang g: 1 of 4 members exist" {
 		t.Fatalf("first write %q", got)
 	}
 	// While it is held: two newer decisions on a, one on b, then b is
 	// about to be bound.
-	e.reject(ctx, a, reasonUnschedulable, "gang g: 2 of 4 members exist")
-	e.reject(ctx, a, reasonUnschedulable, "gang g: 3 of 4 members exist")
-	e.reject(ctx, b, reasonUnschedulable, "no node fits")
-	e.settle(ctx, b.UID)
+	e.Reject(ctx, a, corev1.PodReasonUnschedulable, "gang g: 2 of 4 members exist")
+	e.Reject(ctx, a, corev1.PodReasonUnschedulable, "gang g: 3 of 4 members exist")
+	e.Reject(ctx, b, corev1.PodReasonUnschedulable, "no node fits")
+	e.Settle(ctx, b.UID)
 	gate.release <- struct{}{}
 	if got := gate.next(t); got != "a: gang g: 3 of 4 members exist" {
 		t.Fatalf("second write %q, want a's latest message only", got)
 	}
 	// c's write is taken while a's second is held; settle on c must
 	// wait for it.
-	e.reject(ctx, c, reasonUnschedulable, "no node fits")
+	e.Reject(ctx, c, corev1.PodReasonUnschedulable, "no node fits")
 	gate.release <- struct{}{}
 	if got := gate.next(t); got != "c: no node fits" {
 		t.Fatalf("third write %q (b's was dropped by settle)", got)
 	}
 	settled := make(chan struct{})
 	go func() {
-		e.settle(ctx, c.UID)
+		e.Settle(ctx, c.UID)
 		close(settled)
 	}()
 	select {
@@ -134,8 +134,8 @@ func TestConditionWritesLeaveTheCycle(t *testing.T) {
 		t.Errorf("written %q, want %q", got, want)
 	}
 	// The same decision again writes nothing; a new one does.
-	e.reject(ctx, c, reasonUnschedulable, "no node fits")
-	e.reject(ctx, c, reasonUnschedulable, "still no node fits")
+	e.Reject(ctx, c, corev1.PodReasonUnschedulable, "no node fits")
+	e.Reject(ctx, c, corev1.PodReasonUnschedulable, "still no node fits")
 	if got := gate.next(t); got != "c: still no node fits" {
 		t.Fatalf("fourth write %q", got)
 	}
@@ -147,9 +147,9 @@ func TestConditionWritesLeaveTheCycle(t *testing.T) {
 func TestConditionWritesUnstartedAreSynchronous(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "u-a"}}
 	client := fake.NewClientset(p)
-	e := newEventSink(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer e.stop()
-	e.reject(context.Background(), p, reasonUnschedulable, "no node fits")
+	e := New(client, client, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer e.Stop()
+	e.Reject(context.Background(), p, corev1.PodReasonUnschedulable, "no node fits")
 	got, err := client.CoreV1().Pods("ns").Get(context.Background(), "a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -169,14 +169,14 @@ func TestWaitingGangMembersAreReportedAfterTheGrace(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	e.clock = clk
 	ctx := context.Background()
-	e.start(ctx, 2)
-	defer e.stop()
+	e.Start(ctx, 2)
+	defer e.Stop()
 
-	e.waiting(ctx, a, reasonUnschedulable, "gang g: 1 of 4 members exist")
-	e.waiting(ctx, b, reasonUnschedulable, "gang g: 2 of 4 members exist")
-	e.waiting(ctx, a, reasonUnschedulable, "gang g: 2 of 4 members exist")
-	e.settle(ctx, b.UID) // b is bound within the grace
-	e.reject(ctx, c, reasonUnschedulable, "no node fits")
+	e.Waiting(ctx, a, corev1.PodReasonUnschedulable, "gang g: 1 of 4 members exist")
+	e.Waiting(ctx, b, corev1.PodReasonUnschedulable, "gang g: 2 of 4 members exist")
+	e.Waiting(ctx, a, corev1.PodReasonUnschedulable, "gang g: 2 of 4 members exist")
+	e.Settle(ctx, b.UID) // b is bound within the grace
+	e.Reject(ctx, c, corev1.PodReasonUnschedulable, "no node fits")
 	if got := gate.next(t); got != "c: no node fits" {
 		t.Fatalf("first write %q, want c's rejection at once", got)
 	}

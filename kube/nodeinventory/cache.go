@@ -1,4 +1,4 @@
-package scheduler
+package nodeinventory
 
 import (
 	"sync"
@@ -10,24 +10,24 @@ import (
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
-// inventoryIdle is how long a cached node inventory is kept without being
-// asked for. A snapshot kept across cycles (snapshot.go) asks only for
+// idle is how long a cached node inventory is kept without being
+// asked for. A snapshot kept across cycles (the scheduler's snapshot) asks only for
 // the nodes whose object changed, and for every node when it is built
 // again (after a failed cycle): entries of unchanged nodes go idle too,
 // and such a rebuild after a quiet spell reads their labels again.
-const inventoryIdle = time.Minute
+const idle = time.Minute
 
-// nodeCache remembers an InventorySource's answer per node object version
+// Cache remembers a Source's answer per node object version
 // (UID and resourceVersion), for a source whose answer depends on the Node
-// object alone, such as LabelInventory: when every cycle rebuilt its
+// object alone, such as Labels: when every cycle rebuilt its
 // snapshot from every node, re-reading unchanged nodes was about half of
 // the scheduler's allocations at 5,000 nodes (rebuilds are rarer now).
 // What it returns shares its GPU and link lists with the cache: callers
 // read it and never change it (the snapshot only reads its inventories;
 // copying them cost a quarter of the allocations again). Safe for
 // concurrent use.
-type nodeCache struct {
-	src InventorySource
+type Cache struct {
+	src Source
 
 	mu      sync.Mutex
 	entries map[string]nodeCacheEntry // by node name
@@ -42,16 +42,17 @@ type nodeCacheEntry struct {
 	used time.Time
 }
 
-func newNodeCache(src InventorySource) *nodeCache {
-	return &nodeCache{src: src, entries: map[string]nodeCacheEntry{}}
+// NewCache is a cache of src's answers.
+func NewCache(src Source) *Cache {
+	return &Cache{src: src, entries: map[string]nodeCacheEntry{}}
 }
 
-// version implements versionedSource: the cache answers from the Node
-// object alone.
-func (c *nodeCache) version(n *corev1.Node) (inventoryVersion, bool) { return nodeVersion(n) }
+// Version implements Versioned: the cache answers from the Node object
+// alone.
+func (c *Cache) Version(n *corev1.Node) (Version, bool) { return nodeVersion(n) }
 
-// Node implements InventorySource.
-func (c *nodeCache) Node(n *corev1.Node) (inventory.Node, error) {
+// Node implements Source.
+func (c *Cache) Node(n *corev1.Node) (inventory.Node, error) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,9 +63,9 @@ func (c *nodeCache) Node(n *corev1.Node) (inventory.Node, error) {
 	}
 	e.used = now
 	c.entries[n.Name] = e
-	if now.Sub(c.swept) > inventoryIdle {
+	if now.Sub(c.swept) > idle {
 		for name, old := range c.entries {
-			if now.Sub(old.used) > inventoryIdle {
+			if now.Sub(old.used) > idle {
 				delete(c.entries, name)
 			}
 		}

@@ -1,4 +1,4 @@
-package scheduler
+package nodeinventory
 
 import (
 	"fmt"
@@ -22,42 +22,51 @@ const (
 	LabelCount = "tessera.io/gpu-count"
 )
 
-// InventorySource reports the GPUs of a Kubernetes node. A node without
+// Source reports the GPUs of a Kubernetes node. A node without
 // Tessera GPUs returns an inventory.Node with no GPUs and no error.
-type InventorySource interface {
+type Source interface {
 	Node(n *corev1.Node) (inventory.Node, error)
 }
 
-// inventoryVersion identifies what an InventorySource's answer for a node
-// was read from: while it is the same, so is the answer. The zero value
-// means unknown.
-type inventoryVersion struct {
+// Version identifies what a Source's answer for a node was read from:
+// while it is the same, so is the answer. The zero value means unknown.
+type Version struct {
 	uid           types.UID
 	node, gpuNode string // resourceVersions ("" for no GPUNode)
 }
 
-// versionedSource is an InventorySource that tells, cheaply, the version
-// of its answer for a node (ok false when it cannot), so that a snapshot
-// kept across cycles reads again only the nodes whose version changed.
-type versionedSource interface {
-	version(n *corev1.Node) (inventoryVersion, bool)
+// Versioned is a Source that tells, cheaply, the version of its answer
+// for a node (ok false when it cannot), so that a snapshot kept across
+// cycles reads again only the nodes whose version changed.
+type Versioned interface {
+	Version(n *corev1.Node) (Version, bool)
+}
+
+// VersionOf is the version of src's answer for n; zero when unknown.
+func VersionOf(src Source, n *corev1.Node) Version {
+	if vs, ok := src.(Versioned); ok {
+		if v, ok := vs.Version(n); ok {
+			return v
+		}
+	}
+	return Version{}
 }
 
 // nodeVersion is the version of an answer read from the Node object alone.
-func nodeVersion(n *corev1.Node) (inventoryVersion, bool) {
-	return inventoryVersion{uid: n.UID, node: n.ResourceVersion}, n.ResourceVersion != ""
+func nodeVersion(n *corev1.Node) (Version, bool) {
+	return Version{uid: n.UID, node: n.ResourceVersion}, n.ResourceVersion != ""
 }
 
-// LabelInventory reads a node's GPUs from its tessera.io/gpu-count and
+// Labels reads a node's GPUs from its tessera.io/gpu-count and
 // tessera.io/gpu-model labels, with the catalog's figures for memory. GPU
 // UUIDs are "<node>/gpu<i>". It serves nodes without a GPUNode object (no
 // Tessera agent yet), e.g. the tests' KWOK nodes.
-type LabelInventory struct {
+type Labels struct {
 	Catalog *catalog.Catalog
 }
 
-// Node implements InventorySource.
-func (l LabelInventory) Node(n *corev1.Node) (inventory.Node, error) {
+// Node implements Source.
+func (l Labels) Node(n *corev1.Node) (inventory.Node, error) {
 	out := inventory.Node{Name: n.Name, Source: "node-labels"}
 	hostResources(n, &out)
 	v, ok := n.Labels[LabelCount]
@@ -86,7 +95,8 @@ func (l LabelInventory) Node(n *corev1.Node) (inventory.Node, error) {
 	return out, nil
 }
 
-func (LabelInventory) version(n *corev1.Node) (inventoryVersion, bool) { return nodeVersion(n) }
+// Version implements Versioned: the answer is read from the Node alone.
+func (Labels) Version(n *corev1.Node) (Version, bool) { return nodeVersion(n) }
 
 // hostResources fills a node's CPU and memory from its allocatable.
 func hostResources(n *corev1.Node, out *inventory.Node) {
@@ -98,17 +108,17 @@ func hostResources(n *corev1.Node, out *inventory.Node) {
 	}
 }
 
-// GPUNodeInventory reads a node's GPUs from its GPUNode object (published by
+// GPUNodes reads a node's GPUs from its GPUNode object (published by
 // the Tessera agent: real UUIDs, health, MIG and NVLink) and falls back to
 // Fallback for nodes that have none.
-type GPUNodeInventory struct {
+type GPUNodes struct {
 	// Get returns the GPUNode object of a node, found false when absent.
 	Get      func(name string) (obj *unstructured.Unstructured, found bool, err error)
-	Fallback InventorySource
+	Fallback Source
 }
 
-// Node implements InventorySource.
-func (g GPUNodeInventory) Node(n *corev1.Node) (inventory.Node, error) {
+// Node implements Source.
+func (g GPUNodes) Node(n *corev1.Node) (inventory.Node, error) {
 	obj, found, err := g.Get(n.Name)
 	if err != nil {
 		return inventory.Node{}, fmt.Errorf("node %s: read GPUNode: %w", n.Name, err)
@@ -124,16 +134,17 @@ func (g GPUNodeInventory) Node(n *corev1.Node) (inventory.Node, error) {
 	return out, nil
 }
 
-func (g GPUNodeInventory) version(n *corev1.Node) (inventoryVersion, bool) {
+// Version implements Versioned: the Node's and its GPUNode's versions.
+func (g GPUNodes) Version(n *corev1.Node) (Version, bool) {
 	obj, found, err := g.Get(n.Name)
 	if err != nil {
-		return inventoryVersion{}, false
+		return Version{}, false
 	}
 	if !found {
-		if f, ok := g.Fallback.(versionedSource); ok {
-			return f.version(n)
+		if f, ok := g.Fallback.(Versioned); ok {
+			return f.Version(n)
 		}
-		return inventoryVersion{}, false
+		return Version{}, false
 	}
 	v, ok := nodeVersion(n)
 	v.gpuNode = obj.GetResourceVersion()
