@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -90,11 +91,17 @@ func (w *Watch) List() ([]*unstructured.Unstructured, error) {
 
 // Get returns the named object; found is false when absent or not served.
 func (w *Watch) Get(name string) (*unstructured.Unstructured, bool, error) {
+	return w.lookup(name, func(l cache.GenericLister) (runtime.Object, error) { return l.Get(name) })
+}
+
+// lookup returns what get finds in the watch's cache (key names it in
+// errors); found is false when absent or not served.
+func (w *Watch) lookup(key string, get func(cache.GenericLister) (runtime.Object, error)) (*unstructured.Unstructured, bool, error) {
 	inf, err := w.informer()
 	if inf == nil || err != nil {
 		return nil, false, err
 	}
-	obj, err := inf.Lister().Get(name)
+	obj, err := get(inf.Lister())
 	if errors.IsNotFound(err) {
 		return nil, false, nil
 	}
@@ -103,7 +110,7 @@ func (w *Watch) Get(name string) (*unstructured.Unstructured, bool, error) {
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return nil, false, fmt.Errorf("%s %s: unexpected type %T", w.gvr.Resource, name, obj)
+		return nil, false, fmt.Errorf("%s %s: unexpected type %T", w.gvr.Resource, key, obj)
 	}
 	return u, true, nil
 }
@@ -130,20 +137,5 @@ func Served(c kubernetes.Interface, gvr schema.GroupVersionResource) (bool, erro
 // GetIn returns the named object of a namespace; found is false when absent
 // or not served.
 func (w *Watch) GetIn(namespace, name string) (*unstructured.Unstructured, bool, error) {
-	inf, err := w.informer()
-	if inf == nil || err != nil {
-		return nil, false, err
-	}
-	obj, err := inf.Lister().ByNamespace(namespace).Get(name)
-	if errors.IsNotFound(err) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, false, fmt.Errorf("%s %s/%s: unexpected type %T", w.gvr.Resource, namespace, name, obj)
-	}
-	return u, true, nil
+	return w.lookup(namespace+"/"+name, func(l cache.GenericLister) (runtime.Object, error) { return l.ByNamespace(namespace).Get(name) })
 }
