@@ -28,6 +28,7 @@ func (s *Scheduler) takePods(snap *snapshot, all bool) error {
 			return fmt.Errorf("list pods: %w", err)
 		}
 		s.takeListed(snap, pods)
+		s.relabelVolatile(snap)
 		return nil
 	}
 	for key := range keys {
@@ -41,7 +42,18 @@ func (s *Scheduler) takePods(snap *snapshot, all bool) error {
 			s.podGone(snap, key)
 		}
 	}
+	s.relabelVolatile(snap)
 	return nil
+}
+
+// relabelVolatile reads again the queue and gang of the booked pods that
+// take them from another object (a Volcano PodGroup, a Job), which may
+// change without the pod.
+func (s *Scheduler) relabelVolatile(snap *snapshot) {
+	for id := range snap.volatile {
+		p := snap.pods[id]
+		snap.books.Relabel(id, s.members.Queue(p), s.members.Gang(p))
+	}
 }
 
 // takeListed takes in every pod listed and forgets those not listed

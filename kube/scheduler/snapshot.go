@@ -145,7 +145,7 @@ func (snap *snapshot) settle() {
 func holdOf(p *corev1.Pod) (booked.Hold, error) {
 	cpu, mem := podHostRequests(p)
 	h := booked.Hold{ID: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, CPUMilli: cpu, MemoryMiB: mem, Priority: priority(p)}
-	h.Key = holdKey(p)
+	h.Key = holdKeyOf(p, cpu, mem)
 	if p.Status.StartTime != nil {
 		h.Started = p.Status.StartTime.Time
 	}
@@ -162,6 +162,10 @@ func holdOf(p *corev1.Pod) (booked.Hold, error) {
 // pod for what it books): a pod whose key is unchanged keeps its booking.
 func holdKey(p *corev1.Pod) string {
 	cpu, mem := podHostRequests(p)
+	return holdKeyOf(p, cpu, mem)
+}
+
+func holdKeyOf(p *corev1.Pod, cpu, mem int64) string {
 	return fmt.Sprintf("%s %d %d %s", p.Spec.NodeName, cpu, mem, p.Annotations[binding.AnnotationKey])
 }
 

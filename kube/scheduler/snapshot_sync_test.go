@@ -22,7 +22,9 @@ import (
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
+	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/podstatus"
+	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -508,5 +510,29 @@ func TestSnapshotSyncListedTwice(t *testing.T) {
 		if free := got.cluster.Nodes[0].GPUs[0].FreeMilli; free != 700 {
 			t.Errorf("update %d: %d free, want 700 (p booked once)", i, free)
 		}
+	}
+}
+
+// TestBookedQueueFollowsItsPodGroup: a bound pod whose queue is its
+// Volcano PodGroup's is charged to the group's queue as it is now, read
+// again each cycle though the pod itself did not change.
+func TestBookedQueueFollowsItsPodGroup(t *testing.T) {
+	src := nodeinventory.NewCache(nodeinventory.Labels{Catalog: catalogtest.Small()})
+	w := &cacheWorld{rng: rand.New(rand.NewPCG(1, 1))}
+	p := w.pod("a", 0, 500)
+	p.Annotations[workload.VolcanoAnnotationGroupName] = "pg"
+	queue := "research"
+	s := testScheduler(src)
+	s.members.VolcanoGroup = func(string, string) (podgroups.VolcanoGroup, bool, error) {
+		return podgroups.VolcanoGroup{Queue: queue}, true, nil
+	}
+	snap := s.syncTo(src, []*corev1.Node{w.node("a", 1)}, []*corev1.Pod{p}, nil)
+	if got := snap.books.Usage()["research"].GPUMilli; got != 500 {
+		t.Fatalf("queue research charged %d milli, want 500", got)
+	}
+	queue = "batch" // the PodGroup moved to another queue
+	s.relabelVolatile(snap)
+	if u := snap.books.Usage(); u["batch"].GPUMilli != 500 || u["research"].GPUMilli != 0 {
+		t.Fatalf("after the PodGroup moved: usage %v, want 500 milli on batch and none on research", u)
 	}
 }
