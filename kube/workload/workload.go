@@ -161,6 +161,11 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 	return out, nil
 }
 
+// GPUResources are the container resource names that ask for GPUs, in
+// every convention FromPod accepts: Tessera places them, not the node's
+// extended-resource counts.
+func GPUResources() []string { return gpuResourceKeys() }
+
 func gpuResourceKeys() []string {
 	return []string{ResourceGPU, ResourceNVIDIAGPU, HAMiResourceMemory, HAMiResourceMemoryPercent, HAMiResourceCores,
 		VolcanoResourceNumber, VolcanoResourceMemory, VolcanoResourceMemoryPercent, VolcanoResourceCores, NvshareResourceGPU}
