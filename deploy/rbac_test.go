@@ -245,7 +245,7 @@ func testRBAC(t *testing.T, s *apiServer) {
 // notExercised lists permissions the chart grants that this test does
 // not drive, with the code path that needs each.
 var notExercised = map[string]string{
-	"scheduler: get pods":                     "kube/scheduler/bindlost.go reads a pod whose binding failed",
+	"scheduler: get pods":                     "kube/podbind (Settle) reads a pod whose binding failed",
 	"scheduler: delete pods":                  "kube/scheduler/preempt.go evicts preemption victims",
 	"scheduler: patch events":                 "client-go's event recorder patches the count of a repeated event",
 	"agent: create customresourcedefinitions": "kube/crd.Install creates the GPUNode CRD when it is missing (the chart's crds/ made it here)",

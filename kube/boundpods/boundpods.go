@@ -4,8 +4,10 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/resource"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/booked"
 )
 
 // Occupies reports whether a pod holds node resources: bound and not finished.
@@ -78,4 +80,50 @@ func Holdings(pods []*corev1.Pod) (map[string]map[string]Held, []error) {
 		}
 	}
 	return out, errs
+}
+
+// HostRequests is the pod's CPU (milli) and memory (MiB) requests as
+// kube-scheduler counts them (containers, init containers, overhead).
+func HostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
+	reqs := resource.PodRequests(p, resource.PodResourcesOptions{})
+	if q, ok := reqs[corev1.ResourceCPU]; ok {
+		cpuMilli = q.MilliValue()
+	}
+	if q, ok := reqs[corev1.ResourceMemory]; ok {
+		memMiB = (q.Value() + (1 << 20) - 1) >> 20
+	}
+	return cpuMilli, memMiB
+}
+
+// Hold is what a bound (or assumed) pod holds, as booked: its host
+// requests and the GPU shares its assignment grants (a malformed
+// assignment books none: the error says why), under its HoldKey. Queue,
+// gang and whether it may be preempted are the scheduler's to add.
+func Hold(p *corev1.Pod) (booked.Hold, error) {
+	cpu, mem := HostRequests(p)
+	h := booked.Hold{ID: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, CPUMilli: cpu, MemoryMiB: mem, Key: holdKey(p, cpu, mem)}
+	if p.Spec.Priority != nil {
+		h.Priority = *p.Spec.Priority
+	}
+	if p.Status.StartTime != nil {
+		h.Started = p.Status.StartTime.Time
+	}
+	a, err := Assignment(p)
+	if a != nil {
+		for _, c := range a.Containers {
+			h.Groups = append(h.Groups, c.GPUs)
+		}
+	}
+	return h, err
+}
+
+// HoldKey is what a pod's hold is made of (Hold reads no more of the pod
+// for what it books): a pod whose key is unchanged keeps its booking.
+func HoldKey(p *corev1.Pod) string {
+	cpu, mem := HostRequests(p)
+	return holdKey(p, cpu, mem)
+}
+
+func holdKey(p *corev1.Pod, cpu, mem int64) string {
+	return fmt.Sprintf("%s %d %d %s", p.Spec.NodeName, cpu, mem, p.Annotations[binding.AnnotationKey])
 }

@@ -3,8 +3,10 @@ package boundpods
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tessera-gpu/tessera/binding"
@@ -104,5 +106,55 @@ func TestHoldings(t *testing.T) {
 				t.Errorf("node %s GPU %s: %+v, want %+v", node, uuid, got[node][uuid], h)
 			}
 		}
+	}
+}
+
+// Hold books a bound pod's host requests as kube-scheduler counts them
+// (the larger of the init containers and the sum of the containers, plus
+// overhead), its priority and start, and one share group per assigned
+// container; its key changes with what it books and nothing else.
+func TestHold(t *testing.T) {
+	a := assign("n1", binding.Container{Name: "main", GPUs: []binding.Share{share("g0", 500, 1024)}},
+		binding.Container{Name: "side", GPUs: []binding.Share{share("g1", 250, 512), share("g2", 250, 512)}})
+	p := pod("p", "n1", corev1.PodRunning, a)
+	req := func(cpu, mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	p.Spec.Containers = []corev1.Container{{Name: "main", Resources: req("1", "1Gi")}, {Name: "side", Resources: req("500m", "512Mi")}}
+	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: req("2", "100Mi")}}
+	p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("1Mi")}
+	prio := int32(7)
+	p.Spec.Priority = &prio
+	start := metav1.NewTime(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
+	p.Status.StartTime = &start
+
+	h, err := Hold(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ID != "ns/p" || h.Node != "n1" || h.CPUMilli != 2100 || h.MemoryMiB != 1537 || h.Priority != 7 || !h.Started.Equal(start.Time) {
+		t.Fatalf("hold %+v: want ns/p on n1, 2100m CPU (init 2 > 1.5, + 0.1), 1537 MiB (1.5Gi + 1Mi), priority 7, started at 03:00", h)
+	}
+	if len(h.Groups) != 2 || len(h.Groups[0]) != 1 || len(h.Groups[1]) != 2 || h.Groups[1][1].UUID != "g2" {
+		t.Fatalf("groups %+v, want one per container: [g0] [g1 g2]", h.Groups)
+	}
+	if h.Key != HoldKey(p) {
+		t.Fatalf("Hold's key %q differs from HoldKey's %q", h.Key, HoldKey(p))
+	}
+	same := p.DeepCopy()
+	same.Status.Phase, same.Labels = corev1.PodSucceeded, map[string]string{"x": "y"}
+	if HoldKey(same) != h.Key {
+		t.Error("a change of what is not booked (phase, labels) changed the key")
+	}
+	moved := p.DeepCopy()
+	moved.Spec.Containers[0].Resources = req("3", "1Gi")
+	if HoldKey(moved) == h.Key {
+		t.Error("a change of the CPU booked left the key unchanged")
+	}
+
+	bad := pod("bad", "n1", corev1.PodRunning, nil)
+	bad.Annotations[binding.AnnotationKey] = "{not json"
+	if h, err := Hold(bad); err == nil || h.Groups != nil || !strings.Contains(err.Error(), binding.AnnotationKey) {
+		t.Fatalf("malformed assignment: %+v, %v; want no groups and an error naming the annotation", h, err)
 	}
 }

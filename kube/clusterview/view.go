@@ -13,7 +13,7 @@ import (
 )
 
 // The types the Kubernetes scheduler publishes at the end of each cycle
-// (kube/scheduler's view.go fills them). They live here, with their one
+// (Board builds them from the Cycle it publishes). They live here, with their one
 // reader, so that the scheduler imports the view and not the other way
 // round.
 

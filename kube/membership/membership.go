@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 
 	"github.com/tessera-gpu/tessera/dispatch"
@@ -225,4 +226,23 @@ func (r Reader) QueueSource(p *corev1.Pod) (queue, from string) {
 // Volcano PodGroup (which may change without the pod changing).
 func QueueFromGroup(p *corev1.Pod) bool {
 	return p.Labels[queues.LabelQueue] == "" && p.Labels[workload.KAILabelQueue] == "" && p.Annotations[workload.VolcanoAnnotationGroupName] != ""
+}
+
+// FromObjects reads groups through get (a watch's lookup of unstructured
+// objects by namespace and name) converted with conv: for Reader's
+// PodGroup and VolcanoGroup. A group that cannot be converted is not
+// found, with conv's error.
+func FromObjects[G any](get func(namespace, name string) (*unstructured.Unstructured, bool, error), conv func(*unstructured.Unstructured) (G, error)) func(namespace, name string) (G, bool, error) {
+	return func(namespace, name string) (G, bool, error) {
+		var zero G
+		u, found, err := get(namespace, name)
+		if !found || err != nil {
+			return zero, found, err
+		}
+		g, err := conv(u)
+		if err != nil {
+			return zero, false, err
+		}
+		return g, true, nil
+	}
 }

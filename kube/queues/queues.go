@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -76,4 +78,26 @@ func describe(err error) string {
 		want = "a whole number"
 	}
 	return fmt.Sprintf("spec.%s: must be %s, got a %s", te.Field, want, te.Value)
+}
+
+// Tree builds the queue tree from Queue objects. Objects that cannot be
+// converted are left out, each with its error in skipped; if the rest are
+// inconsistent (a cycle, an unknown parent) only the default queue
+// remains, and err says why.
+func Tree(objs []*unstructured.Unstructured) (t *queueing.Tree, skipped []error, err error) {
+	var qs []queueing.Queue
+	for _, o := range objs {
+		q, err := FromObject(o)
+		if err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
+		qs = append(qs, q)
+	}
+	slices.SortFunc(qs, func(a, b queueing.Queue) int { return strings.Compare(a.Name, b.Name) })
+	if t, err = queueing.NewTree(qs); err != nil {
+		def, _ := queueing.NewTree(nil)
+		return def, skipped, err
+	}
+	return t, skipped, nil
 }

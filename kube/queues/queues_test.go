@@ -3,6 +3,7 @@ package queues
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,5 +57,40 @@ func TestFromObject(t *testing.T) {
 		if _, err := FromObject(obj(tc.spec)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("FromObject(%v) = %v, want %q", tc.spec, err, tc.want)
 		}
+	}
+}
+
+func TestTree(t *testing.T) {
+	named := func(name string, spec map[string]any) *unstructured.Unstructured {
+		u := obj(spec)
+		u.SetName(name)
+		return u
+	}
+	for _, tc := range []struct {
+		name        string
+		objs        []*unstructured.Unstructured
+		wantQueues  []string // in the tree, default included
+		wantSkipped int
+		wantErr     bool
+	}{
+		{"none", nil, []string{"default"}, 0, false},
+		{"two, listed out of order", []*unstructured.Unstructured{named("b", map[string]any{"weight": 1}), named("a", map[string]any{"weight": 2})},
+			[]string{"a", "b", "default"}, 0, false},
+		{"an invalid one is left out", []*unstructured.Unstructured{named("a", map[string]any{"weight": "heavy"}), named("b", map[string]any{"weight": 1})},
+			[]string{"b", "default"}, 1, false},
+		{"an unknown parent leaves the default only", []*unstructured.Unstructured{named("a", map[string]any{"parent": "nowhere"})},
+			[]string{"default"}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, skipped, err := Tree(tc.objs)
+			if (err != nil) != tc.wantErr || len(skipped) != tc.wantSkipped {
+				t.Fatalf("err %v, %d skipped; want error %v, %d skipped", err, len(skipped), tc.wantErr, tc.wantSkipped)
+			}
+			got := tree.Names()
+			slices.Sort(got)
+			if !slices.Equal(got, tc.wantQueues) {
+				t.Fatalf("queues %v, want %v", got, tc.wantQueues)
+			}
+		})
 	}
 }

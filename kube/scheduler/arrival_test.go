@@ -75,7 +75,7 @@ func TestEachPodArrivesOnce(t *testing.T) {
 	// "two" goes, then a pod of the same UID is pending again.
 	s.pending["default/two"] = two
 	s.core.Add(s.itemOf(two))
-	s.podGone(newSnapshot(booked.New()), "default/two")
+	s.podGone(newSnapshot(booked.New(), s.cfg.Catalog, s.cfg.Log), "default/two")
 	s.observeArrivals([]*corev1.Pod{two})
 	if n := len(s.policy.(*observing).pods); n != len(want)+2 {
 		t.Fatalf("after it left and came back, the policy was told of %d arrivals, want %d", n, len(want)+2)

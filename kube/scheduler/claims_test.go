@@ -79,18 +79,18 @@ func TestSnapshotBooksAllocatedClaims(t *testing.T) {
 		return out
 	}
 	snap := s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{whole, half, other, pending})
-	if got, want := free(snap), [3]int64{0, 500, 1000}; got != want || len(snap.claims) != 2 {
-		t.Fatalf("free compute %v with %d claims booked, want %v with 2", got, len(snap.claims), want)
+	if got, want := free(snap), [3]int64{0, 500, 1000}; got != want || snap.claims.Len() != 2 {
+		t.Fatalf("free compute %v with %d claims booked, want %v with 2", got, snap.claims.Len(), want)
 	}
 	snap = s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{pending, other, half, whole})
-	if free(snap) != [3]int64{0, 500, 1000} || len(snap.claims) != 2 {
-		t.Errorf("the same claims in another order: free %v, %d claims", free(snap), len(snap.claims))
+	if free(snap) != [3]int64{0, 500, 1000} || snap.claims.Len() != 2 {
+		t.Errorf("the same claims in another order: free %v, %d claims", free(snap), snap.claims.Len())
 	}
 	let := half.DeepCopy()
 	let.ResourceVersion, let.Status.Allocation = "2", nil
 	snap = s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{whole, let})
-	if got, want := free(snap), [3]int64{0, 1000, 1000}; got != want || len(snap.claims) != 1 {
-		t.Errorf("after the half claim was let go: free %v with %d claims, want %v with 1", got, len(snap.claims), want)
+	if got, want := free(snap), [3]int64{0, 1000, 1000}; got != want || snap.claims.Len() != 1 {
+		t.Errorf("after the half claim was let go: free %v with %d claims, want %v with 1", got, snap.claims.Len(), want)
 	}
 }
 
@@ -277,16 +277,16 @@ func TestSnapshotBooksMIGClaims(t *testing.T) {
 	claim := allocatedClaim("mig", "n0", kdra.DriverName, map[string]string{kdra.MIGDeviceName(0, "3g.40gb", 4): ""})
 	s := &Scheduler{cfg: Config{Catalog: catalog.Default(), Name: DefaultName, Log: log}}
 	snap := s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{claim})
-	if len(snap.claims) != 1 {
-		t.Fatalf("%d claims booked, want the MIG claim", len(snap.claims))
+	if snap.claims.Len() != 1 {
+		t.Fatalf("%d claims booked, want the MIG claim", snap.claims.Len())
 	}
 	got := snap.cluster.Nodes[0].GPUs[0].MIG.Instances
 	if len(got) != 1 || got[0].Profile != "3g.40gb" || got[0].Start != 4 || !got[0].InUse {
 		t.Errorf("MIG instances on the snapshot %+v, want the claim's 3g.40gb at 4, in use", got)
 	}
 	none := &Scheduler{cfg: Config{Name: DefaultName, Log: log}}
-	if snap := none.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{claim}); len(snap.claims) != 0 {
-		t.Errorf("without a catalog %d claims booked, want none", len(snap.claims))
+	if snap := none.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{claim}); snap.claims.Len() != 0 {
+		t.Errorf("without a catalog %d claims booked, want none", snap.claims.Len())
 	}
 }
 
@@ -311,8 +311,8 @@ func TestClaimVersionsAreTakenIn(t *testing.T) {
 	free := func(snap *snapshot) int64 { return snap.cluster.Nodes[0].GPUs[0].FreeMilli }
 	s.syncTo(inv, nodes, nil, []*resourceapi.ResourceClaim{half})
 	snap := s.syncTo(inv, nodes, nil, version("2", func(v *resourceapi.ResourceClaim) { v.Finalizers = []string{resourceapi.Finalizer} }))
-	if free(snap) != 500 || len(snap.claims) != 1 {
-		t.Errorf("a version with only a finalizer added: free %d, %d claims; want 500, 1", free(snap), len(snap.claims))
+	if free(snap) != 500 || snap.claims.Len() != 1 {
+		t.Errorf("a version with only a finalizer added: free %d, %d claims; want 500, 1", free(snap), snap.claims.Len())
 	}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p", Labels: map[string]string{queues.LabelQueue: "ml"}},
 		Spec: corev1.PodSpec{NodeName: "n0", SchedulerName: DefaultName, Containers: []corev1.Container{{Name: "main"}}}}
@@ -325,13 +325,13 @@ func TestClaimVersionsAreTakenIn(t *testing.T) {
 	}
 	second := allocatedClaim("second", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
 	snap = s.syncTo(inv, nodes, []*corev1.Pod{p}, append(now, second))
-	if len(snap.claims) != 2 || free(snap) != 0 {
-		t.Errorf("a second half: %d claims, %d free; want 2, 0", len(snap.claims), free(snap))
+	if snap.claims.Len() != 2 || free(snap) != 0 {
+		t.Errorf("a second half: %d claims, %d free; want 2, 0", snap.claims.Len(), free(snap))
 	}
 	third := allocatedClaim("third", "n0", kdra.DriverName, map[string]string{"gpu-0": "500m"})
 	snap = s.syncTo(inv, nodes, []*corev1.Pod{p}, append(now, second, third))
-	if len(snap.claims) != 3 || free(snap) != 0 {
-		t.Errorf("a third half on a full GPU: %d claims, %d free; want all 3 booked, 0 free", len(snap.claims), free(snap))
+	if snap.claims.Len() != 3 || free(snap) != 0 {
+		t.Errorf("a third half on a full GPU: %d claims, %d free; want all 3 booked, 0 free", snap.claims.Len(), free(snap))
 	}
 }
 
@@ -344,13 +344,13 @@ func (s *Scheduler) syncTo(src nodeinventory.Source, nodes []*corev1.Node, pods 
 		if s.core != nil {
 			b = s.core.Books() // the books its cycles run on
 		}
-		s.snap = newSnapshot(b)
+		s.snap = newSnapshot(b, s.cfg.Catalog, s.cfg.Log)
 	}
 	if s.events == nil {
 		s.events = podstatus.New(fake.NewClientset(), fake.NewClientset(), DefaultName, s.cfg.Log)
 	}
 	s.takeNodes(s.snap, nodes)
 	s.takeListed(s.snap, pods)
-	s.snap.syncClaims(s.cfg.Log, s.cfg.Catalog, claims)
+	s.snap.claims.Sync(claims)
 	return s.snap
 }

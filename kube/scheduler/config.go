@@ -44,6 +44,9 @@ type Config struct {
 	// PreemptionMinRuntime protects pods that have run less than this from
 	// preemption (0: no protection).
 	PreemptionMinRuntime time.Duration
+	// PreemptorWait bounds how long a pod that named victims waits for
+	// them to stop before it may name others (default 2 min).
+	PreemptorWait time.Duration
 	// ReservationWait is how long a pod may fail to fit before it reserves
 	// a node that smaller pods may only backfill (0: no reservations).
 	ReservationWait time.Duration
@@ -53,4 +56,8 @@ type Config struct {
 	// (defaults DefaultPodInitialBackoff and DefaultPodMaxBackoff, as
 	// kube-scheduler's).
 	PodInitialBackoff, PodMaxBackoff time.Duration
+	// CycleDone, when set, is called by the scheduling loop at the end of
+	// every cycle with what it did; the loop waits for it (a test holds
+	// the scheduler between two cycles there).
+	CycleDone func(CycleStats)
 }

@@ -11,55 +11,67 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
-	"github.com/tessera-gpu/tessera/kube/schedmetrics"
+	"github.com/tessera-gpu/tessera/kube/podbind"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/request"
 )
 
-type outcome int
+// schedulerError is a plan the scheduler failed to make (not the pod's
+// fault): its reason is SchedulerError, not InvalidGPURequest.
+type schedulerError struct{ err error }
 
-const (
-	outcomeBound outcome = iota
-	outcomeInvalid
-	outcomeUnschedulable
-	outcomeError
-)
+func (e schedulerError) Error() string { return e.err.Error() }
+func (e schedulerError) Unwrap() error { return e.err }
 
-// outcomeOf is the outcome of a pod that could not be translated: it
-// waits for a claim (draclaims.Wait), or is refused.
-func outcomeOf(err error) outcome {
-	var wait draclaims.Wait
-	if errors.As(err, &wait) {
-		return outcomeUnschedulable
+// reasonFor is the PodScheduled reason of a pod refused with err: its own
+// request or claim is invalid, or the scheduler failed.
+func reasonFor(err error) string {
+	var se schedulerError
+	if errors.As(err, &se) {
+		return reasonSchedulerError
 	}
-	return outcomeInvalid
+	return reasonInvalid
 }
 
-// claimsOutcome is the outcome of a pod whose claims could not be
-// allocated (draclaims.Allocator.Allocate): it waits, its claim is
-// refused, or the scheduler failed.
-func claimsOutcome(err error) outcome {
-	var wait draclaims.Wait
-	var invalid draclaims.Invalid
-	switch {
-	case errors.As(err, &wait):
-		return outcomeUnschedulable
-	case errors.As(err, &invalid):
-		return outcomeInvalid
+// planner makes a placed pod's plan inside the cycle's step: its
+// assignment (shares per GPU container) and the allocation of its DRA
+// claims, assumed at once so the next pods see them; Unreserve gives them
+// back when the step is discarded (a gang that does not fit whole).
+type planner cycleWork
+
+func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (string, error) {
+	cw := (*cycleWork)(pl)
+	p, pw := cw.pods[w.ID], cw.work[w.ID]
+	pn, err := cw.s.planFrom(cw.ctx, cw.snap, p, pw, decisions, &cw.dra)
+	if errors.As(err, new(draclaims.Wait)) {
+		return err.Error(), nil // the claims cannot be allocated on this node
+	} else if err != nil {
+		return "", err
 	}
-	return outcomeError
+	cw.s.dra.Assume(p, pn.claims)
+	cw.plans[w.ID] = pn
+	return "", nil
+}
+
+func (pl *planner) Unreserve(w *cycle.Workload, _ []placement.Decision) {
+	cw := (*cycleWork)(pl)
+	if pn, ok := cw.plans[w.ID]; ok {
+		cw.s.dra.Forget(cw.pods[w.ID], pn.claims)
+		delete(cw.plans, w.ID)
+	}
 }
 
 // planFrom turns the cycle's decisions for a pod's parts (pw; nodes
 // indexed in snap) into its plan: the assignment with each GPU container's
 // shares, encoded for its annotation, and the allocation of its claims
-// (from lists: the cycle's, or nil to list them now).
-func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Pod, pw podWork, decisions []placement.Decision, lists *draclaims.Lists) (plan, outcome, string) {
+// (from lists: the cycle's, or nil to list them now). A draclaims.Wait
+// error says the claims cannot be allocated on that node; any other
+// refuses the pod (reasonFor).
+func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Pod, pw podWork, decisions []placement.Decision, lists *draclaims.Lists) (plan, error) {
 	reqs, parts := pw.reqs, pw.w.Parts
 	pl := plan{assignment: binding.Assignment{Version: binding.Version, Node: snap.nodes[decisions[0].Node].Name}}
 	for i, d := range decisions {
-		pl.placed = append(pl.placed, placed{pod: parts[i], dec: d})
 		if r := reqs[i]; r.Container != "" {
 			pl.assignment.Containers = append(pl.assignment.Containers, binding.Container{Name: r.Container, GPUs: s.shares(snap, d.Node, d, r.GPU)})
 		}
@@ -69,7 +81,7 @@ func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Po
 		// written fails the plan (and a gang's plan) before anything binds.
 		var err error
 		if pl.encoded, err = binding.Encode(pl.assignment); err != nil {
-			return plan{}, outcomeError, fmt.Sprintf("annotation %s: %v", binding.AnnotationKey, err)
+			return plan{}, schedulerError{fmt.Errorf("annotation %s: %w", binding.AnnotationKey, err)}
 		}
 	}
 	if pw.claims != nil {
@@ -79,20 +91,24 @@ func (s *Scheduler) planFrom(ctx context.Context, snap *snapshot, pod *corev1.Po
 		shares := func(j int) []binding.Share { return s.shares(snap, ni, decisions[j], parts[j].GPU) }
 		var err error
 		if pl.claims, _, err = s.dra.Allocate(ctx, snap.nodes[ni], snap.inv(ni), pw.claims, shares, lists); err != nil {
-			return plan{}, claimsOutcome(err), fmt.Sprintf("pod %s/%s: DRA claims: %v", pod.Namespace, pod.Name, err)
+			err = fmt.Errorf("pod %s/%s: DRA claims: %w", pod.Namespace, pod.Name, err)
+			var wait draclaims.Wait
+			var invalid draclaims.Invalid
+			if !errors.As(err, &wait) && !errors.As(err, &invalid) {
+				err = schedulerError{err}
+			}
+			return plan{}, err
 		}
 	}
-	return pl, outcomeBound, ""
+	return pl, nil
 }
 
-// plan is a decision for one pod: its assignment and the engine bookings
-// (nodes indexed in the snapshot).
+// plan is a decision for one pod, as its binding carries it out.
 type plan struct {
 	assignment binding.Assignment
 	// encoded is the assignment annotation; "" for a pod granted no GPU,
 	// which carries none (it asks nothing of the node agent).
 	encoded string
-	placed  []placed
 	// claims are the DRA claims the binding writes first.
 	claims []draclaims.Write
 }
@@ -102,8 +118,8 @@ type plan struct {
 // and hands its binding to the binder. How the binding ends reaches the
 // core through the inbox: a failed one un-assumes the pod and backs it
 // off (after reporting why on it), unless the pod turns out bound after
-// all (settleFailedBind).
-func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan) outcome {
+// all (podbind.Settle).
+func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod, pl plan) {
 	a := pl.assignment
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = a.Node
@@ -128,8 +144,8 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}
-		if err := bind(ctx, s.cfg.Client, pod, a.Node, pl.encoded); err != nil {
-			if cur, ok := settleFailedBind(ctx, s.cfg.Client, s.cfg.Log, pod, err); ok {
+		if err := podbind.Bind(ctx, s.cfg.Client, pod, a.Node, pl.encoded); err != nil {
+			if cur, ok := podbind.Settle(ctx, s.cfg.Client, s.cfg.Log, pod, err); ok {
 				s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true, bound: cur})
 				return
 			}
@@ -145,9 +161,8 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 	if s.binder == nil {
 		job(ctx)
 	} else {
-		s.binder.submit(job)
+		s.binder.Submit(job)
 	}
-	return outcomeBound
 }
 
 // bindFailed returns a pod whose binding failed to the queue: it is backed
@@ -173,53 +188,6 @@ const (
 	// out (the API refused the binding); kube-scheduler's reason too.
 	reasonSchedulerError = corev1.PodReasonSchedulerError
 )
-
-func (o outcome) String() string {
-	switch o {
-	case outcomeBound:
-		return "bound"
-	case outcomeInvalid:
-		return "invalid"
-	case outcomeUnschedulable:
-		return "unschedulable"
-	default:
-		return "error"
-	}
-}
-
-func (st *CycleStats) count(o outcome) {
-	switch o {
-	case outcomeBound:
-		st.Bound++
-	case outcomeInvalid:
-		st.Invalid++
-	case outcomeUnschedulable:
-		st.Unschedulable++
-	case outcomeError:
-		st.Errors++
-	}
-}
-
-// since is what st counted after before, for the metrics.
-func (st CycleStats) since(before CycleStats) schedmetrics.Decisions {
-	return schedmetrics.Decisions{Bound: st.Bound - before.Bound, Unschedulable: st.Unschedulable - before.Unschedulable,
-		Invalid: st.Invalid - before.Invalid, Errors: st.Errors - before.Errors}
-}
-
-func reasonFor(o outcome) string {
-	switch o {
-	case outcomeInvalid:
-		return reasonInvalid
-	case outcomeError:
-		return reasonSchedulerError
-	}
-	return reasonUnschedulable
-}
-
-type placed struct {
-	pod placement.Pod
-	dec placement.Decision
-}
 
 // shares is placement.Shares on the snapshot's node ni. A decision that
 // does not match the snapshot (which it was made on) is logged and gives

@@ -2,14 +2,21 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
+	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
+	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/placement"
 )
 
 // The pods a cycle looks at are those the informer's events marked since
@@ -17,6 +24,79 @@ import (
 // for this scheduler joins the pending set and the core; one bound (or
 // assumed) is booked; one gone, finished or no longer ours leaves both.
 // A cycle's cost follows what changed, not how many pods run.
+
+// podEvents pokes the loop on pod events a cycle must act on (additions,
+// deletions, podUpdateMatters) and ends waits when the event
+// may help: a pod that held resources is deleted or finishes (room for
+// the pods that did not fit), a gang gains a pending member (it may now be
+// complete), or a waiting pod's own spec, labels or annotations change (a
+// fixed request: its count starts over).
+func (e *informerEvents) podEvents() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { // a gang's new member ends its wait (the core's Add)
+			e.pods.mark(obj)
+			e.poke()
+		},
+		UpdateFunc: func(o, n any) {
+			e.pods.mark(n)
+			old, okOld := o.(*corev1.Pod)
+			cur, okNew := n.(*corev1.Pod)
+			switch {
+			case !okOld || !okNew:
+			case boundpods.Occupies(old) && !boundpods.Occupies(cur):
+				e.inbox.clusterChanged()
+			case waitsFor(e.name, cur):
+				e.podChanged(old, cur)
+			}
+			if !okOld || !okNew || e.podUpdateMatters(old, cur) {
+				e.poke()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			e.pods.mark(obj)
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); !ok || boundpods.Occupies(p) {
+				e.inbox.clusterChanged()
+			}
+			e.poke()
+		},
+	}
+}
+
+// podUpdateMatters reports whether a pod update may change what a cycle
+// does, so that the loop runs one: a pod waiting for this scheduler (or no
+// longer), one that starts or stops occupying its node, and a bound pod
+// whose booking or queue changed. Status updates of bound pods (phase,
+// conditions, container states: most of a busy cluster's pod events)
+// change nothing a cycle reads; the next cycle takes them in anyway.
+func (e *informerEvents) podUpdateMatters(old, cur *corev1.Pod) bool {
+	if waitsFor(e.name, old) || waitsFor(e.name, cur) {
+		return true
+	}
+	occOld, occCur := boundpods.Occupies(old), boundpods.Occupies(cur)
+	if occOld != occCur {
+		return true
+	}
+	if !occCur {
+		return false // neither waits for us nor holds anything
+	}
+	return boundpods.HoldKey(old) != boundpods.HoldKey(cur) || e.members.Queue(old) != e.members.Queue(cur) ||
+		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil)
+}
+
+// podChanged starts a waiting pod's backoff over when the pod itself
+// changed (not its conditions, which this scheduler writes), or the
+// claims made from its templates did (kube-controller-manager names them
+// in its status).
+func (e *informerEvents) podChanged(old, cur *corev1.Pod) {
+	if maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) && equality.Semantic.DeepEqual(old.Spec, cur.Spec) &&
+		resourceclaim.PodStatusEqual(old.Status.ResourceClaimStatuses, cur.Status.ResourceClaimStatuses) {
+		return
+	}
+	e.inbox.podRespecified(cur.Namespace + "/" + cur.Name)
+}
 
 // takePods takes in the pods marked since the last cycle, or every pod
 // with all.
@@ -102,6 +182,34 @@ func (s *Scheduler) takePod(snap *snapshot, p *corev1.Pod) {
 	}
 }
 
+// bookPod books p, bound or assumed, with its queue and gang, as a
+// preemption candidate when it is this scheduler's and not being deleted.
+func (s *Scheduler) bookPod(snap *snapshot, p *corev1.Pod) {
+	id := p.Namespace + "/" + p.Name
+	h, err := boundpods.Hold(p)
+	h.Queue, h.Gang = s.members.Queue(p), s.members.Gang(p)
+	h.Stopping = p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil
+	if err != nil {
+		s.cfg.Log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", id, "err", err)
+	}
+	if membership.QueueFromGroup(p) || membership.GangFromJob(p) {
+		snap.volatile[id] = true
+	} else {
+		delete(snap.volatile, id)
+	}
+	snap.pods[id] = p
+	if err := snap.books.Book(h); err != nil {
+		s.cfg.Log.Warn("booking a pod over what its node reports", "pod", id, "err", err)
+	}
+}
+
+// releasePod forgets the booked pod id.
+func (snap *snapshot) releasePod(id string) {
+	delete(snap.pods, id)
+	delete(snap.volatile, id)
+	snap.books.Release(id)
+}
+
 // podGone forgets pod id: it waits no more and holds nothing.
 func (s *Scheduler) podGone(snap *snapshot, id string) {
 	var p *corev1.Pod
@@ -128,6 +236,12 @@ func (s *Scheduler) leavePending(id string) {
 	}
 }
 
+// itemOf is a pending pod as the core orders it.
+func (s *Scheduler) itemOf(p *corev1.Pod) dispatch.Item {
+	return dispatch.Item{ID: p.Namespace + "/" + p.Name, Instance: string(p.UID), Queue: s.members.Queue(p), Priority: priority(p),
+		Gang: s.members.Gang(p), Arrived: p.CreationTimestamp.Time}
+}
+
 // waiting are the pending pods whose binding is not in flight, oldest
 // first.
 func (s *Scheduler) waiting() []*corev1.Pod {
@@ -144,4 +258,44 @@ func (s *Scheduler) waiting() []*corev1.Pod {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	return out
+}
+
+// observeArrivals tells the policies that learn the workload online
+// (placement.Observer) of each pending pod the first time it is seen, one
+// arrival per GPU container (one host-only arrival for a CPU-only pod), as
+// decide asks the engine to place them: the scheduler's policy and, when
+// the pod names another, that one too. Pods no longer listed (seen) are
+// forgotten.
+func (s *Scheduler) observeArrivals(pending []*corev1.Pod) {
+	for _, pod := range pending {
+		if s.arrived[pod.UID] {
+			continue
+		}
+		s.arrived[pod.UID] = true
+		reqs, err := workload.FromPod(pod, s.cfg.Catalog)
+		if err != nil {
+			continue // invalid: it is never placed, so it is no arrival
+		}
+		if len(reqs) == 0 {
+			reqs = []workload.ContainerRequest{{}}
+		}
+		pols := []placement.Policy{s.policy}
+		if own, err := s.policyFor(pod); err == nil && own != s.policy {
+			pols = append(pols, own)
+		}
+		cpu, mem := boundpods.HostRequests(pod)
+		for _, pol := range pols {
+			obs, ok := pol.(placement.Observer)
+			if !ok {
+				continue
+			}
+			for i, r := range reqs {
+				p := placement.Pod{Name: pod.Namespace + "/" + pod.Name + "/" + r.Container, GPU: r.GPU}
+				if i == 0 {
+					p.CPUMilli, p.MemoryMiB = cpu, mem
+				}
+				obs.Observe(&p)
+			}
+		}
+	}
 }

@@ -2,21 +2,20 @@ package scheduler
 
 import (
 	"maps"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
-	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/membership"
 )
 
-// This file decides when a pod that failed is tried again: every failure
-// goes through reject (or a failed binding), which backs the pod, or its
-// gang, off; informer events that may help end the wait early, as
-// kube-scheduler moves pods back to its active queue on cluster events.
+// This file turns informer events into what the next cycle looks at:
+// the nodes and pods marked changed, and news for the core (the cluster
+// changed in a way that may make room; a waiting pod was respecified),
+// which ends backoffs early, as kube-scheduler's queueing hints do.
 
 // informerEvents are the informers' event handlers. They run on the
 // informers' goroutines, so they reach only what is safe there (the
@@ -115,79 +114,6 @@ func nodeMayHelp(old, cur *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable)
 }
 
-// podEvents pokes the loop on pod events a cycle must act on (additions,
-// deletions, podUpdateMatters) and ends waits when the event
-// may help: a pod that held resources is deleted or finishes (room for
-// the pods that did not fit), a gang gains a pending member (it may now be
-// complete), or a waiting pod's own spec, labels or annotations change (a
-// fixed request: its count starts over).
-func (e *informerEvents) podEvents() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { // a gang's new member ends its wait (the core's Add)
-			e.pods.mark(obj)
-			e.poke()
-		},
-		UpdateFunc: func(o, n any) {
-			e.pods.mark(n)
-			old, okOld := o.(*corev1.Pod)
-			cur, okNew := n.(*corev1.Pod)
-			switch {
-			case !okOld || !okNew:
-			case boundpods.Occupies(old) && !boundpods.Occupies(cur):
-				e.inbox.clusterChanged()
-			case waitsFor(e.name, cur):
-				e.podChanged(old, cur)
-			}
-			if !okOld || !okNew || e.podUpdateMatters(old, cur) {
-				e.poke()
-			}
-		},
-		DeleteFunc: func(obj any) {
-			e.pods.mark(obj)
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if p, ok := obj.(*corev1.Pod); !ok || boundpods.Occupies(p) {
-				e.inbox.clusterChanged()
-			}
-			e.poke()
-		},
-	}
-}
-
-// podUpdateMatters reports whether a pod update may change what a cycle
-// does, so that the loop runs one: a pod waiting for this scheduler (or no
-// longer), one that starts or stops occupying its node, and a bound pod
-// whose booking or queue changed. Status updates of bound pods (phase,
-// conditions, container states: most of a busy cluster's pod events)
-// change nothing a cycle reads; the next cycle takes them in anyway.
-func (e *informerEvents) podUpdateMatters(old, cur *corev1.Pod) bool {
-	if waitsFor(e.name, old) || waitsFor(e.name, cur) {
-		return true
-	}
-	occOld, occCur := boundpods.Occupies(old), boundpods.Occupies(cur)
-	if occOld != occCur {
-		return true
-	}
-	if !occCur {
-		return false // neither waits for us nor holds anything
-	}
-	return holdKey(old) != holdKey(cur) || e.members.Queue(old) != e.members.Queue(cur) ||
-		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil)
-}
-
-// podChanged starts a waiting pod's backoff over when the pod itself
-// changed (not its conditions, which this scheduler writes), or the
-// claims made from its templates did (kube-controller-manager names them
-// in its status).
-func (e *informerEvents) podChanged(old, cur *corev1.Pod) {
-	if maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) && equality.Semantic.DeepEqual(old.Spec, cur.Spec) &&
-		resourceclaim.PodStatusEqual(old.Status.ResourceClaimStatuses, cur.Status.ResourceClaimStatuses) {
-		return
-	}
-	e.inbox.podRespecified(cur.Namespace + "/" + cur.Name)
-}
-
 // jobEvents pokes the loop on every Job event and ends waits when a Job is
 // created or its parallelism (an automatic gang's minimum) changes.
 func (e *informerEvents) jobEvents() cache.ResourceEventHandler {
@@ -214,4 +140,40 @@ func (e *informerEvents) changeEvents() cache.ResourceEventHandler {
 		UpdateFunc: func(any, any) { changed() },
 		DeleteFunc: func(any) { changed() },
 	}
+}
+
+// marks collects the keys of the objects that changed (nodes by name,
+// pods by namespace/name) for the next cycle: informer event handlers
+// mark them, so that a cycle looks at what changed, not at every object.
+// Its zero value is ready; safe for concurrent use.
+type marks struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+// mark records that the object obj (or a deleted one's tombstone)
+// names changed (a GPUNode names its node).
+func (m *marks) mark(obj any) {
+	name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.names == nil {
+		m.names = map[string]bool{}
+	}
+	m.names[name] = true
+}
+
+// take returns the names marked since the last take (never nil).
+func (m *marks) take() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := m.names
+	m.names = nil
+	if names == nil {
+		names = map[string]bool{}
+	}
+	return names
 }

@@ -18,11 +18,13 @@ import (
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/kube/clusterview"
 	"github.com/tessera-gpu/tessera/kube/crdwatch"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/membership"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
+	"github.com/tessera-gpu/tessera/kube/podbind"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/podstatus"
 	"github.com/tessera-gpu/tessera/kube/queues"
@@ -52,7 +54,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	events  *podstatus.Sink
 	metrics *schedmetrics.Metrics
-	binder  *binder // nil outside Run: bindings run inline
+	binder  *podbind.Pool // nil outside Run: bindings run inline
 	// core is the scheduling core (package dispatch): the pending pods'
 	// order, backoff, gangs, reservation and preemptor waits, bindings in
 	// flight. Only the scheduling loop calls it; reports reach it through
@@ -87,7 +89,7 @@ type Scheduler struct {
 	changedPods marks
 	pending     map[string]*corev1.Pod
 
-	views viewBoard // what the last cycle decided from (view.go)
+	views clusterview.Board // what the last cycle decided from (view.go)
 }
 
 // New validates cfg and builds a scheduler; call Run to start it.
@@ -129,8 +131,11 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: --policy: %w", err)
 	}
+	if cfg.PreemptorWait <= 0 {
+		cfg.PreemptorWait = preemptionWait
+	}
 	core, err := dispatch.New(dispatch.Config{InitialBackoff: cfg.PodInitialBackoff, MaxBackoff: cfg.PodMaxBackoff,
-		ReservationWait: cfg.ReservationWait, PreemptorWait: preemptionWait, Preemption: !cfg.DisablePreemption,
+		ReservationWait: cfg.ReservationWait, PreemptorWait: cfg.PreemptorWait, Preemption: !cfg.DisablePreemption,
 		MinRuntime: cfg.PreemptionMinRuntime, Noun: "pod"})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
@@ -158,7 +163,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	ev := &informerEvents{name: s.cfg.Name, members: &s.members, inbox: &s.inbox, nodes: &s.changedNodes, pods: &s.changedPods, wake: s.wake}
 	watches := []watched{{"nodes", nodeInf.Informer(), ev.nodeEvents()}, {"pods", podInf.Informer(), ev.podEvents()}, {"jobs", jobInf.Informer(), ev.jobEvents()}}
-	if servesClaims(s.cfg.Client, s.cfg.Log) {
+	if draclaims.Served(s.cfg.Client, s.cfg.Log) {
 		claimInf, sliceInf, classInf := f.Resource().V1().ResourceClaims(), f.Resource().V1().ResourceSlices(), f.Resource().V1().DeviceClasses()
 		s.dra = draclaims.New(draclaims.Config{Claims: claimInf.Lister(), Slices: sliceInf.Lister(), Classes: classInf.Lister(),
 			Client: s.cfg.Client, Catalog: s.cfg.Catalog, Log: s.cfg.Log})
@@ -182,24 +187,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		watch := func(gvr schema.GroupVersionResource) *crdwatch.Watch {
 			return crdwatch.New(ctx, gvr, s.cfg.Client, s.cfg.Dynamic, poke)
 		}
-		pw := watch(podgroups.Resource())
-		s.members.PodGroup = func(ns, name string) (podgroups.Group, bool, error) {
-			u, found, err := pw.GetIn(ns, name)
-			if !found || err != nil {
-				return podgroups.Group{}, found, err
-			}
-			g, err := podgroups.FromObject(u)
-			return g, err == nil, err
-		}
-		vw := watch(podgroups.VolcanoResource())
-		s.members.VolcanoGroup = func(ns, name string) (podgroups.VolcanoGroup, bool, error) {
-			u, found, err := vw.GetIn(ns, name)
-			if !found || err != nil {
-				return podgroups.VolcanoGroup{}, found, err
-			}
-			g, err := podgroups.FromVolcano(u)
-			return g, err == nil, err
-		}
+		s.members.PodGroup = membership.FromObjects(watch(podgroups.Resource()).GetIn, podgroups.FromObject)
+		s.members.VolcanoGroup = membership.FromObjects(watch(podgroups.VolcanoResource()).GetIn, podgroups.FromVolcano)
 		qw := watch(queues.Resource())
 		s.queueObjects = func() []*unstructured.Unstructured {
 			objs, err := qw.List()
@@ -224,9 +213,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return fmt.Errorf("deliver the listed nodes, pods and jobs: %w", ctx.Err())
 	}
 	defer s.events.Stop()
-	s.binder = startBinder(ctx, bindWorkers)
+	s.binder = podbind.Start(ctx, podbind.Workers)
 	s.events.Start(ctx, podstatus.Writers)
-	defer func() { s.binder.stop(); s.binder = nil }()
+	defer func() { s.binder.Stop(); s.binder = nil }()
 	s.cfg.Log.Info("scheduler started", "name", s.cfg.Name, "policy", s.cfg.Policy)
 	ticker := time.NewTicker(s.cfg.Resync)
 	defer ticker.Stop()
@@ -234,8 +223,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	for {
-		if _, err := s.cycle(ctx); err != nil && ctx.Err() == nil {
+		st, err := s.cycle(ctx)
+		if err != nil && ctx.Err() == nil {
 			s.cfg.Log.Error("scheduling cycle failed", "err", err)
+		}
+		if s.cfg.CycleDone != nil {
+			s.cfg.CycleDone(st)
 		}
 		retry.Stop()
 		if !s.nextRetry.IsZero() {
@@ -253,7 +246,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 // CycleStats counts what one cycle did.
 type CycleStats struct {
-	Bound, Unschedulable, Invalid, Errors int
+	// Pending counts the pods the cycle took; Decisions what became of them.
+	Pending int
+	schedmetrics.Decisions
 	// BackingOff counts the pods and gangs left out because they are
 	// waiting out a backoff.
 	BackingOff int
@@ -270,7 +265,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	defer s.snapMu.Unlock()
 	snap, fresh := s.snap, s.snap == nil
 	if fresh {
-		snap = newSnapshot(s.core.ResetBooks())
+		snap = newSnapshot(s.core.ResetBooks(), s.cfg.Catalog, s.cfg.Log)
 	}
 	s.takeReports(snap)
 	claims, err := s.dra.Claims() // with this scheduler's assumptions laid over them
@@ -286,9 +281,10 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	if err := s.takePods(snap, fresh); err != nil {
 		return st, err
 	}
-	snap.syncClaims(s.cfg.Log, s.cfg.Catalog, claims)
+	snap.claims.Sync(claims)
 	s.snap = snap
 	pending := s.waiting()
+	st.Pending = len(pending)
 	s.observeArrivals(pending)
 	s.metrics.Pending(len(pending))
 	gangs := s.members.GangSpecs(pending)
@@ -347,10 +343,4 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", r.id, "retryIn", retry.Sub(now).Round(time.Millisecond), "err", r.err)
 		}
 	}
-}
-
-// itemOf is a pending pod as the core orders it.
-func (s *Scheduler) itemOf(p *corev1.Pod) dispatch.Item {
-	return dispatch.Item{ID: p.Namespace + "/" + p.Name, Instance: string(p.UID), Queue: s.members.Queue(p), Priority: priority(p),
-		Gang: s.members.Gang(p), Arrived: p.CreationTimestamp.Time}
 }

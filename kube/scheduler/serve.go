@@ -2,9 +2,7 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +11,6 @@ import (
 	"github.com/tessera-gpu/tessera/cycle"
 	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
-	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/preemption"
 	"github.com/tessera-gpu/tessera/queueing"
 )
@@ -38,77 +35,10 @@ type cycleWork struct {
 	dra   draclaims.Lists
 }
 
-// translate is the core's Frame.Translate: a pending pod as a cycle
-// workload, with a planner as its Reserver.
-func (cw *cycleWork) translate(id string) (cycle.Workload, error) {
-	p, ok := cw.pods[id]
-	if !ok {
-		return cycle.Workload{}, fmt.Errorf("pod %s is not pending", id)
-	}
-	pw, err := cw.s.podWorkOf(cw.snap, p)
-	if err != nil {
-		if outcomeOf(err) == outcomeUnschedulable {
-			return cycle.Workload{}, dispatch.Unready{Reason: err.Error()}
-		}
-		return cycle.Workload{}, err
-	}
-	pw.w.Reserver = (*planner)(cw)
-	cw.work[id] = pw
-	return pw.w, nil
-}
-
-// gang is the core's Frame.Gang.
-func (cw *cycleWork) gang(key string) dispatch.GangSpec {
-	if g, ok := cw.gangs[key]; ok {
-		return g
-	}
-	return dispatch.GangSpec{Err: fmt.Errorf("gang %s: no member's definition was read", key)}
-}
-
-// planner makes a placed pod's plan inside the cycle's step: its
-// assignment (shares per GPU container) and the allocation of its DRA
-// claims, assumed at once so the next pods see them; Unreserve gives them
-// back when the step is discarded (a gang that does not fit whole).
-type planner cycleWork
-
-// planRefusal is a plan that failed for the pod's own reason (its
-// claims), or an error of the scheduler (reasonFor).
-type planRefusal struct {
-	oc  outcome
-	msg string
-}
-
-func (r planRefusal) Error() string { return r.msg }
-
-func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (string, error) {
-	cw := (*cycleWork)(pl)
-	p, pw := cw.pods[w.ID], cw.work[w.ID]
-	pn, oc, msg := cw.s.planFrom(cw.ctx, cw.snap, p, pw, decisions, &cw.dra)
-	switch oc {
-	case outcomeBound:
-	case outcomeUnschedulable:
-		return msg, nil // the claims cannot be allocated on this node
-	default:
-		return "", planRefusal{oc: oc, msg: msg}
-	}
-	cw.s.dra.Assume(p, pn.claims)
-	cw.plans[w.ID] = pn
-	return "", nil
-}
-
-func (pl *planner) Unreserve(w *cycle.Workload, _ []placement.Decision) {
-	cw := (*cycleWork)(pl)
-	if pn, ok := cw.plans[w.ID]; ok {
-		cw.s.dra.Forget(cw.pods[w.ID], pn.claims)
-		delete(cw.plans, w.ID)
-	}
-}
-
 // serve runs one scheduling cycle over the pending pods on snap through
 // the core and applies what it decided, counting it in st.
 func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, gangs map[string]dispatch.GangSpec, st *CycleStats) error {
 	start := time.Now()
-	before := *st
 	cw := &cycleWork{s: s, ctx: ctx, snap: snap, pods: make(map[string]*corev1.Pod, len(pending)), work: map[string]podWork{}, plans: map[string]plan{}, gangs: gangs}
 	for _, p := range pending {
 		cw.pods[p.Namespace+"/"+p.Name] = p
@@ -117,9 +47,6 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	// running pods; what the cycle binds is assumed there until commit
 	// books the pod.
 	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang}
-	if s.core.Len() > 0 {
-		s.runningGangs(snap, gangs)
-	}
 	rd, err := s.core.Cycle(start, f)
 	if err != nil {
 		return err
@@ -131,12 +58,13 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 		notes[e.For] = s.evict(ctx, snap, cw.pods[e.For], e)
 	}
 	for _, b := range rd.Binds {
-		st.count(s.commit(ctx, snap, cw.pods[b.ID], cw.plans[b.ID]))
+		s.commit(ctx, snap, cw.pods[b.ID], cw.plans[b.ID])
+		st.Bound++
 	}
 	for _, w := range rd.Waits {
 		s.applyWait(ctx, cw, w, notes[w.ID], st)
 	}
-	s.metrics.ObserveDecisions(st.since(before), start, rd.Tried)
+	s.metrics.ObserveDecisions(st.Decisions, start, rd.Tried)
 	s.metrics.ObserveQueues(tree, snap.ledger(tree)) // with what it booked
 
 	return ctx.Err()
@@ -157,11 +85,7 @@ func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wai
 	case w.Cause == dispatch.CauseRefused:
 		reason = reasonInvalid
 	case w.Status == cycle.Invalid:
-		reason = reasonInvalid
-		var r planRefusal
-		if errors.As(w.Err, &r) {
-			reason = reasonFor(r.oc)
-		}
+		reason = reasonFor(w.Err)
 	case w.Status == cycle.NoFit && w.Cause == dispatch.CauseCycle:
 		if pw, ok := cw.work[w.ID]; ok {
 			msg = noFit(pw.reqs, pw.w.Parts, w.Outcome)
@@ -188,22 +112,6 @@ func (s *Scheduler) applyWait(ctx context.Context, cw *cycleWork, w dispatch.Wai
 	s.events.Reject(ctx, p, reason, msg)
 }
 
-// runningGangs gives gangs the minimum of every running member's gang
-// (the cycle keeps a running gang at its minimum when it chooses
-// victims).
-func (s *Scheduler) runningGangs(snap *snapshot, gangs map[string]dispatch.GangSpec) {
-	for g := range snap.books.Gangs() {
-		if _, known := gangs[g]; known {
-			continue
-		}
-		if id, ok := snap.books.GangMember(g); ok {
-			if n, err := s.members.MinMember(snap.pods[id]); err == nil {
-				gangs[g] = dispatch.GangSpec{Min: n}
-			}
-		}
-	}
-}
-
 // evict stops the victims the core chose for pod (on node e.Node): each
 // gets an event saying why and is deleted (with its UID as a
 // precondition); the core has the pod wait for them before it names
@@ -228,18 +136,4 @@ func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, 
 		}
 	}
 	return fmt.Sprintf("preempting %d pod(s) on node %s; scheduling once they exit", len(e.Victims), node)
-}
-
-// inOrder is pending in the order the last cycle took it (gangs at their
-// first member's place).
-func (s *Scheduler) inOrder(pending []*corev1.Pod) []*corev1.Pod {
-	rank := make(map[string]int, len(s.lastOrder))
-	for i, id := range s.lastOrder {
-		rank[id] = i
-	}
-	out := slices.Clone(pending)
-	slices.SortStableFunc(out, func(a, b *corev1.Pod) int {
-		return rank[a.Namespace+"/"+a.Name] - rank[b.Namespace+"/"+b.Name]
-	})
-	return out
 }

@@ -7,13 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/component-helpers/resource"
 
-	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/booked"
+	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
-	"github.com/tessera-gpu/tessera/kube/boundpods"
-	"github.com/tessera-gpu/tessera/kube/membership"
+	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
@@ -52,16 +50,16 @@ type snapshot struct {
 	// another object (a Volcano PodGroup, a Job), read again each cycle.
 	pods     map[string]*corev1.Pod
 	volatile map[string]bool
-	// claims are the allocated claims booked (claims.go).
-	claims claimSet
+	// claims are the allocated claims of Tessera's driver, booked.
+	claims *draclaims.Booking
 	// capacity is what the nodes hold in all, for queue shares.
 	capacity queueing.Resources
 }
 
 // newSnapshot is a snapshot on b (the core's books, empty).
-func newSnapshot(b *booked.Cluster) *snapshot {
+func newSnapshot(b *booked.Cluster, cat *catalog.Catalog, log *slog.Logger) *snapshot {
 	return &snapshot{books: b, cluster: b.Cluster(), objs: map[string]*corev1.Node{}, versions: map[string]nodeinventory.Version{},
-		pods: map[string]*corev1.Pod{}, volatile: map[string]bool{}, claims: claimSet{}}
+		pods: map[string]*corev1.Pod{}, volatile: map[string]bool{}, claims: draclaims.NewBooking(b, cat, log)}
 }
 
 // inv is node i's inventory.
@@ -138,57 +136,6 @@ func (snap *snapshot) settle() {
 	}
 }
 
-// holdOf is what a bound or assumed pod holds, as booked: its host
-// requests and the GPU shares its assignment grants (a malformed
-// assignment books none: error says why). Queue, gang and whether it may
-// be preempted are the scheduler's to add (Scheduler.holdOf).
-func holdOf(p *corev1.Pod) (booked.Hold, error) {
-	cpu, mem := podHostRequests(p)
-	h := booked.Hold{ID: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, CPUMilli: cpu, MemoryMiB: mem, Priority: priority(p)}
-	h.Key = holdKeyOf(p, cpu, mem)
-	if p.Status.StartTime != nil {
-		h.Started = p.Status.StartTime.Time
-	}
-	a, err := boundpods.Assignment(p)
-	if a != nil {
-		for _, c := range a.Containers {
-			h.Groups = append(h.Groups, c.GPUs)
-		}
-	}
-	return h, err
-}
-
-// holdKey is what a pod's hold is made of (holdOf reads no more of the
-// pod for what it books): a pod whose key is unchanged keeps its booking.
-func holdKey(p *corev1.Pod) string {
-	cpu, mem := podHostRequests(p)
-	return holdKeyOf(p, cpu, mem)
-}
-
-func holdKeyOf(p *corev1.Pod, cpu, mem int64) string {
-	return fmt.Sprintf("%s %d %d %s", p.Spec.NodeName, cpu, mem, p.Annotations[binding.AnnotationKey])
-}
-
-// releasePod forgets the booked pod id.
-func (snap *snapshot) releasePod(id string) {
-	delete(snap.pods, id)
-	delete(snap.volatile, id)
-	snap.books.Release(id)
-}
-
-// podHostRequests is the pod's CPU (milli) and memory (MiB) requests as the
-// kube-scheduler counts them (containers, init containers, overhead).
-func podHostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
-	reqs := resource.PodRequests(p, resource.PodResourcesOptions{})
-	if q, ok := reqs[corev1.ResourceCPU]; ok {
-		cpuMilli = q.MilliValue()
-	}
-	if q, ok := reqs[corev1.ResourceMemory]; ok {
-		memMiB = (q.Value() + (1 << 20) - 1) >> 20
-	}
-	return cpuMilli, memMiB
-}
-
 // syncNodes takes in the nodes that changed: those marked, or every node
 // with all, or when the inventory source has no versions (its answer may
 // change with no event to mark the node).
@@ -227,25 +174,4 @@ func (s *Scheduler) takeNodes(snap *snapshot, nodes []*corev1.Node) {
 		}
 	}
 	snap.settle()
-}
-
-// bookPod books p, bound or assumed, with its queue and gang, as a
-// preemption candidate when it is this scheduler's and not being deleted.
-func (s *Scheduler) bookPod(snap *snapshot, p *corev1.Pod) {
-	id := p.Namespace + "/" + p.Name
-	h, err := holdOf(p)
-	h.Queue, h.Gang = s.members.Queue(p), s.members.Gang(p)
-	h.Stopping = p.Spec.SchedulerName != s.cfg.Name || p.DeletionTimestamp != nil
-	if err != nil {
-		s.cfg.Log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", id, "err", err)
-	}
-	if membership.QueueFromGroup(p) || membership.GangFromJob(p) {
-		snap.volatile[id] = true
-	} else {
-		delete(snap.volatile, id)
-	}
-	snap.pods[id] = p
-	if err := snap.books.Book(h); err != nil {
-		s.cfg.Log.Warn("booking a pod over what its node reports", "pod", id, "err", err)
-	}
 }

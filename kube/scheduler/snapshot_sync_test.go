@@ -47,7 +47,7 @@ type cacheWorld struct {
 func (w *cacheWorld) sync(s *Scheduler, nodes []*corev1.Node, pods []*corev1.Pod) *snapshot {
 	all := s.snap == nil || w.rng.IntN(4) == 0
 	if s.snap == nil {
-		s.snap = newSnapshot(booked.New())
+		s.snap = newSnapshot(booked.New(), s.cfg.Catalog, s.cfg.Log)
 	}
 	if all {
 		s.takeNodes(s.snap, nodes)

@@ -14,7 +14,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // caches of a large cluster hold less. Every object loses its managedFields
 // (server-side apply's field owners, often the largest part of a small
 // object); pods lose kubectl's last-applied copy; nodes their image list;
-// Jobs everything but their metadata and parallelism (gang.go reads
+// Jobs everything but their metadata and parallelism (kube/membership reads
 // only those). The scheduler writes pods only by patch and binding, never
 // by an update of a cached object, so nothing trimmed is written back.
 // Objects of other types pass unchanged.

@@ -67,7 +67,7 @@ func TestTrimKeepsWhatTheSchedulerReads(t *testing.T) {
 		t.Errorf("trimmed Job keeps managedFields, its template or its status: %+v", j)
 	}
 	if j.Name != "j" || j.UID != "u-j" || membership.Parallelism(j) != 4 || j.Annotations[workload.KAIAnnotationMinMember] != "3" {
-		t.Errorf("trimmed Job lost what gang.go reads (name, UID, parallelism, annotations): %+v", j)
+		t.Errorf("trimmed Job lost what kube/membership reads (name, UID, parallelism, annotations): %+v", j)
 	}
 	if n, err := membership.JobMinMember(j, pod); err != nil || n != 3 {
 		t.Errorf("jobMinMember of the trimmed Job = %d, %v; want 3", n, err)
