@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/rate"
 	"github.com/tessera-gpu/tessera/arbiter/thrash"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/gpuuse"
 )
 
 // Arbiter arbitrates one node's GPUs. Its methods are safe for concurrent
@@ -52,6 +53,8 @@ type seat struct {
 	// Last step's outcome, for Snapshot.
 	verdict demand.Verdict
 	got     int64
+	// use folds the Meter's readings into use windows and the idle rule.
+	use gpuuse.Tracker
 }
 
 type gpu struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/demand"
 	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/gpuuse"
 )
 
 func newArbiter(t *testing.T, cfg Config) (*Arbiter, *fakeClock) {
@@ -54,6 +55,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"burst periods", Config{BurstPeriods: 101}, "burstPeriods: must be in [1, 100], got 101"},
 		{"meter window below the period", Config{MeterWindow: 10 * time.Millisecond}, "meterWindow: must be in [period = 50ms, 1m], got 10ms"},
 		{"meter window above a minute", Config{MeterWindow: 2 * time.Minute}, "meterWindow: must be in [period = 50ms, 1m], got 2m0s"},
+		{"use window below the meter window", Config{UseWindow: 500 * time.Millisecond}, "useWindow: must be in [meterWindow = 1s, 1m], got 500ms"},
+		{"idle time below a minute", Config{Idle: gpuuse.IdleRule{After: 30 * time.Second}}, "idle.after: must be in [1m0s, 168h0m0s], got 30s"},
 		{"quantum", Config{Quantum: time.Microsecond}, "quantum: must be in [1ms, 1h]"},
 		{"rate", Config{Rate: rateGain(3)}, "rate: gain: must be in (0, 1], got 3"},
 		{"demand", Config{Demand: demand.Config{Headroom: 9}}, "demand: headroom: must be in [1, 4], got 9"},

@@ -10,7 +10,10 @@
 // the GPU between shared and exclusive time slices when memory is
 // oversubscribed (package thrash); split the GPU (package share); refill or
 // revoke tokens (package grant). Run calls Step every Period on an
-// injectable clock until its context ends.
+// injectable clock until its context ends. The Meter's readings also fill
+// each client's use windows and the idle-holder rule (package gpuuse,
+// SeatStatus.Use and Idle); a simulated meter's (Reading.Simulated) fill
+// only those, labelled simulated, and never move a launch rate.
 //
 // In ModeMPS the split is left to NVIDIA MPS instead (package arbiter/mps):
 // Run also supervises one MPS control daemon per GPU, every client's

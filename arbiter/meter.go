@@ -32,4 +32,8 @@ type Reading struct {
 	// several ran (NVML does); summed over many ticks it is each
 	// client's GPU time.
 	Busy map[string]time.Duration
+	// Simulated says the figures are derived from a declared load on a
+	// simulated GPU, not measured: they fill the clients' use windows
+	// (SeatStatus.Use, labelled simulated) and never adjust a launch rate.
+	Simulated bool
 }

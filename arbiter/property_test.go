@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter/demand"
+	"github.com/tessera-gpu/tessera/gpuuse"
 )
 
 // TestStepProperties registers random clients on two GPUs and drives them
@@ -208,5 +209,64 @@ func TestUngatedLaunchesAreReported(t *testing.T) {
 	step(t, a, clock)
 	if st := a.Snapshot()[0]; st.Ungated != 7 {
 		t.Fatalf("snapshot %+v, want 7 ungated launches", st)
+	}
+}
+
+// TestUseWindowsAndIdle checks what SeatStatus says of use: busy time over
+// each closed use window labelled by the meter's kind, a simulated reading
+// never adjusting the rate, and the idle rule applied to closed windows
+// only: idle once they have stayed below the threshold for Idle.After, not
+// a window before.
+func TestUseWindowsAndIdle(t *testing.T) {
+	const period = 50 * time.Millisecond
+	busy := 0.5 // of each reading's span, for client a
+	for _, simulated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("simulated=%v", simulated), func(t *testing.T) {
+			m := &scriptedMeter{script: func(int) (Reading, error) {
+				return Reading{Span: period, Busy: map[string]time.Duration{"a": time.Duration(busy * float64(period))}, Simulated: simulated}, nil
+			}}
+			rule := gpuuse.IdleRule{BelowMilli: 50, After: time.Minute}
+			a, clock := newArbiter(t, Config{Meter: m, UseWindow: 10 * time.Second, Idle: rule})
+			_, l := register(t, a, "a", gpuShare("G", 500, 1000))
+			start := clock.Now()
+			busy = 0.5
+			for range 200 { // 10 s: one window
+				l.launch(0, 10)
+				step(t, a, clock)
+			}
+			st := a.Snapshot()[0]
+			want := gpuuse.Measured
+			if simulated {
+				want = gpuuse.Simulated
+			}
+			if st.Use.Source != want || st.Use.BusyMilli == nil || *st.Use.BusyMilli != 500 || !st.Use.At.Equal(clock.Now()) || !st.Use.From.Equal(start) {
+				t.Fatalf("Use = %+v (busy %v), want %s 500 milli over [%v, %v]", st.Use, st.Use.BusyMilli, want, start, clock.Now())
+			}
+			if st.Measured == simulated {
+				t.Errorf("rate measured %v with a simulated meter %v: simulated readings must not adjust the rate", st.Measured, simulated)
+			}
+			busy = 0.01
+			quietFrom := clock.Now()
+			for range 1000 { // 50 s quiet
+				step(t, a, clock)
+			}
+			if st := a.Snapshot()[0]; st.Idle != nil {
+				t.Fatalf("idle after %v quiet: %+v", clock.Now().Sub(quietFrom), st.Idle)
+			}
+			for range 200 { // the window that ends at 60 s quiet
+				step(t, a, clock)
+			}
+			st = a.Snapshot()[0]
+			if st.Idle == nil || !st.Idle.Since.Equal(quietFrom) || *st.Use.BusyMilli != 10 {
+				t.Fatalf("after %v quiet: Idle %+v, Use %+v; want idle since %v", clock.Now().Sub(quietFrom), st.Idle, st.Use, quietFrom)
+			}
+			busy = 0.3
+			for range 200 {
+				step(t, a, clock)
+			}
+			if st := a.Snapshot()[0]; st.Idle != nil {
+				t.Fatalf("still idle after a busy window: %+v", st.Idle)
+			}
+		})
 	}
 }

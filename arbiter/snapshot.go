@@ -1,6 +1,11 @@
 package arbiter
 
-import "sort"
+import (
+	"sort"
+	"time"
+
+	"github.com/tessera-gpu/tessera/gpuuse"
+)
 
 // SeatStatus is one client on one GPU after the last step.
 type SeatStatus struct {
@@ -25,6 +30,12 @@ type SeatStatus struct {
 	// Exclusive is set when the GPU runs exclusive slices; Holder when
 	// this client holds the slice.
 	Exclusive, Holder bool
+	// Use is the client's last closed use window (Config.UseWindow):
+	// measured, or simulated when the Meter's readings are; Source "" until
+	// one closed or without a Meter. Idle is set while the closed windows
+	// have stayed below Config.Idle's threshold for its time.
+	Use  gpuuse.Use
+	Idle *gpuuse.Idle
 }
 
 // Snapshot returns every seat, sorted by GPU then key.
@@ -42,6 +53,7 @@ func (a *Arbiter) Snapshot() []SeatStatus {
 				Key: s.c.Key, GPU: g.uuid, Device: s.dev, Phase: phase,
 				Demand: s.verdict.Demand, Share: s.got, Rate: s.rate.Rate, Measured: s.rate.Measured,
 				Tokens: s.c.region.Read(s.dev).Tokens, Ungated: s.ungated, Exclusive: g.mode.Exclusive, Holder: g.mode.Holder == s.c.Key,
+				Use: s.use.Last(), Idle: s.use.Idle(a.cfg.Idle),
 			})
 		}
 	}
@@ -52,4 +64,10 @@ func (a *Arbiter) Snapshot() []SeatStatus {
 		return out[i].Key < out[j].Key
 	})
 	return out
+}
+
+// UseRule is how SeatStatus.Use and Idle are made: the use window, the
+// idle-holder rule, and whether a Meter reads use at all (none in ModeMPS).
+func (a *Arbiter) UseRule() (window time.Duration, idle gpuuse.IdleRule, metered bool) {
+	return a.cfg.UseWindow, a.cfg.Idle, a.cfg.Meter != nil && a.mps == nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/rate"
 	"github.com/tessera-gpu/tessera/arbiter/share"
 	"github.com/tessera-gpu/tessera/arbiter/thrash"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/request"
 )
 
@@ -87,7 +88,14 @@ func (a *Arbiter) stepGPU(ctx context.Context, g *gpu, now time.Time, usage map[
 			s.ungated = c.Ungated
 		}
 		if metered {
-			a.feedback(s, launches, reading)
+			src := gpuuse.Measured
+			if reading.Simulated {
+				src = gpuuse.Simulated
+			}
+			s.use.Add(now, reading.Span, reading.Busy[s.c.Key], a.cfg.UseWindow, src, a.cfg.Idle)
+			if !reading.Simulated {
+				a.feedback(s, launches, reading)
+			}
 		}
 		verdicts[i], s.idle = a.cfg.Demand.Step(s.idle, now, demand.Sample{
 			Launches: launches, Waited: waited, RanOut: launches > 0 && c.Tokens <= 0,

@@ -37,11 +37,15 @@ type Hold struct {
 	// stopping frees it).
 	For []string
 
-	// How the workload runs, for preemption and queue usage.
+	// How the workload runs, for preemption and queue usage. Started and
+	// Order are when it started (cycle.Running); the core's record of a
+	// workload it bound (Assume: Order > 0) outlives the front door's, so
+	// that the victims' order is the core's alone.
 	Queue    string
 	Priority int32
 	Gang     string
 	Started  time.Time
+	Order    uint64
 	// Stopping: it is being stopped, or is not the scheduler's to stop;
 	// it counts, but is never a victim.
 	Stopping bool
@@ -170,6 +174,9 @@ func (c *Cluster) Book(h Hold) error {
 	c.settle()
 	seq := c.seq
 	if old := c.holds[h.ID]; old != nil {
+		if old.Order > 0 {
+			h.Started, h.Order = old.Started, old.Order
+		}
 		if !old.assumed && old.Key == h.Key && h.Key != "" && old.Node == h.Node {
 			if !sameRun(old.Hold, h) {
 				c.recharge(old, func() { old.Hold = h })
@@ -204,16 +211,17 @@ func (c *Cluster) Assume(id string, r cycle.Running) {
 		return
 	}
 	ni := r.Decisions[0].Node
-	h := &held{Hold: Hold{ID: id, Node: c.nodes[ni].name, Queue: r.Queue, Priority: r.Priority, Gang: r.Gang, Started: r.Started},
+	h := &held{Hold: Hold{ID: id, Node: c.nodes[ni].name, Queue: r.Queue, Priority: r.Priority, Gang: r.Gang, Started: r.Started, Order: r.Order},
 		seq: c.seq, ni: ni, parts: r.Parts, decs: r.Decisions, exact: true, assumed: true, ri: -1}
 	c.seq++
 	for i, p := range r.Parts {
+		if len(r.Decisions[i].MIG) == 0 {
+			// As its shares will say once its front door books it.
+			h.use = h.use.Add(cycle.Granted(c.cluster, p, r.Decisions[i]))
+			continue
+		}
 		h.use.CPUMilli += p.CPUMilli
 		h.use.MemoryMiB += p.MemoryMiB
-		if len(r.Decisions[i].MIG) == 0 {
-			h.use.GPUMilli += p.GPU.ComputeMilli * int64(p.GPU.Count)
-			h.use.GPUMemoryMiB += p.GPU.MemoryMiB * int64(p.GPU.Count)
-		}
 	}
 	c.holds[id] = h
 	n := &c.nodes[ni]
@@ -249,6 +257,14 @@ func (c *Cluster) Has(id string) (held, assumed bool) {
 	return h != nil, h != nil && h.assumed
 }
 
+// Booked reports whether workload id is booked on a node the cluster has
+// (one of Running's workloads).
+func (c *Cluster) Booked(id string) bool {
+	c.settle()
+	h := c.holds[id]
+	return h != nil && h.ni >= 0 && h.For == nil
+}
+
 func (c *Cluster) changed() { c.usage = nil }
 
 // touch notes that h's entry in Running may have changed.
@@ -270,7 +286,7 @@ func (c *Cluster) recharge(h *held, edit func()) {
 // sameRun reports whether two holds of one key run alike (what Running
 // and Usage read besides what is held).
 func sameRun(a, b Hold) bool {
-	return a.Queue == b.Queue && a.Priority == b.Priority && a.Gang == b.Gang && a.Started.Equal(b.Started) &&
+	return a.Queue == b.Queue && a.Priority == b.Priority && a.Gang == b.Gang && a.Started.Equal(b.Started) && a.Order == b.Order &&
 		a.Stopping == b.Stopping && slices.Equal(a.For, b.For) && (a.For == nil) == (b.For == nil)
 }
 

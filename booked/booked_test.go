@@ -266,3 +266,32 @@ func TestNodeGoneKeepsHolds(t *testing.T) {
 		t.Fatal("an inventory the engine cannot read was taken")
 	}
 }
+
+// TestRunningAppendCopies: what Running returns is clipped, so a caller
+// that appends to it gets its own entries (the books' next read neither
+// sees nor overwrites them).
+func TestRunningAppendCopies(t *testing.T) {
+	c := New()
+	if err := c.SetNode(inv("n", 2, 1000), ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := c.Book(Hold{ID: fmt.Sprintf("w%d", i), Node: "n", Key: "k", Groups: [][]binding.Share{{share("n", i, 100)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Running()
+	c.Release("w1") // the books' entries keep room past their end
+	run := c.Running()
+	mine := append(run, cycle.Running{ID: "mine"})
+	if err := c.Book(Hold{ID: "w2", Node: "n", Key: "k", Groups: [][]binding.Share{{share("n", 1, 100)}}}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range c.Running() {
+		ids = append(ids, r.ID)
+	}
+	if !slices.Equal(ids, []string{"w0", "w2"}) || mine[1].ID != "mine" {
+		t.Fatalf("running %v and the caller's %v, want [w0 w2] and mine", ids, mine[1].ID)
+	}
+}

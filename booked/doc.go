@@ -4,8 +4,9 @@
 // events (a node's inventory set or gone, a workload's hold booked or
 // released); the scheduling core reads from it the engine's cluster for a
 // cycle, the running workloads (preemption's candidates) and what each
-// queue uses, and records in it what a cycle placed (Assume) until the
-// front door books the workload as bound.
+// queue uses, and records in it what a cycle placed (Assume, with the
+// core's start, which the front door's booking keeps) until the front
+// door books the workload as bound.
 //
 // Accounting is exact: a booking is released by giving back exactly what
 // it took. A hold that no longer fits its node (the node reports less

@@ -20,8 +20,11 @@ type Running struct {
 	// Gang is its gang's key ("" for none); a gang is never taken below
 	// its minimum (Snapshot.Gangs).
 	Gang string
-	// Started is when it started (zero: protected while MinRuntime is set).
+	// Started is when it started (zero: protected while MinRuntime is set);
+	// Order tells apart workloads started at the same time, the higher
+	// started later (preemption.Candidate.Order).
 	Started time.Time
+	Order   uint64
 	// Parts and Decisions are what it holds, as it was placed.
 	Parts     []placement.Pod
 	Decisions []placement.Decision
@@ -294,7 +297,7 @@ func (r *run) candidates() (map[int][]preemption.Candidate, map[string]int) {
 			continue
 		}
 		n := run.Decisions[0].Node
-		r.perNode[n] = append(r.perNode[n], preemption.Candidate{ID: run.ID, Queue: run.Queue, Priority: run.Priority, Started: run.Started, Group: run.Gang})
+		r.perNode[n] = append(r.perNode[n], preemption.Candidate{ID: run.ID, Queue: run.Queue, Priority: run.Priority, Started: run.Started, Order: run.Order, Group: run.Gang})
 		q := queueing.QueueOr(run.Queue)
 		if p, ok := r.lowest[q]; !ok || run.Priority < p {
 			if r.lowest == nil {

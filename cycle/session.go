@@ -735,6 +735,29 @@ func Resources(parts []placement.Pod) queueing.Resources {
 	return r
 }
 
+// Granted is what part p, placed at d on cluster c, takes from its
+// queue while it runs: its host requests, and the GPU compute and memory
+// its shares grant (placement.GPUShare: a request's defaults resolved on
+// each GPU it got), which is what a front door books from those shares;
+// so a workload counts the same whether a cycle assumed it, its front
+// door booked it, or a replay runs it. A MIG part counts as Resources.
+func Granted(c *placement.Cluster, p placement.Pod, d placement.Decision) queueing.Resources {
+	if len(d.MIG) > 0 || p.MIG() || d.Node < 0 || d.Node >= len(c.Nodes) {
+		return Resources([]placement.Pod{p})
+	}
+	r := queueing.Resources{CPUMilli: p.CPUMilli, MemoryMiB: p.MemoryMiB}
+	n := &c.Nodes[d.Node]
+	for _, pos := range d.GPUs {
+		if pos < 0 || pos >= len(n.GPUs) {
+			continue
+		}
+		s := placement.GPUShare(p.GPU, "", n.GPUs[pos].Index, n.GPUs[pos].MemoryMiB)
+		r.GPUMilli += s.ComputeMilli
+		r.GPUMemoryMiB += s.MemoryMiB
+	}
+	return r
+}
+
 // Capacity is the cluster's capacity for fair shares: every node's CPU
 // and memory, a whole GPU's compute and its memory for every GPU the
 // snapshot holds (unhealthy ones are not in it). The front doors' fair

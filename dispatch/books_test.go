@@ -6,9 +6,6 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/booked"
-	"github.com/tessera-gpu/tessera/cycle"
-	"github.com/tessera-gpu/tessera/inventory"
-	"github.com/tessera-gpu/tessera/placement"
 )
 
 // TestCycleOnTheCoresBooks: a frame with no cluster of its own cycles on
@@ -16,22 +13,7 @@ import (
 // it), a failed binding gives it back, and the front door's hold for the
 // bound workload replaces the assumption.
 func TestCycleOnTheCoresBooks(t *testing.T) {
-	c, err := New(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := inventory.Node{Name: "n0", CPUMilli: 64000, MemoryMiB: 512 << 10}
-	for i := range 2 {
-		n.GPUs = append(n.GPUs, inventory.GPU{UUID: fmt.Sprintf("gpu-%d", i), Index: i, Model: "H200", MemoryMiB: 143771, Health: inventory.Healthy, NUMANode: -1})
-	}
-	if err := c.Books().SetNode(n, ""); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := placement.New("bestfit", placement.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	frame := Frame{Policy: pol, Translate: func(id string) (cycle.Workload, error) { return wholeGPUs(id, 1), nil }}
+	c, frame := booksCore(t, 2)
 	for i, id := range []string{"a", "b", "c"} {
 		c.Add(Item{ID: id, Arrived: t0, Seq: uint64(i)})
 	}

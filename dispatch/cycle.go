@@ -33,9 +33,11 @@ type unit struct {
 func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 	var rd Ready
 	own := f.Cluster == nil
+	booksRun := own && f.Running == nil // the running workloads are the books'
 	if own {
 		f = c.onBooks(f)
 	}
+	c.teach(f)
 	units := c.units(now)
 	rd.Order = make([]string, 0, len(c.items))
 	for _, u := range units {
@@ -144,7 +146,7 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 		snap.Preemption = &cycle.Preemption{MinRuntime: c.cfg.MinRuntime, Now: now}
 	}
 	snap.Reservation = c.reservationFor(f, tr, byID)
-	snap.Nominations = c.nominationsFor(f)
+	snap.Nominations = c.nominationsFor(f, booksRun)
 	outs, err := cycle.Run(snap)
 	if err != nil {
 		return rd, fmt.Errorf("scheduling cycle: %w", err)
@@ -163,11 +165,14 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 			c.unblock(u.key)
 			delete(c.noms, u.key)
 			w := tr.done[s.ID].w
-			rd.Binds = append(rd.Binds, Bind{ID: s.ID, Gang: u.gang, Decisions: o.Decisions, Workload: w})
+			c.binds++
+			rd.Binds = append(rd.Binds, Bind{ID: s.ID, Gang: u.gang, Decisions: o.Decisions, Workload: w, Order: c.binds})
 			if own {
 				// Booked by the cycle as decided, until the front door
-				// books the workload as bound (or its binding fails).
-				c.books.Assume(s.ID, cycle.Running{ID: s.ID, Queue: w.Queue, Priority: w.Priority, Gang: w.Gang, Parts: w.Parts, Decisions: o.Decisions})
+				// books the workload as bound (or its binding fails);
+				// started now, as far as preemption is concerned.
+				c.books.Assume(s.ID, cycle.Running{ID: s.ID, Queue: w.Queue, Priority: w.Priority, Gang: w.Gang, Started: now, Order: c.binds,
+					Parts: w.Parts, Decisions: o.Decisions})
 			}
 			continue
 		case cycle.GangWaiting, cycle.Behind:

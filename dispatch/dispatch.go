@@ -118,6 +118,12 @@ type Frame struct {
 	// every waiting member; in a strict cycle one left out holds up the
 	// rest.
 	Skip func(id string) bool
+	// Arrival says what a workload that arrived since the last cycle
+	// teaches the policies that learn (placement.Observer): its parts, as
+	// the cycle will ask to place them, and its own policy when it names
+	// another (told too); ok false: nothing (an invalid workload is no
+	// arrival). Nil: no policy learns from arrivals (arrivals.go).
+	Arrival func(id string) (own placement.Policy, parts []placement.Pod, ok bool)
 }
 
 // Cause says, for a workload that waits, what stopped it before or
@@ -143,6 +149,10 @@ type Bind struct {
 	Decisions []placement.Decision
 	// Workload is its translation, as placed (its parts and Reserver).
 	Workload cycle.Workload
+	// Order counts the core's binds, this one included: with the cycle's
+	// time, when it started as preemption orders victims
+	// (cycle.Running.Started and Order), the same in every front door.
+	Order uint64
 }
 
 // Eviction says: stop Victims so that For fits (on node Node, for a gang
@@ -214,6 +224,11 @@ type Core struct {
 	noms map[string]*nomination
 	// books is the cluster as booked (Books).
 	books *booked.Cluster
+	// binds counts the binds issued (Bind.Order).
+	binds uint64
+	// arrived are the workloads added since the last cycle, whose
+	// arrival the policies are told of (arrivals.go).
+	arrived []string
 }
 
 // New returns an empty core.
@@ -261,6 +276,7 @@ func (c *Core) Add(it Item) {
 		c.forget(it.ID)
 	}
 	c.items[it.ID] = &state{Item: it}
+	c.arrived = append(c.arrived, it.ID)
 	if it.Gang != "" {
 		c.gangs[it.Gang]++
 		c.backoff.endWait(it.key())

@@ -17,7 +17,8 @@
 // decided until the front door books them bound), the reservation for
 // the workload or gang that has waited longest, how long a preemptor
 // waits for its victims, and the room they free, held for it until it is
-// placed (its nomination).
+// placed (its nomination), and when the policies that learn the workload
+// online are told of an arrival (once, at the next cycle: Frame.Arrival).
 //
 // It must not import Kubernetes or host types, do I/O or read the wall
 // clock, and must not word outcomes for a front door beyond the engine's

@@ -51,17 +51,25 @@ func (c *Core) nominate(u *unit, s *state, o cycle.Outcome, f Frame, now time.Ti
 // nominationsFor puts the nominations in the frame's terms, the higher
 // priority first (then the earlier): their victims that have stopped are
 // forgotten, and one whose node is gone is dropped (its room with it).
-func (c *Core) nominationsFor(f Frame) []cycle.Nomination {
+// onBooks says the frame's cluster and running workloads are the books',
+// which look each node and victim up; otherwise the frame's are indexed
+// (O(cluster) a cycle while any nomination is in force).
+func (c *Core) nominationsFor(f Frame, onBooks bool) []cycle.Nomination {
 	if len(c.noms) == 0 {
 		return nil
 	}
-	index := make(map[string]int, len(f.Cluster.Nodes))
-	for i := range f.Cluster.Nodes {
-		index[f.Cluster.Nodes[i].Name] = i
-	}
-	running := make(map[string]bool, len(f.Running))
-	for i := range f.Running {
-		running[f.Running[i].ID] = true
+	index, running := c.books.Index, c.books.Booked
+	if !onBooks {
+		byName := make(map[string]int, len(f.Cluster.Nodes))
+		for i := range f.Cluster.Nodes {
+			byName[f.Cluster.Nodes[i].Name] = i
+		}
+		ids := make(map[string]bool, len(f.Running))
+		for i := range f.Running {
+			ids[f.Running[i].ID] = true
+		}
+		index = func(name string) (int, bool) { i, ok := byName[name]; return i, ok }
+		running = func(id string) bool { return ids[id] }
 	}
 	keys := make([]string, 0, len(c.noms))
 	for k := range c.noms {
@@ -80,10 +88,10 @@ func (c *Core) nominationsFor(f Frame) []cycle.Nomination {
 	out := make([]cycle.Nomination, 0, len(keys))
 	for _, k := range keys {
 		n := c.noms[k]
-		n.victims = slices.DeleteFunc(n.victims, func(id string) bool { return !running[id] })
+		n.victims = slices.DeleteFunc(n.victims, func(id string) bool { return !running(id) })
 		cn := cycle.Nomination{What: n.what, Victims: slices.Clone(n.victims)}
 		for _, m := range n.members {
-			i, ok := index[m.node]
+			i, ok := index(m.node)
 			if !ok {
 				cn.For = nil
 				break

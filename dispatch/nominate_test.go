@@ -5,6 +5,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/booked"
+	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/placement"
 )
 
 // TestNominatedRoom: p (priority 5, one GPU) fits only where low (priority
@@ -176,4 +182,89 @@ func TestNominatedGangRoom(t *testing.T) {
 	if wt := waitOf(t, rd, "q"); !strings.Contains(wt.Message, "room held for gang g") {
 		t.Errorf("q: %q, want it kept out of g's room", wt.Message)
 	}
+}
+
+// TestNominationOnTheBooks: on the core's books, p (priority 5, one GPU)
+// names low, the only workload on node a's one GPU. While low is booked
+// the room stays held (low is still a victim, a stays nominated); once
+// low is released p binds there; and a nomination whose node leaves the
+// books is dropped with its room (p waits on, nominating nothing).
+func TestNominationOnTheBooks(t *testing.T) {
+	node := func(name string) inventory.Node {
+		return inventory.Node{Name: name, CPUMilli: 64000, MemoryMiB: 512 << 10, GPUs: []inventory.GPU{
+			{UUID: name + "-gpu", Index: 0, Model: "H200", MemoryMiB: 143771, Health: inventory.Healthy, NUMANode: -1}}}
+	}
+	low := booked.Hold{ID: "low", Node: "a", Key: "low", Started: t0.Add(-time.Hour), Groups: [][]binding.Share{{{UUID: "a-gpu",
+		ComputeMilli: 1000, ComputeLimitMilli: 1000, MemoryMiB: 143771, MemoryLimitMiB: 143771}}}}
+	start := func(t *testing.T) (*Core, Frame) {
+		t.Helper()
+		c, err := New(Config{Preemption: true, PreemptorWait: time.Minute, Noun: "pod"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Books().SetNode(node("a"), ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Books().Book(low); err != nil {
+			t.Fatal(err)
+		}
+		pol, err := placement.New("bestfit", placement.Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := Frame{Policy: pol, Translate: func(id string) (cycle.Workload, error) { return wholeGPUs(id, 1), nil }}
+		c.Add(Item{ID: "p", Priority: 5, Arrived: t0})
+		rd, err := c.Cycle(t0, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := evictions(rd); !slices.Equal(got, []string{"p:low"}) {
+			t.Fatalf("evictions %v, want p:low", got)
+		}
+		return c, f
+	}
+	cycleAt := func(t *testing.T, c *Core, f Frame, at time.Time) Ready {
+		t.Helper()
+		rd, err := c.Cycle(at, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rd
+	}
+	t.Run("held while the victim is booked, bound once it is released", func(t *testing.T) {
+		c, f := start(t)
+		c.Add(Item{ID: "q", Priority: 5, Arrived: t0.Add(-time.Hour)}) // served before p
+		rd := cycleAt(t, c, f, t0.Add(time.Second))
+		if len(rd.Binds) != 0 || len(rd.Evictions) != 0 || !waitOf(t, rd, "p").AwaitingVictims {
+			t.Fatalf("binds %v, evictions %v, p %+v: want p awaiting low, nothing bound", binds(rd), evictions(rd), waitOf(t, rd, "p"))
+		}
+		if got := c.NominatedNodes(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("nominated %v while low is booked, want a", got)
+		}
+		c.Books().Release("low")
+		c.ClusterChanged()
+		rd = cycleAt(t, c, f, t0.Add(2*time.Second))
+		if got := binds(rd); !slices.Equal(got, []string{"p"}) {
+			t.Fatalf("binds %v once low is released, want p (q kept out of its room)", got)
+		}
+		if wt := waitOf(t, rd, "q"); !strings.Contains(wt.Message, "room held for pod p") {
+			t.Errorf("q: %q, want it kept out of p's room", wt.Message)
+		}
+	})
+	t.Run("dropped when its node leaves", func(t *testing.T) {
+		c, f := start(t)
+		c.Books().RemoveNode("a")
+		b := node("b")
+		b.GPUs = nil // p fits nowhere now, and names no one
+		if err := c.Books().SetNode(b, ""); err != nil {
+			t.Fatal(err)
+		}
+		rd := cycleAt(t, c, f, t0.Add(time.Second))
+		if got := c.NominatedNodes(); len(got) != 0 {
+			t.Fatalf("nominated %v once a left, want none", got)
+		}
+		if len(rd.Binds) != 0 || len(rd.Evictions) != 0 {
+			t.Fatalf("binds %v, evictions %v on a node with no GPU", binds(rd), evictions(rd))
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/cycle"
+	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/placement"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
@@ -212,4 +214,26 @@ func freeGPUs(c *placement.Cluster) []int64 {
 		}
 	}
 	return out
+}
+
+// booksCore is a core whose books hold one node "n0" of gpus H200s, and a
+// frame on those books that places each workload on one whole GPU.
+func booksCore(t *testing.T, gpus int) (*Core, Frame) {
+	t.Helper()
+	c, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := inventory.Node{Name: "n0", CPUMilli: 64000, MemoryMiB: 512 << 10}
+	for i := range gpus {
+		n.GPUs = append(n.GPUs, inventory.GPU{UUID: fmt.Sprintf("gpu-%d", i), Index: i, Model: "H200", MemoryMiB: 143771, Health: inventory.Healthy, NUMANode: -1})
+	}
+	if err := c.Books().SetNode(n, ""); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := placement.New("bestfit", placement.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, Frame{Policy: pol, Translate: func(id string) (cycle.Workload, error) { return wholeGPUs(id, 1), nil }}
 }

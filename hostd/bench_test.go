@@ -61,9 +61,9 @@ func BenchmarkSchedulePass(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pod := podOf(whole)
 	for i := 0; i < 8; i++ {
-		if err := d.cluster.Apply(&pod, placement.Decision{Node: 0, GPUs: []int{i}}); err != nil {
+		whole.ID = fmt.Sprintf("running-%d", i)
+		if err := d.bookLocked(whole, placement.Decision{Node: 0, GPUs: []int{i}}); err != nil {
 			b.Fatal(err)
 		}
 	}

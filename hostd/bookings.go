@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/internal/safefs"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/queueing"
 )
 
 // BookingsFile, in the state folder, is the daemon's booking journal: one
@@ -109,34 +112,163 @@ func (j *journal) close() error {
 	return err
 }
 
-// bookLocked books job j's decision in the placement engine and journals it.
+// The daemon's bookings are the scheduling core's books
+// (dispatch.Core.Books): its nodes are set from the inventory once (New),
+// a job's hold is booked when it starts or is adopted and released when
+// it ends, and a cycle decides on them as they stand (no copy per pass).
+
+// engine is the cluster as booked. Its node d.at(ni) is d.cfg.Nodes[ni].
+func (d *Daemon) engine() *placement.Cluster { return d.core.Books().Cluster() }
+
+// at is configured node ni's position in the books (ni in range).
+func (d *Daemon) at(ni int) int { return d.pos[ni] }
+
+// setNodes sets the books' nodes from the inventory and where each lands.
+func (d *Daemon) setNodes() error {
+	b := d.core.Books()
+	for _, n := range d.cfg.Nodes {
+		if _, ok := b.Index(n.Name); ok {
+			return fmt.Errorf("inventory: node name %q repeated", n.Name)
+		}
+		if err := b.SetNode(n, ""); err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+	}
+	d.pos, d.node = make([]int, len(d.cfg.Nodes)), make([]int, len(d.cfg.Nodes))
+	for ni, n := range d.cfg.Nodes {
+		bi, _ := b.Index(n.Name)
+		d.pos[ni], d.node[bi] = bi, ni
+	}
+	return nil
+}
+
+// holdOf is what job j holds at dec (its node by configured position), as
+// the books keep it: its shares (an instance to create named by its
+// parent, as the engine books it), queue, priority and start; Stopping
+// once a stop was asked (never a victim).
+func (d *Daemon) holdOf(j api.Job, dec placement.Decision) (booked.Hold, error) {
+	if dec.Node < 0 || dec.Node >= len(d.cfg.Nodes) {
+		return booked.Hold{}, fmt.Errorf("node %d out of range", dec.Node)
+	}
+	shares, err := placement.Shares(&d.engine().Nodes[d.at(dec.Node)], &d.cfg.Nodes[dec.Node], j.GPU, dec, d.cfg.Catalog)
+	if err != nil {
+		return booked.Hold{}, err
+	}
+	h := booked.Hold{ID: j.ID, Node: d.cfg.Nodes[dec.Node].Name, Key: fmt.Sprint(dec.GPUs, dec.MIG),
+		Queue: queueing.QueueOr(j.Queue), Priority: int32(j.Priority), Stopping: j.StopRequested}
+	if len(shares) > 0 {
+		h.Groups = [][]binding.Share{shares}
+	}
+	if j.Started != nil {
+		h.Started = *j.Started
+	}
+	return h, nil
+}
+
+// bookLocked books job j's decision in the books (replacing what the
+// cycle assumed for it) and journals it. A booking that does not fit is
+// not kept.
 func (d *Daemon) bookLocked(j api.Job, dec placement.Decision) error {
-	pod := podOf(j)
+	h, err := d.holdOf(j, dec)
+	if err != nil {
+		return err
+	}
+	b := d.core.Books()
+	b.Release(j.ID) // booked again below: the journal shows what this booking moved
 	before := d.freeOn(dec)
-	if err := d.cluster.Apply(&pod, dec); err != nil {
+	if err := b.Book(h); err != nil {
+		b.Release(j.ID)
 		return err
 	}
 	d.journalLocked("book", j.ID, dec, before)
 	return nil
 }
 
+// restampLocked books again how running job j runs (its start, a stop
+// asked), keeping what it holds; nothing when it holds nothing.
+func (d *Daemon) restampLocked(j api.Job) {
+	if held, _ := d.core.Books().Has(j.ID); !held {
+		return
+	}
+	h, err := d.holdOf(j, decisionOf(j))
+	if err == nil {
+		err = d.core.Books().Book(h) // same key: what it holds stays as booked
+	}
+	if err != nil {
+		d.cfg.Log.Error("book running job", "job", j.ID, "err", err)
+	}
+}
+
 // releaseLocked releases job j's decision and journals it.
 func (d *Daemon) releaseLocked(j api.Job, dec placement.Decision) error {
-	pod := podOf(j)
-	before := d.freeOn(dec)
-	if err := d.cluster.Release(&pod, dec); err != nil {
-		return err
+	return d.releaseHoldLocked(j.ID, j.ID, dec)
+}
+
+// releaseHoldLocked releases hold id (job's, at dec) and journals it.
+func (d *Daemon) releaseHoldLocked(id, job string, dec placement.Decision) error {
+	b := d.core.Books()
+	if held, _ := b.Has(id); !held {
+		return fmt.Errorf("%s holds nothing booked", id)
 	}
-	d.journalLocked("release", j.ID, dec, before)
+	before := d.freeOn(dec)
+	b.Release(id)
+	d.journalLocked("release", job, dec, before)
 	return nil
+}
+
+// keepMIGLocked keeps the slices of ended run `workload` of job j booked
+// until its MIG instances are destroyed (retryMIG releases them): the
+// job's hold is booked again as held for none (a new run of the job books
+// its own; no queue is charged for it, nor is it a victim).
+func (d *Daemon) keepMIGLocked(workload string, j api.Job, dec placement.Decision) {
+	h, err := d.holdOf(j, dec)
+	if err != nil {
+		d.cfg.Log.Error("keep MIG slices booked", "job", j.ID, "err", err)
+		return
+	}
+	b := d.core.Books()
+	b.Release(j.ID)
+	h.ID, h.For = workload, []string{}
+	if err := b.Book(h); err != nil {
+		d.cfg.Log.Error("keep MIG slices booked", "job", j.ID, "err", err)
+	}
+}
+
+// rebookLocked starts the books anew from the inventory and the running
+// jobs (jobs: every job), after a cycle failed part way; the journal
+// starts again as at a daemon start.
+func (d *Daemon) rebookLocked(jobs []api.Job) {
+	d.core.ResetBooks()
+	if err := d.setNodes(); err != nil {
+		d.cfg.Log.Error("book the inventory again", "err", err)
+		return
+	}
+	if err := d.bookings.write(Booking{Time: d.cfg.Now().UTC(), Op: "start"}); err != nil {
+		d.cfg.Log.Warn("write the booking journal", "err", err)
+	}
+	byID := map[string]api.Job{}
+	for _, j := range jobs {
+		byID[j.ID] = j
+		if j.State != api.Running {
+			continue
+		}
+		if err := d.bookLocked(j, decisionOf(j)); err != nil {
+			d.cfg.Log.Error("book running job again", "job", j.ID, "err", err)
+		}
+	}
+	for w, r := range d.migRetry {
+		if j, ok := byID[r.job]; ok && r.dec != nil {
+			d.keepMIGLocked(w, j, *r.dec)
+		}
+	}
 }
 
 // freeOn returns the free compute and memory of dec's GPUs.
 func (d *Daemon) freeOn(dec placement.Decision) [][2]int64 {
-	if dec.Node < 0 || dec.Node >= len(d.cluster.Nodes) {
+	if dec.Node < 0 || dec.Node >= len(d.cfg.Nodes) {
 		return nil
 	}
-	gpus := d.cluster.Nodes[dec.Node].GPUs
+	gpus := d.engine().Nodes[d.at(dec.Node)].GPUs
 	out := make([][2]int64, len(dec.GPUs))
 	for i, gi := range dec.GPUs {
 		if gi >= 0 && gi < len(gpus) {
@@ -161,7 +293,7 @@ func (d *Daemon) journalLocked(op, id string, dec placement.Decision, before [][
 		if op == "release" {
 			milli, mem = -milli, -mem
 		}
-		b.GPUs = append(b.GPUs, BookedGPU{UUID: uuids[d.cluster.Nodes[dec.Node].GPUs[gi].Index], ComputeMilli: milli, MemoryMiB: mem})
+		b.GPUs = append(b.GPUs, BookedGPU{UUID: uuids[d.engine().Nodes[d.at(dec.Node)].GPUs[gi].Index], ComputeMilli: milli, MemoryMiB: mem})
 	}
 	if err := d.bookings.write(b); err != nil {
 		d.cfg.Log.Warn("write the booking journal", "err", err)

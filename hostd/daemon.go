@@ -19,17 +19,19 @@ import (
 type Daemon struct {
 	cfg Config
 
-	mu      sync.Mutex
-	store   *store.Store
-	cluster *placement.Cluster // live bookings
-	empty   *placement.Cluster // nothing booked: "can this ever fit?"
-	policy  placement.Policy
-	probe   placement.Policy // a second instance for d.empty (policies keep caches)
-	closed  bool
+	mu     sync.Mutex
+	store  *store.Store
+	empty  *placement.Cluster // nothing booked: "can this ever fit?"
+	policy placement.Policy
+	probe  placement.Policy // a second instance for d.empty (policies keep caches)
+	closed bool
 	// core is the scheduling core: the queued jobs in their order, fed by
 	// events (a submission, a stop, a start, a re-queueing), and the
-	// cycle (schedule).
+	// cycle (schedule). Its books are the live bookings (bookings.go).
 	core *dispatch.Core
+	// pos is each configured node's position in the books (they lay
+	// nodes out by name), node the configured node at each position.
+	pos, node []int
 	// last is what the core's last cycle decided, for Queue (schedule.go);
 	// looping says Run's loop runs the passes, so Queue may run one early.
 	last    pass
@@ -101,9 +103,13 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg: cfg, store: st, core: core, cluster: cluster, empty: cluster.Clone(), policy: policy, probe: probe,
+		cfg: cfg, store: st, core: core, empty: cluster, policy: policy, probe: probe,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), children: map[string]chan struct{}{},
 		migRetry: map[string]migRelease{}, stopping: map[string]time.Time{}, euid: os.Geteuid(),
+	}
+	if err := d.setNodes(); err != nil {
+		_ = st.Close()
+		return nil, err
 	}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	switch cfg.Contain {

@@ -5,13 +5,18 @@
 //
 // Layering: the scheduling core (package dispatch) holds the queued jobs,
 // fed by this package's events (a submission, a stop, a start, a
-// re-queueing), orders them and runs each cycle; this package carries out
-// what it decides (schedule.go) and words why a job waits (query.go), but
-// decides no order or placement itself. hostd/store persists records in bbolt,
+// re-queueing), orders them and runs each cycle on its books, which this
+// package steps as jobs start and end (bookings.go); this package carries
+// out what it decides (schedule.go) and words why a job waits (query.go),
+// but decides no order or placement itself. hostd/store persists records in bbolt,
 // hostd/supervisor runs one job and records its exit status, hostd/jobenv
 // builds a job's environment, hostd/server and hostd/client speak the local
 // HTTP+JSON API over a unix socket (and loopback TCP with a token), and
 // this package ties them together.
+// What each running job holds beside what it uses (StatusUse, use.go) is
+// read from the arbiter's use windows as package gpuuse records; on
+// simulated GPUs SimMeter is the arbiter's meter, from each job's
+// declared load (TESSERA_SIM_LOAD).
 // The node arbiter plugs in through Config.Arbiter (ArbiterSeat adapts package arbiter);
 // with Config.Sharing arbiter.ModeMPS it runs NVIDIA MPS, each job gets its
 // MPS client variables (Arbiter.ClientEnv) and takes one GPU. On GPUs whose

@@ -54,6 +54,14 @@ func (s ArbiterSeat) Release(jobID string) {
 // meter asks on every arbiter period, for every GPU process.
 const jobRootsTTL = time.Second
 
+// jobsForMeter lists the jobs without the daemon's lock, for the node
+// arbiter's meters: the arbiter reads its meter under its own lock, and
+// the daemon calls the arbiter under its lock (admitting or releasing a
+// job), so a meter that took the daemon's lock could deadlock the two.
+// The store is safe for concurrent reads (and never replaced); a meter
+// may see the jobs as they were a moment ago.
+func (d *Daemon) jobsForMeter() ([]api.Job, error) { return d.store.List() }
+
 // JobTree tells the NVML meter which processes are whose: each running
 // job is the process tree under the supervisor the daemon started for it.
 // Set the daemon once it exists; until then no process resolves.
@@ -89,7 +97,7 @@ func (t *JobTree) Roots(ctx context.Context) (map[int]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	jobs, err := d.Jobs()
+	jobs, err := d.jobsForMeter()
 	if err != nil {
 		return nil, err
 	}

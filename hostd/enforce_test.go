@@ -123,3 +123,40 @@ func TestJobTreeResolvesJobProcesses(t *testing.T) {
 		t.Errorf("after the job: roots = %v, %v; want none", roots, err)
 	}
 }
+
+// TestMetersReadWithoutTheDaemonLock: the node arbiter reads its meter
+// under its own lock while the daemon may hold its own lock and call the
+// arbiter (admitting a job): the meters' view of the jobs must not need
+// the daemon's lock, or the two wait for each other forever.
+func TestMetersReadWithoutTheDaemonLock(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), "1xH200")
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	tree := &JobTree{}
+	tree.Set(d)
+	sim := &SimMeter{Jobs: tree}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	done := make(chan error, 2)
+	go func() { _, err := tree.Roots(t.Context()); done <- err }()
+	go func() {
+		_, err := sim.Read(t.Context(), "gpu-0", nil) // the first reading only starts the span
+		if err == nil {
+			_, err = sim.jobLoads(t.Context(), time.Now())
+		}
+		done <- err
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute): // a liveness guard, not a timing measure
+			t.Fatal("a meter waits for the daemon's lock")
+		}
+	}
+}

@@ -251,12 +251,7 @@ func (d *Daemon) retryMIG() {
 		if !d.releaseMIGLocked(w, r.job, r.dec) || r.dec == nil {
 			continue
 		}
-		j, err := d.store.Get(r.job)
-		if err != nil {
-			d.cfg.Log.Error("release placement", "job", r.job, "err", err)
-			continue
-		}
-		if err := d.releaseLocked(j, *r.dec); err != nil {
+		if err := d.releaseHoldLocked(w, r.job, *r.dec); err != nil {
 			d.cfg.Log.Error("release placement", "job", r.job, "err", err)
 		}
 		d.notifyLocked()
@@ -332,7 +327,7 @@ func (d *Daemon) reconcileMIG(prev map[string][]migctl.Want) {
 // (an instance created on a simulated host named as its job's share names
 // it). jobs are the running jobs.
 func (d *Daemon) migStatusLocked(ni, gi int, jobs []api.Job) []api.MIGInstanceStatus {
-	g := &d.cluster.Nodes[ni].GPUs[gi]
+	g := &d.engine().Nodes[d.at(ni)].GPUs[gi]
 	if g.MIG == nil {
 		return nil
 	}

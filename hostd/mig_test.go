@@ -31,7 +31,7 @@ func migGPU(t *testing.T, d *testDaemon, gi int) *placement.MIGGPU {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g := d.cluster.Nodes[0].GPUs[gi]
+	g := d.engine().Nodes[d.at(0)].GPUs[gi]
 	if g.MIG == nil {
 		t.Fatalf("GPU %d is not in MIG mode in the snapshot", gi)
 	}

@@ -3,6 +3,9 @@ package hostd
 import (
 	"context"
 	"errors"
+	"time"
+
+	"github.com/tessera-gpu/tessera/gpuuse"
 )
 
 // What the web UI (hostd/server, package webui) reads besides the queries
@@ -37,12 +40,20 @@ type SeatUsage struct {
 	// MemoryBytes is the GPU memory the job holds on the GPU, from the
 	// interception library's accounting (0 without the library).
 	MemoryBytes uint64
+	// Use is the arbiter's last closed use window for the job on the GPU
+	// (measured, or simulated on simulated GPUs; Source "" before the
+	// first); Idle is set while the job is an idle holder there.
+	Use  gpuuse.Use
+	Idle *gpuuse.Idle
 }
 
 // UsageReporter is implemented by an Arbiter (Config.Arbiter) that can say
 // what it last granted and measured; ArbiterSeat does.
 type UsageReporter interface {
 	Usage(ctx context.Context) ([]SeatUsage, error)
+	// UseRule is how use is measured: the use window, the idle-holder
+	// rule, and whether a meter (NVML, or the simulated one) reads use.
+	UseRule() (window time.Duration, idle gpuuse.IdleRule, metered bool)
 }
 
 // Usage returns the node arbiter's last view of the running jobs; ok is
@@ -73,8 +84,16 @@ func (s ArbiterSeat) Usage(ctx context.Context) ([]SeatUsage, error) {
 	for _, st := range a.Snapshot() {
 		out = append(out, SeatUsage{
 			Job: st.Key, GPU: st.GPU, Phase: st.Phase, GrantedMilli: st.Share, DemandMilli: st.Demand,
-			Metered: st.Measured, MemoryBytes: held[[2]string{st.Key, st.GPU}],
+			Metered: st.Measured, MemoryBytes: held[[2]string{st.Key, st.GPU}], Use: st.Use, Idle: st.Idle,
 		})
 	}
 	return out, err
+}
+
+// UseRule implements UsageReporter.
+func (s ArbiterSeat) UseRule() (time.Duration, gpuuse.IdleRule, bool) {
+	if s.Enforcer.Arbiter == nil {
+		return 0, gpuuse.IdleRule{}, false
+	}
+	return s.Enforcer.Arbiter.UseRule()
 }

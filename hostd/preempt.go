@@ -11,21 +11,6 @@ import (
 	"github.com/tessera-gpu/tessera/queueing"
 )
 
-// usage is what each queue's running jobs hold.
-func usage(jobs []api.Job) map[string]queueing.Resources {
-	used := map[string]queueing.Resources{}
-	for _, j := range jobs {
-		if j.State != api.Running {
-			continue
-		}
-		q := queueing.QueueOr(j.Queue)
-		for _, s := range j.Shares {
-			used[q] = used[q].Add(queueing.Resources{GPUMilli: s.ComputeMilli, GPUMemoryMiB: s.MemoryMiB})
-		}
-	}
-	return used
-}
-
 // preemptLocked stops the victims the cycle named for w, the head of the
 // queue, which does not fit: it marks them (persisted, so a restart keeps
 // the reason) and sends their supervisors SIGTERM (SIGKILL follows after

@@ -107,6 +107,7 @@ func (d *Daemon) Stop(id string) (api.Job, error) {
 		d.core.Remove(j.ID) // it leaves the queue
 	}
 	if j.State == api.Running {
+		d.restampLocked(j) // never a victim now
 		alive, err := supervisor.Alive(j.SupervisorPID, j.SupervisorStart)
 		if err == nil && alive {
 			if err := d.signalStopLocked(j); err != nil {
@@ -214,7 +215,7 @@ func (d *Daemon) headReasonLocked(j api.Job, waits map[string]dispatch.Wait, job
 		return w.Message // the engine's words name the job it waits behind
 	}
 	pod := podOf(j)
-	_, err := d.policy.Place(d.cluster, &pod) // the engine's account of the misfit, for waitReason
+	_, err := d.policy.Place(d.engine(), &pod) // the engine's account of the misfit, for waitReason
 	reason := "waiting for GPU capacity: " + waitReason(j, err)
 	if note := d.preemptNoteLocked(j, w.Outcome, jobs); note != "" {
 		reason += "; " + note
@@ -245,7 +246,7 @@ func (d *Daemon) Queues() ([]api.QueueStatus, error) {
 		names = append(names, queueing.QueueOr(j.Queue))
 	}
 	tree := queueTree(d.cfg.Queues, names)
-	ledger := tree.NewLedger(cycle.Capacity(d.cluster), usage(jobs))
+	ledger := tree.NewLedger(d.core.Books().Capacity(), d.core.Books().Usage())
 	out := []api.QueueStatus{}
 	for _, name := range tree.Names() {
 		q, _ := tree.Queue(name)
@@ -296,7 +297,8 @@ func (d *Daemon) Status() (api.Status, error) {
 			}
 		}
 	}
-	for ni, n := range d.cluster.Nodes {
+	for ni := range d.cfg.Nodes {
+		n := &d.engine().Nodes[d.at(ni)]
 		for gi, g := range n.GPUs {
 			uuid := ""
 			if ig, ok := d.cfg.Nodes[ni].GPUByIndex(g.Index); ok {
@@ -347,8 +349,9 @@ func queueLimitWords(j api.Job, w dispatch.Wait, tree *queueing.Tree, usage map[
 func (d *Daemon) Fragmentation() (milli float64, free int64, shapes int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i := range d.cluster.Nodes {
-		for _, g := range d.cluster.Nodes[i].GPUs {
+	c := d.engine()
+	for i := range c.Nodes {
+		for _, g := range c.Nodes[i].GPUs {
 			free += g.FreeMilli
 		}
 	}
@@ -356,5 +359,5 @@ func (d *Daemon) Fragmentation() (milli float64, free int64, shapes int) {
 	if len(dist) == 0 {
 		return 0, free, 0
 	}
-	return placement.ClusterFragmentation(d.cluster, dist), free, len(dist)
+	return placement.ClusterFragmentation(c, dist), free, len(dist)
 }

@@ -23,12 +23,13 @@ func (d *Daemon) recover() error {
 		return fmt.Errorf("recover jobs: %w", err)
 	}
 	// The policy learns the workload from arrivals; a new daemon knows
-	// none, so the jobs still queued or running arrive again, oldest first.
-	arrived := slices.Clone(jobs)
-	slices.SortStableFunc(arrived, func(a, b api.Job) int { return a.Submitted.Compare(b.Submitted) })
-	for _, j := range arrived {
-		if j.State == api.Queued || j.State == api.Running {
-			d.arrived(j)
+	// none, so the jobs still running arrive again, oldest first (the
+	// queued ones arrive through the core, as loadQueue adds them).
+	running := slices.Clone(jobs)
+	slices.SortStableFunc(running, func(a, b api.Job) int { return a.Submitted.Compare(b.Submitted) })
+	for _, j := range running {
+		if j.State == api.Running {
+			d.arrivedRunning(j)
 		}
 	}
 	for _, j := range jobs {

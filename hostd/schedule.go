@@ -58,14 +58,17 @@ func (d *Daemon) scheduleLocked() {
 	}
 	f, queued := d.frameLocked(jobs)
 	now := d.cfg.Now()
+	used := d.core.Books().Usage() // the cycle's (its frame has none of its own)
 	rd, err := d.core.Cycle(now, f)
 	if err != nil {
 		d.cfg.Log.Error("scheduling cycle", "err", err)
+		d.rebookLocked(jobs)
 		return
 	}
-	d.last = pass{ready: rd, queues: f.Queues, usage: f.Usage}
+	d.last = pass{ready: rd, queues: f.Queues, usage: used}
 	for i, b := range rd.Binds {
 		j, dec := queued[b.ID], b.Decisions[0]
+		dec.Node = d.node[dec.Node] // a job records its node by configured position
 		if err := d.bookLocked(j, dec); err != nil {
 			d.cfg.Log.Error("book placement", "job", j.ID, "err", err)
 			for _, rest := range rd.Binds[i:] {
@@ -127,10 +130,12 @@ func queueOf(j api.Job) string {
 	return queueing.DefaultQueue
 }
 
-// frameLocked is the world a cycle decides on (jobs are every job): a copy
-// of the bookings, the policy, the queues in use and what their running
-// jobs hold, the running jobs as preemption candidates, and each queued
-// job's workload; with the queued jobs by ID.
+// frameLocked is the world a cycle decides on (jobs are every job): the
+// policy, the queues in use and each queued job's workload; with the
+// queued jobs by ID. The bookings, what the queues' running jobs hold and
+// the running jobs (preemption's candidates) are the core's books. While
+// a victim is on its way out no job names more: each waits for it
+// (AwaitingVictims).
 func (d *Daemon) frameLocked(jobs []api.Job) (dispatch.Frame, map[string]api.Job) {
 	queued := map[string]api.Job{}
 	names := make([]string, 0, len(jobs))
@@ -144,32 +149,25 @@ func (d *Daemon) frameLocked(jobs []api.Job) (dispatch.Frame, map[string]api.Job
 			leaving = true
 		}
 	}
-	f := dispatch.Frame{Cluster: d.cluster.Clone(), Policy: d.policy, Queues: queueTree(d.cfg.Queues, names), Usage: usage(jobs)}
-	for _, j := range jobs {
-		if j.State != api.Running {
-			continue
-		}
-		r := cycle.Running{ID: j.ID, Queue: queueing.QueueOr(j.Queue), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)},
-			Decisions: []placement.Decision{decisionOf(j)}, Stopping: j.StopRequested || leaving}
-		if j.Started != nil {
-			r.Started = *j.Started
-		}
-		f.Running = append(f.Running, r)
-	}
+	f := dispatch.Frame{Policy: d.policy, Queues: queueTree(d.cfg.Queues, names)}
 	f.Translate = func(id string) (cycle.Workload, error) {
 		j, ok := queued[id]
 		if !ok {
 			return cycle.Workload{}, fmt.Errorf("job %s is not queued", id)
 		}
-		return cycle.Workload{ID: j.ID, Queue: queueOf(j), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)}}, nil
+		return cycle.Workload{ID: j.ID, Queue: queueOf(j), Priority: int32(j.Priority), Parts: []placement.Pod{podOf(j)}, AwaitingVictims: leaving}, nil
+	}
+	f.Arrival = func(id string) (placement.Policy, []placement.Pod, bool) {
+		j, ok := queued[id]
+		return nil, []placement.Pod{podOf(j)}, ok
 	}
 	return f, queued
 }
 
-// arrived tells the policy, when it learns the workload online
-// (placement.Observer), that job arrived: once per job, never when it is
-// only placed or probed.
-func (d *Daemon) arrived(j api.Job) {
+// arrivedRunning tells the policy, when it learns the workload online
+// (placement.Observer), of a running job a restarted daemon adopts; queued
+// jobs arrive through the core (Frame.Arrival), once each.
+func (d *Daemon) arrivedRunning(j api.Job) {
 	if obs, ok := d.policy.(placement.Observer); ok {
 		pod := podOf(j)
 		obs.Observe(&pod)
@@ -186,7 +184,7 @@ func (d *Daemon) sharesOf(j api.Job, dec placement.Decision) ([]binding.Share, e
 	if dec.Node < 0 || dec.Node >= len(d.cfg.Nodes) {
 		return nil, fmt.Errorf("node %d out of range", dec.Node)
 	}
-	out, err := placement.Shares(&d.cluster.Nodes[dec.Node], &d.cfg.Nodes[dec.Node], j.GPU, dec, d.cfg.Catalog)
+	out, err := placement.Shares(&d.engine().Nodes[d.at(dec.Node)], &d.cfg.Nodes[dec.Node], j.GPU, dec, d.cfg.Catalog)
 	if err != nil {
 		return nil, err
 	}
@@ -293,6 +291,7 @@ func (d *Daemon) startLocked(j api.Job, dec placement.Decision) {
 		fail(fmt.Errorf("record starting job: %w", err))
 		return
 	}
+	d.restampLocked(j) // its start, for the minimum runtime
 	claim := supervisor.ClaimFile(dir, j.Runs)
 	cmd, start, err := supervisor.Start(d.cfg.Supervisor, dir, supervisor.Spec{Command: j.Command, Env: env, Dir: j.Dir, StopGrace: d.cfg.StopGrace, Contain: procs, Claim: claim, User: user})
 	if err != nil {

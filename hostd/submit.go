@@ -82,8 +82,7 @@ func (d *Daemon) SubmitOnce(r api.SubmitRequest) (api.Job, bool, error) {
 	if err != nil {
 		return api.Job{}, false, err
 	}
-	d.arrived(job)
-	d.core.Add(itemOf(job))
+	d.core.Add(itemOf(job)) // its arrival teaches the policy at the next pass
 	d.cfg.Log.Info("job queued", "job", job.ID, "queue", job.Queue, "priority", job.Priority, "command", job.Command[0])
 	d.notifyLocked()
 	d.poke()
@@ -163,6 +162,9 @@ func (d *Daemon) validate(r api.SubmitRequest) (api.Job, error) {
 		return api.Job{}, &InputError{Field: "dir", Msg: fmt.Sprintf("must be an absolute path, got %q", r.Dir)}
 	}
 	if err := checkDir(r.Dir); err != nil {
+		return api.Job{}, err
+	}
+	if err := d.checkSimLoad(r.Env); err != nil {
 		return api.Job{}, err
 	}
 	lib := d.cfg.InterceptLib

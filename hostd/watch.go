@@ -100,8 +100,9 @@ func (d *Daemon) finish(id string) {
 	// Every process of the job has ended (reap), so an instance created for
 	// it is destroyed now; one something else still uses keeps its slices
 	// booked in the engine until retryMIG destroys it.
-	if isMIG(j) && !d.releaseMIGLocked(migWorkload(j.ID, j.Runs), j.ID, &dec) {
+	if w := migWorkload(j.ID, j.Runs); isMIG(j) && !d.releaseMIGLocked(w, j.ID, &dec) {
 		d.cfg.Log.Warn("the job's MIG instance is still in use; its slices stay booked until it is destroyed", "job", j.ID)
+		d.keepMIGLocked(w, j, dec)
 	} else if err := d.releaseLocked(j, dec); err != nil {
 		d.cfg.Log.Error("release placement", "job", j.ID, "err", err)
 	}

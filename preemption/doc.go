@@ -15,7 +15,9 @@
 // A workload that has run less than the minimum runtime is never a victim,
 // nor is a gang member whose eviction would take its gang below its
 // minimum. Victims are taken lowest priority first, then most recently
-// started (least work lost), until the waiting workload fits; among nodes,
+// started (least work lost; Candidate.Order among those started at once,
+// so the order never depends on the candidates' order), until the
+// waiting workload fits; among nodes,
 // the plan with the fewest victims wins, then the one whose most important
 // victim has the lowest priority.
 //

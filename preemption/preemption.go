@@ -1,6 +1,7 @@
 package preemption
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -48,6 +49,9 @@ type Candidate struct {
 	// Started is when it started running; zero when it has not, which
 	// protects it while a minimum runtime is set.
 	Started time.Time
+	// Order tells apart candidates started at the same time: the higher
+	// started later (a scheduling core's count of its binds; 0: unknown).
+	Order uint64
 	// Group names its gang ("" when it is in none); see Surplus.
 	Group string
 }
@@ -85,7 +89,9 @@ func (r Rules) Why(w Waiting, c Candidate, now time.Time) Kind {
 
 // Eligible returns the candidates that may be stopped for w, in eviction
 // order: lowest priority first, then the most recently started (the least
-// work lost). cands is not modified.
+// work lost; by Order within one start time, so that every front door
+// that gives the same starts and orders gets the same victims, whatever
+// the order of cands). cands is not modified.
 func (r Rules) Eligible(w Waiting, cands []Candidate, now time.Time) []Candidate {
 	var out []Candidate
 	for _, c := range cands {
@@ -100,7 +106,10 @@ func (r Rules) Eligible(w Waiting, cands []Candidate, now time.Time) []Candidate
 			}
 			return 1
 		}
-		return b.Started.Compare(a.Started)
+		if c := b.Started.Compare(a.Started); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Order, a.Order)
 	})
 	return out
 }

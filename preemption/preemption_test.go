@@ -105,6 +105,25 @@ func TestEligibleOrder(t *testing.T) {
 	}
 }
 
+// TestEligibleOrderTies: candidates of one priority started at the same
+// time come in one order, the later bound (higher Order) first, whatever
+// the order they are given in.
+func TestEligibleOrderTies(t *testing.T) {
+	cands := []Candidate{
+		{ID: "b1", Started: t0, Order: 1},
+		{ID: "b3", Started: t0, Order: 3},
+		{ID: "older", Started: t0.Add(-time.Minute), Order: 9},
+		{ID: "b2", Started: t0, Order: 2},
+	}
+	want := []string{"b3", "b2", "b1", "older"}
+	for i := range cands {
+		rotated := append(slices.Clone(cands[i:]), cands[:i]...)
+		if got := ids(Rules{}.Eligible(Waiting{Priority: 1}, rotated, t0)); !slices.Equal(got, want) {
+			t.Errorf("Eligible(%v) = %v, want %v", ids(rotated), got, want)
+		}
+	}
+}
+
 func TestVictims(t *testing.T) {
 	cands := []Candidate{{ID: "a"}, {ID: "g1", Group: "g"}, {ID: "g2", Group: "g"}, {ID: "b"}, {ID: "c"}}
 	tests := []struct {

@@ -111,6 +111,11 @@ type DynamicConfig struct {
 	// Record keeps every placement and every stop, in the order the core
 	// decided them, in DynamicResult.Binds and Stops.
 	Record bool
+	// TryAll tries every waiting pod at every cycle, as a scheduler whose
+	// backoff ends by the next cycle does. Otherwise a cycle leaves out
+	// the pods that would fail as they last did (dispatch.Frame.Skip),
+	// which, like a backoff, can change which pod reserves nodes.
+	TryAll bool
 	// MIG, when set, replays the MIG variant of the trace
 	// (dynamic_mig.go): Policy then names one of MIGSetups. Queues,
 	// Preemption and Gangs are refused with it.

@@ -36,11 +36,14 @@ type dynPod struct {
 	skip      bool         // the next cycle leaves it out (markSkips)
 	running   bool
 	started   bool                 // its current (or last) run began and was not stopped
+	remade    bool                 // stopped once: it waits again as a pod made anew
 	since     float64              // when it last began to wait
 	waited    float64              // the time it has waited, before since
 	start     float64              // its current (or last) run's start
 	ends      float64              // and end
 	decisions []placement.Decision // its parts' placements while it runs
+	orders    []uint64             // and the core's orders of their binds (Bind.Order)
+	use       queueing.Resources   // what it takes from its queue while it runs (cycle.Granted)
 
 	held, memHeld float64 // MIG: the compute and memory its booking holds
 }
@@ -210,17 +213,12 @@ func (d *dynReplay) replay(ctx context.Context, res *DynamicResult) error {
 		}
 		// Arrivals up to now.
 		for next < len(d.pods) && d.pods[next].arrive <= d.now {
-			if d.observer != nil {
-				p := d.pods[next].Pod
-				if d.mig != nil {
-					p = d.pods[next].parts[0] // as the setup places it
-				}
-				d.observer.Observe(&p)
-			}
 			d.pods[next].since = d.pods[next].arrive
 			d.waiting = append(d.waiting, next)
 			if d.core != nil {
-				d.enqueue(next)
+				d.enqueue(next) // its arrival teaches the policy at the next cycle
+			} else {
+				d.observe(next)
 			}
 			next++
 		}
@@ -376,7 +374,7 @@ func (d *dynReplay) markSkips(pre *candidates) {
 	for _, i := range d.waiting {
 		p := &d.pods[i]
 		p.skip = false
-		if !p.tried {
+		if !p.tried || d.cfg.TryAll {
 			continue
 		}
 		switch p.status {
@@ -393,16 +391,44 @@ func (d *dynReplay) markSkips(pre *candidates) {
 // candidates.
 func (d *dynReplay) frame(running []cycle.Running) dispatch.Frame {
 	return dispatch.Frame{Cluster: d.c, Policy: d.pol, Queues: d.tree, Usage: d.usage(), Running: running,
-		Translate: d.translate, Gang: d.gangSpec, Skip: d.skipped}
+		Translate: d.translate, Gang: d.gangSpec, Skip: d.skipped, Arrival: d.arrival}
+}
+
+// arrival is the core's Frame.Arrival: a pod, or one of its gang's
+// members (as the cluster sees their pods arrive), teaches its part.
+func (d *dynReplay) arrival(id string) (placement.Policy, []placement.Pod, bool) {
+	i, m, err := d.podOf(id)
+	if err != nil {
+		return nil, nil, false
+	}
+	return nil, d.pods[i].parts[m : m+1], true
+}
+
+// observe tells a policy that learns of pod i's arrival when no core
+// runs (the MIG variant: the pod as the setup places it); the core tells
+// it otherwise (arrival).
+func (d *dynReplay) observe(i int) {
+	if d.observer == nil {
+		return
+	}
+	for _, p := range d.pods[i].parts {
+		d.observer.Observe(&p)
+	}
 }
 
 // enqueue gives pod i, waiting from now, to the core: one workload, or
 // its gang's members.
 func (d *dynReplay) enqueue(i int) {
 	p := &d.pods[i]
+	arrived, seq := p.arrive, uint64(i)
+	if p.remade {
+		// Stopped, it is made again as a controller makes a pod anew: it
+		// arrives at its stop, after the trace's pods of that time.
+		arrived, seq = p.since, uint64(len(d.pods)+i)
+	}
 	for m := range p.parts {
-		it := dispatch.Item{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Arrived: simTime(p.arrive), Since: simTime(p.since),
-			Seq: uint64(i)<<memberBits | uint64(m)} // arrival order, then a gang's members in order
+		it := dispatch.Item{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Arrived: simTime(arrived), Since: simTime(p.since),
+			Seq: seq<<memberBits | uint64(m)} // arrival order, then a gang's members in order
 		if d.tree != nil {
 			it.Queue = d.queues[p.queue].name
 		}
@@ -467,7 +493,10 @@ func (d *dynReplay) apply(rd dispatch.Ready) error {
 		if p.decisions == nil {
 			p.decisions = make([]placement.Decision, len(p.parts))
 		}
-		p.decisions[m] = b.Decisions[0]
+		if p.orders == nil {
+			p.orders = make([]uint64, len(p.parts))
+		}
+		p.decisions[m], p.orders[m] = b.Decisions[0], b.Order
 		if d.cfg.Record {
 			dec := b.Decisions[0]
 			d.rec.Binds = append(d.rec.Binds, DynamicBind{Time: d.now, Pod: p.Pod.Name, Part: m, Node: d.c.Nodes[dec.Node].Name, GPUs: slices.Clone(dec.GPUs)})
@@ -503,8 +532,15 @@ func (d *dynReplay) begin(i int) {
 	p.waited += d.now - p.since
 	p.start = d.now
 	p.ends = d.now + float64(p.Duration)
+	p.use = p.need
+	if d.mig == nil {
+		p.use = queueing.Resources{}
+		for m := range p.parts {
+			p.use = p.use.Add(cycle.Granted(d.c, p.parts[m], p.decisions[m]))
+		}
+	}
 	q := &d.queues[p.queue]
-	q.used = q.used.Add(p.need)
+	q.used = q.used.Add(p.use)
 	q.alloc += p.gpu
 	d.alloc += p.gpu
 	if m := d.mig; m != nil {
@@ -537,7 +573,7 @@ func (d *dynReplay) release(i int) error {
 	}
 	p.running, p.decisions = false, nil
 	q := &d.queues[p.queue]
-	q.used = q.used.Sub(p.need)
+	q.used = q.used.Sub(p.use)
 	q.alloc -= p.gpu
 	d.alloc -= p.gpu
 	return nil
@@ -555,12 +591,12 @@ func (d *dynReplay) stop(i int, k preemption.Kind, res *DynamicResult) error {
 	}
 	d.running = append(d.running[:j], d.running[j+1:]...)
 	p := &d.pods[i]
-	p.started, p.tried, p.since = false, false, d.now
+	p.started, p.tried, p.since, p.remade = false, false, d.now, true
 	if d.cfg.Record {
 		res.Stops = append(res.Stops, DynamicStop{Time: d.now, Pod: p.Pod.Name})
 	}
 	d.waiting = append(d.waiting, i)
-	d.enqueue(i)
+	d.enqueue(i) // a new arrival, as the cluster's policy sees the pod made again
 	q := &d.queues[p.queue]
 	lost := float64(p.gpu) * (d.now - p.start)
 	q.lost += lost
@@ -642,7 +678,8 @@ func (d *dynReplay) preemptible() *candidates {
 		}
 		started := simTime(p.start)
 		for m := range p.parts {
-			r := cycle.Running{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Started: started, Parts: p.parts[m : m+1], Decisions: p.decisions[m : m+1]}
+			r := cycle.Running{ID: p.ids[m], Priority: p.prio, Gang: p.gang, Started: started, Order: p.orders[m],
+				Parts: p.parts[m : m+1], Decisions: p.decisions[m : m+1]}
 			if d.tree != nil {
 				r.Queue = d.queues[q].name
 			}

@@ -36,6 +36,10 @@ func SampleOf(s Snapshot) Sample {
 		m := *t.MeasuredMilli
 		out.MeasuredMilli = &m
 	}
+	if t.SimulatedMilli != nil {
+		m := *t.SimulatedMilli
+		out.SimulatedMilli = &m
+	}
 	if len(s.GPUs) <= MaxSampledGPUs {
 		out.GPUs = make([]int64, len(s.GPUs))
 		for i, g := range s.GPUs {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
@@ -72,9 +73,10 @@ type Capacity struct {
 	// LimitMilli sums the burst limits of those workloads' shares (each
 	// GPU's sum capped at one GPU): what they may use when others idle.
 	LimitMilli int64 `json:"limitMilli"`
-	// MeasuredMilli sums the node arbiter's grants where they follow
-	// measured GPU time (see GPU.MeasuredMilli); nil when no GPU is metered.
+	// MeasuredMilli sums the GPUs' measured use (GPU.MeasuredMilli), and
+	// SimulatedMilli their simulated use; nil when no GPU has that figure.
 	MeasuredMilli   *int64 `json:"measuredMilli,omitempty"`
+	SimulatedMilli  *int64 `json:"simulatedMilli,omitempty"`
 	MemoryMiB       int64  `json:"memoryMiB"`
 	MemoryBookedMiB int64  `json:"memoryBookedMiB"`
 }
@@ -88,6 +90,9 @@ func (c *Capacity) add(g GPU) {
 	c.MemoryBookedMiB += g.MemoryBookedMiB
 	if g.MeasuredMilli != nil {
 		c.MeasuredMilli = addPtr(c.MeasuredMilli, *g.MeasuredMilli)
+	}
+	if g.SimulatedMilli != nil {
+		c.SimulatedMilli = addPtr(c.SimulatedMilli, *g.SimulatedMilli)
 	}
 }
 
@@ -153,10 +158,14 @@ type GPU struct {
 	GuaranteedMilli int64 `json:"guaranteedMilli"`
 	// LimitMilli sums its shares' burst limits, capped at 1000.
 	LimitMilli int64 `json:"limitMilli"`
-	// MeasuredMilli sums the node arbiter's last grants to its shares
-	// when at least one of them follows measured GPU time (the NVML
-	// meter); nil when none does (simulated GPUs, MPS, no meter).
-	MeasuredMilli *int64 `json:"measuredMilli,omitempty"`
+	// Use is the GPU's use, the sum of its shares' (gpuuse.GPU.Sum):
+	// measured, simulated, or not metered and why; nil where the source
+	// reads no use (the cluster view).
+	Use *gpuuse.Use `json:"use,omitempty"`
+	// MeasuredMilli is Use's busy fraction when measured (NVML), and
+	// SimulatedMilli when simulated: never one for the other.
+	MeasuredMilli  *int64 `json:"measuredMilli,omitempty"`
+	SimulatedMilli *int64 `json:"simulatedMilli,omitempty"`
 	// Health is Healthy, Unhealthy or Unknown as the node reports it (""
 	// when not reported), HealthReason why; Unschedulable marks a GPU the
 	// scheduler does not place on (an unhealthy one).
@@ -196,6 +205,10 @@ type Share struct {
 	// Arbiter is the node arbiter's last step for this share; nil when
 	// the share is not registered with it (MIG, no arbiter).
 	Arbiter *ArbiterSeat `json:"arbiter,omitempty"`
+	// Use is what the workload used of the GPU (measured, simulated, or
+	// not metered and why), Idle set while it is an idle holder.
+	Use  *gpuuse.Use  `json:"use,omitempty"`
+	Idle *gpuuse.Idle `json:"idle,omitempty"`
 }
 
 // ArbiterSeat is what the node arbiter did for a share in its last step.
@@ -263,6 +276,9 @@ type Workload struct {
 	Command string `json:"command,omitempty"`
 	// Seq orders workloads submitted in the same instant (host job seq).
 	Seq uint64 `json:"seq,omitempty"`
+	// Idle is set when the workload is an idle holder on every GPU it
+	// holds (Since: when the last of them went idle).
+	Idle *gpuuse.Idle `json:"idle,omitempty"`
 }
 
 // WorkloadGPU is a workload's share of one GPU.
@@ -317,6 +333,22 @@ func (s *Snapshot) Trim(maxFinished int) {
 		kept = append(kept, w)
 	}
 	s.Workloads = kept
+}
+
+// SetUse sets g.Use and the figure it carries (MeasuredMilli or
+// SimulatedMilli, by its source).
+func (g *GPU) SetUse(u gpuuse.Use) {
+	g.Use, g.MeasuredMilli, g.SimulatedMilli = &u, nil, nil
+	if u.BusyMilli == nil {
+		return
+	}
+	m := *u.BusyMilli
+	switch u.Source {
+	case gpuuse.Measured:
+		g.MeasuredMilli = &m
+	case gpuuse.Simulated:
+		g.SimulatedMilli = &m
+	}
 }
 
 // Summarize fills s.Totals and s.Models from s.GPUs, and the workload

@@ -3,5 +3,10 @@
 // describes several nodes with per-GPU overrides and topology. Every feature
 // of Tessera can run and be tested on it.
 //
-// It only fabricates inventory; it must not schedule or enforce anything.
+// Load (TESSERA_SIM_LOAD) is a job's declared use of simulated GPUs, from
+// which the host daemon's simulated meter derives figures labelled
+// simulated.
+//
+// It only fabricates inventory and load; it must not schedule or enforce
+// anything.
 package simulated

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -200,6 +201,21 @@ type GPUStatus struct {
 	// destruction; otherwise as the daemon books them (the configured
 	// instances and, on a simulated host, those created for jobs).
 	MIG []MIGInstanceStatus `json:"mig,omitempty"`
+	// Shares are the running jobs' shares of the GPU, each booked beside
+	// its use, and Use their sums (measured, simulated, or not metered
+	// and why); both only in answers that read use (GET /v1/status).
+	Shares []gpuuse.Share `json:"shares,omitempty"`
+	Use    *gpuuse.Use    `json:"use,omitempty"`
+}
+
+// UseRule is how the daemon measures use: over windows of WindowSeconds,
+// and a job is an idle holder once its use stays below IdleBelowMilli
+// thousandths of the GPU for IdleAfterSeconds (tessera up --idle-below,
+// --idle-after).
+type UseRule struct {
+	WindowSeconds    float64 `json:"windowSeconds"`
+	IdleBelowMilli   int64   `json:"idleBelowMilli"`
+	IdleAfterSeconds float64 `json:"idleAfterSeconds"`
 }
 
 // MIGInstanceStatus is one MIG instance of a GPU in MIG mode.
@@ -226,8 +242,10 @@ type Status struct {
 	Sharing  string      `json:"sharing,omitempty"`
 	StateDir string      `json:"stateDir"`
 	GPUs     []GPUStatus `json:"gpus"`
-	Queued   int         `json:"queued"`
-	Running  int         `json:"running"`
+	// Use is how use is measured; nil without a node arbiter.
+	Use     *UseRule `json:"use,omitempty"`
+	Queued  int      `json:"queued"`
+	Running int      `json:"running"`
 }
 
 // TokenFile is the file in the state folder that holds the API token

@@ -34,7 +34,7 @@ func TestBrowserHostView(t *testing.T) {
 
 	done := h.submit(t, api.SubmitRequest{GPU: map[string]string{"compute": "0.25"}, Command: []string{"/bin/true"}})
 	h.waitState(t, done.ID, api.Succeeded)
-	running := h.submit(t, h.job(map[string]string{"compute": "0.5", "compute-limit": "0.8", "memory": "40Gi", "memory-limit": "60Gi"}, "research"))
+	running := h.submit(t, h.job(map[string]string{"compute": "0.5", "compute-limit": "0.8", "memory": "40Gi", "memory-limit": "60Gi"}, "research", "TESSERA_SIM_LOAD=busy=0.3,memory=8Gi"))
 	h.waitState(t, running.ID, api.Running)
 	waiting := h.submit(t, h.job(map[string]string{"count": "8"}, ""))
 	h.waitState(t, waiting.ID, api.Queued)
@@ -111,8 +111,22 @@ func TestBrowserHostView(t *testing.T) {
 	if got := text(row + " td.mem"); got != "40Gi / cap 60Gi" {
 		t.Errorf("%s's memory shows %q, want 40Gi / cap 60Gi", running.ID, got)
 	}
-	if got := text(row + " td.measured"); !strings.Contains(got, "not metered") {
-		t.Errorf("measured column %q on simulated GPUs, want not metered", got)
+	// Use beside booking: the job's declared load, labelled simulated
+	// (never measured), the same figure the host API gives.
+	poll("a simulated use figure", fmt.Sprintf(`(document.querySelector(%q) || {}).textContent === '0.3 simulated'`, row+" td.measured"))
+	if got := text(row + " td.used"); got != "8Gi" {
+		t.Errorf("%s's memory used shows %q, want 8Gi (its declared load)", running.ID, got)
+	}
+	if got := text(fmt.Sprintf(`.gpu[data-index="%d"] .use-text`, gpu)); got != "used 0.3 simulated" {
+		t.Errorf("GPU %d's use reads %q, want used 0.3 simulated", gpu, got)
+	}
+	if st, err := h.d.StatusUse(t.Context()); err != nil {
+		t.Fatal(err)
+	} else if u := st.GPUs[gpu].Use; u == nil || u.Source != "simulated" || u.BusyMilli == nil || *u.BusyMilli != 300 {
+		t.Errorf("the host API says GPU %d's use is %+v; the page says 0.3 simulated", gpu, u)
+	}
+	if got := eval("figures labelled measured", `Array.from(document.querySelectorAll('td.measured, .use-text, #card-measured .value')).map(e => e.textContent).filter(s => /measured/.test(s))`); len(got) != 0 {
+		t.Errorf("simulated GPUs show %q as measured", got)
 	}
 	if got := text(fmt.Sprintf(`.gpu[data-index="%d"] .compute-text`, gpu)); !strings.Contains(got, "guaranteed 0.5 of 1") || !strings.Contains(got, "burst limit 0.8") {
 		t.Errorf("GPU %d says %q", gpu, got)

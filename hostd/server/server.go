@@ -323,8 +323,8 @@ func (s *Server) queue(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, q)
 }
 
-func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
-	st, err := s.d.Status()
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, err := s.d.StatusUse(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return

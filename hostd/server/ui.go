@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
+	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 	"github.com/tessera-gpu/tessera/webui"
@@ -29,7 +31,7 @@ type hostSource struct {
 func (h hostSource) Changed() <-chan struct{} { return h.d.Changed() }
 
 func (h hostSource) Snapshot(ctx context.Context) (webui.Snapshot, error) {
-	st, err := h.d.Status()
+	st, err := h.d.StatusUse(ctx)
 	if err != nil {
 		return webui.Snapshot{}, err
 	}
@@ -47,6 +49,7 @@ func (h hostSource) Snapshot(ctx context.Context) (webui.Snapshot, error) {
 	}
 	in := hostState{Status: st, Jobs: jobs, Waiting: waiting, Queues: queues, Now: h.now()}
 	in.Seats, in.Arbiter, in.UsageErr = h.d.Usage(ctx)
+	_, _, in.Metered, _ = h.d.UseRule()
 	in.FragMilli, in.FreeMilli, in.TypicalShapes = h.d.Fragmentation()
 	return hostSnapshot(in), nil
 }
@@ -60,6 +63,9 @@ type hostState struct {
 	Seats    []hostd.SeatUsage
 	Arbiter  bool
 	UsageErr error
+	// Metered says a meter reads use (NVML, or the simulated one); the
+	// uses themselves are in Status.GPUs (Daemon.StatusUse).
+	Metered bool
 	// FragMilli, FreeMilli and TypicalShapes are Daemon.Fragmentation's.
 	FragMilli     float64
 	FreeMilli     int64
@@ -82,20 +88,31 @@ func hostSnapshot(in hostState) webui.Snapshot {
 	}
 
 	seats := map[[2]string]hostd.SeatUsage{}
-	metered := false
 	for _, u := range in.Seats {
 		seats[[2]string{u.Job, u.GPU}] = u
-		metered = metered || u.Metered
+	}
+	// Each running job's use of each GPU, as Daemon.StatusUse read it.
+	uses := map[[2]string]gpuuse.Share{}
+	for _, g := range st.GPUs {
+		for _, u := range g.Shares {
+			uses[[2]string{u.Workload, u.GPU}] = u
+		}
 	}
 	switch {
 	case !in.Arbiter:
 		s.Notes = append(s.Notes, "No node arbiter: compute is not gated and nothing is measured.")
 	case in.UsageErr != nil:
 		s.Notes = append(s.Notes, "The node arbiter's reading failed: "+in.UsageErr.Error())
-	case !metered && st.Simulated:
+	case st.Simulated && in.Metered:
+		s.Notes = append(s.Notes, "Simulated GPUs: use is simulated from each job's declared load (TESSERA_SIM_LOAD; none declared: no use) and labelled simulated; nothing is measured.")
+	case st.Simulated:
 		s.Notes = append(s.Notes, "Simulated GPUs: utilisation is not measured, so the measured columns say \"not metered\".")
-	case !metered && st.Sharing != "mps" && len(in.Seats) > 0:
+	case !in.Metered && st.Sharing != "mps" && len(in.Seats) > 0:
 		s.Notes = append(s.Notes, "No GPU utilisation meter (NVML): the node arbiter caps launch rate, not measured GPU time.")
+	}
+	if st.Use != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("Use is the busy fraction of each GPU over %gs windows; a job is an idle holder once its use stays below %s of a GPU for %v.",
+			st.Use.WindowSeconds, quantity.FormatShare(st.Use.IdleBelowMilli), time.Duration(st.Use.IdleAfterSeconds*float64(time.Second))))
 	}
 
 	// GPUs, found by UUID (a MIG share by its parent's) or node and index.
@@ -111,6 +128,9 @@ func hostSnapshot(in hostState) webui.Snapshot {
 			MemoryMiB: g.MemoryMiB, MemoryBookedMiB: g.MemoryMiB - g.FreeMemoryMiB,
 			GuaranteedMilli: booked, Shares: []webui.Share{},
 		})
+		if g.Use != nil {
+			s.GPUs[len(s.GPUs)-1].SetUse(*g.Use)
+		}
 		for _, in := range g.MIG {
 			last := &s.GPUs[len(s.GPUs)-1]
 			last.MIG = append(last.MIG, webui.MIGInstance{Profile: in.Profile, UUID: in.UUID, MemoryMiB: in.MemoryMiB, InUse: in.InUse})
@@ -147,6 +167,10 @@ func hostSnapshot(in hostState) webui.Snapshot {
 			}
 		}
 		if j.State == api.Running {
+			// The job is an idle holder when it is one on every GPU, since
+			// the last of them went idle.
+			var idle *gpuuse.Idle
+			allIdle := len(j.Shares) > 0
 			for _, sh := range j.Shares {
 				gi, ok := gpuOf(sh.UUID, sh.MIG, w.Node, sh.Index, byUUID, byPos)
 				if !ok {
@@ -164,15 +188,26 @@ func hostSnapshot(in hostState) webui.Snapshot {
 					}
 				}
 				g := &s.GPUs[gi]
+				if u, ok := uses[[2]string{j.ID, g.UUID}]; ok {
+					use := u.Use
+					share.Use, share.Idle = &use, u.Idle
+					if use.MemoryUsedMiB != nil {
+						share.MemoryUsedMiB = use.MemoryUsedMiB
+					}
+				}
+				if u, ok := uses[[2]string{j.ID, g.UUID}]; ok && u.Idle != nil {
+					if idle == nil || u.Idle.Since.After(idle.Since) {
+						since := *u.Idle
+						idle = &since
+					}
+				} else {
+					allIdle = false
+				}
 				g.Shares = append(g.Shares, share)
 				g.LimitMilli = min(request.Whole, g.LimitMilli+max(sh.ComputeLimitMilli, sh.ComputeMilli))
-				if share.Arbiter != nil && share.Arbiter.Metered {
-					m := share.Arbiter.GrantedMilli
-					if g.MeasuredMilli != nil {
-						m += *g.MeasuredMilli
-					}
-					g.MeasuredMilli = &m
-				}
+			}
+			if allIdle {
+				w.Idle = idle
 			}
 		}
 		if j.State == api.Queued && j.LastPreemption != nil && w.Reason == "" {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/request"
@@ -44,7 +45,11 @@ func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 			capacity[g.UUID] = uint64(g.MemoryMiB) << 20
 		}
 	}
-	arb, err := arbiter.New(arbiter.Config{Mode: arbiter.ModeTokens, Capacity: capacity, Logger: log})
+	// The simulated meter, as tessera up runs it on simulated GPUs, with
+	// short windows so that a use figure shows within the test.
+	jobs := &hostd.JobTree{}
+	arb, err := arbiter.New(arbiter.Config{Mode: arbiter.ModeTokens, Capacity: capacity, Logger: log,
+		Meter: &hostd.SimMeter{Jobs: jobs, Log: log}, MeterWindow: 100 * time.Millisecond, UseWindow: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +67,7 @@ func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jobs.Set(h.d)
 	if _, err := PrepareSocketDir(h.state, h.sock, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +235,8 @@ func TestUISnapshotMatchesTheDaemon(t *testing.T) {
 	if research == nil || research.UsedMilli != 500 || research.Running != 1 {
 		t.Errorf("queues %+v; want research using 0.5 GPU", s.Queues)
 	}
-	if len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "not measured") {
-		t.Errorf("notes %q: want the simulated GPUs' missing measurement said", s.Notes)
+	if len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "use is simulated") || !strings.Contains(s.Notes[0], "nothing is measured") {
+		t.Errorf("notes %q: want it said that use is simulated, not measured", s.Notes)
 	}
 
 	// No environment, to anyone: not over TCP without the token, not to
@@ -304,13 +310,18 @@ func TestHostSnapshot(t *testing.T) {
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	started := t0.Add(time.Second)
 	lib := "/usr/local/lib/tessera/libtessera-intercept.so"
+	busyA, busy1, busy2 := int64(420), int64(410), int64(10)
 	sharesOf := func(uuid string, idx int, c, l int64) []binding.Share {
 		return []binding.Share{{UUID: uuid, Index: idx, ComputeMilli: c, ComputeLimitMilli: l, MemoryMiB: 1000, MemoryLimitMiB: 2000}}
 	}
 	in := hostState{
 		Now: t0.Add(time.Minute),
 		Status: api.Status{Source: "local", Sharing: "shared", GPUs: []api.GPUStatus{
-			{Node: "h", Index: 0, UUID: "GPU-a", Model: "H100", MemoryMiB: 8000, FreeMemoryMiB: 5000, FreeFraction: 0.25},
+			{Node: "h", Index: 0, UUID: "GPU-a", Model: "H100", MemoryMiB: 8000, FreeMemoryMiB: 5000, FreeFraction: 0.25,
+				Use: &gpuuse.Use{Source: gpuuse.Measured, BusyMilli: &busyA}, Shares: []gpuuse.Share{
+					{Workload: "job-1", GPU: "GPU-a", Use: gpuuse.Use{Source: gpuuse.Measured, BusyMilli: &busy1}},
+					{Workload: "job-2", GPU: "GPU-a", Use: gpuuse.Use{Source: gpuuse.Measured, BusyMilli: &busy2}, Idle: &gpuuse.Idle{Since: t0}},
+				}},
 			{Node: "h", Index: 1, UUID: "GPU-b", Model: "H100", MemoryMiB: 8000, FreeMemoryMiB: 8000, FreeFraction: 1},
 		}},
 		Jobs: []api.Job{
@@ -321,7 +332,7 @@ func TestHostSnapshot(t *testing.T) {
 		},
 		Waiting: []api.QueueEntry{{Position: 1, ID: "job-3", Queue: "b", Request: "2 GPU", Reason: "waiting for GPU capacity: needs 2 idle GPUs"}},
 		Queues:  []api.QueueStatus{{Name: "b", Weight: 1, Running: 1, Waiting: 1}},
-		Arbiter: true,
+		Arbiter: true, Metered: true,
 		Seats: []hostd.SeatUsage{
 			{Job: "job-1", GPU: "GPU-a", Phase: "active", GrantedMilli: 700, Metered: true, MemoryBytes: 3 << 30},
 			{Job: "job-2", GPU: "GPU-a", Phase: "idle", GrantedMilli: 100, MemoryBytes: 1 << 30},
@@ -329,8 +340,14 @@ func TestHostSnapshot(t *testing.T) {
 	}
 	s := hostSnapshot(in)
 	g := s.GPUs[0]
-	if g.GuaranteedMilli != 750 || g.LimitMilli != 1000 || g.MemoryBookedMiB != 3000 || len(g.Shares) != 2 || g.MeasuredMilli == nil || *g.MeasuredMilli != 700 {
-		t.Errorf("GPU 0: %+v (measured %v); want 0.75 booked, limit capped at 1, measured 0.7 (job-1's metered grant only)", g, g.MeasuredMilli)
+	if g.GuaranteedMilli != 750 || g.LimitMilli != 1000 || g.MemoryBookedMiB != 3000 || len(g.Shares) != 2 || g.MeasuredMilli == nil || *g.MeasuredMilli != 420 || g.SimulatedMilli != nil {
+		t.Errorf("GPU 0: %+v (measured %v); want 0.75 booked, limit capped at 1, measured 0.42 (the measured use, not the arbiter's grant)", g, g.MeasuredMilli)
+	}
+	if u := g.Shares[0].Use; u == nil || u.Source != gpuuse.Measured || *u.BusyMilli != 410 || g.Shares[0].Idle != nil {
+		t.Errorf("job-1's use %+v, want measured 0.41 and not idle", u)
+	}
+	if g.Shares[1].Idle == nil || !g.Shares[1].Idle.Since.Equal(t0) {
+		t.Errorf("job-2's share idle %+v, want idle since %v", g.Shares[1].Idle, t0)
 	}
 	if sh := g.Shares[0]; sh.Workload != "job-1" || sh.Queue != "default" || sh.MemoryUsedMiB == nil || *sh.MemoryUsedMiB != 3072 || sh.Arbiter == nil || !sh.Arbiter.Metered || sh.Arbiter.GrantedMilli != 700 {
 		t.Errorf("job-1's share %+v", sh)
@@ -353,6 +370,9 @@ func TestHostSnapshot(t *testing.T) {
 	}
 	if w := byID["job-1"]; w.Request != "1x 0.5 GPU (limit 1)" || w.Command != "train" || w.Node != "h" || len(w.GPUs) != 1 || w.GPUs[0].LimitMilli != 1000 {
 		t.Errorf("job-1 %+v", w)
+	}
+	if byID["job-1"].Idle != nil || byID["job-2"].Idle == nil || !byID["job-2"].Idle.Since.Equal(t0) {
+		t.Errorf("idle marks job-1 %+v, job-2 %+v: want job-2 (idle on its one GPU) only", byID["job-1"].Idle, byID["job-2"].Idle)
 	}
 	if w := byID["job-4"]; w.Reason != "exit status 2" || w.GPUs != nil {
 		t.Errorf("job-4 %+v", w)

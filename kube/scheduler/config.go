@@ -42,7 +42,8 @@ type Config struct {
 	// DisablePreemption turns off evicting lower-priority pods.
 	DisablePreemption bool
 	// PreemptionMinRuntime protects pods that have run less than this from
-	// preemption (0: no protection).
+	// preemption, counted from the cycle that bound them (one bound before
+	// this scheduler started: from its start time; 0: no protection).
 	PreemptionMinRuntime time.Duration
 	// PreemptorWait bounds how long a pod that named victims waits for
 	// them to stop before it may name others (default 2 min).

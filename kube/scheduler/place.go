@@ -187,6 +187,8 @@ const (
 	// reasonSchedulerError: the decision was made but could not be carried
 	// out (the API refused the binding); kube-scheduler's reason too.
 	reasonSchedulerError = corev1.PodReasonSchedulerError
+	// reasonQueueLimit: the pod's queue is at its limit.
+	reasonQueueLimit = "QueueLimit"
 )
 
 // shares is placement.Shares on the snapshot's node ni. A decision that

@@ -15,8 +15,6 @@ import (
 	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/membership"
-	"github.com/tessera-gpu/tessera/kube/workload"
-	"github.com/tessera-gpu/tessera/placement"
 )
 
 // The pods a cycle looks at are those the informer's events marked since
@@ -165,6 +163,9 @@ func (s *Scheduler) takeListed(snap *snapshot, pods []*corev1.Pod) {
 // takePod takes in a pod as the informer shows it now.
 func (s *Scheduler) takePod(snap *snapshot, p *corev1.Pod) {
 	id := p.Namespace + "/" + p.Name
+	if old := s.podNamed(snap, id); old != nil && old.UID != p.UID {
+		s.podGone(snap, id) // deleted and made again under its name since the last cycle
+	}
 	switch {
 	case boundpods.Occupies(p):
 		s.leavePending(id)
@@ -210,6 +211,18 @@ func (snap *snapshot) releasePod(id string) {
 	snap.books.Release(id)
 }
 
+// podNamed is the pod this scheduler knows by id (pending, booked or in
+// flight), or nil.
+func (s *Scheduler) podNamed(snap *snapshot, id string) *corev1.Pod {
+	if p := s.pending[id]; p != nil {
+		return p
+	}
+	if p := s.assumed[id]; p != nil {
+		return p
+	}
+	return snap.pods[id]
+}
+
 // podGone forgets pod id: it waits no more and holds nothing.
 func (s *Scheduler) podGone(snap *snapshot, id string) {
 	var p *corev1.Pod
@@ -223,7 +236,6 @@ func (s *Scheduler) podGone(snap *snapshot, id string) {
 	}
 	delete(s.assumed, id)
 	if p != nil {
-		delete(s.arrived, p.UID)
 		s.events.Forget(p.UID)
 	}
 }
@@ -258,44 +270,4 @@ func (s *Scheduler) waiting() []*corev1.Pod {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	return out
-}
-
-// observeArrivals tells the policies that learn the workload online
-// (placement.Observer) of each pending pod the first time it is seen, one
-// arrival per GPU container (one host-only arrival for a CPU-only pod), as
-// decide asks the engine to place them: the scheduler's policy and, when
-// the pod names another, that one too. Pods no longer listed (seen) are
-// forgotten.
-func (s *Scheduler) observeArrivals(pending []*corev1.Pod) {
-	for _, pod := range pending {
-		if s.arrived[pod.UID] {
-			continue
-		}
-		s.arrived[pod.UID] = true
-		reqs, err := workload.FromPod(pod, s.cfg.Catalog)
-		if err != nil {
-			continue // invalid: it is never placed, so it is no arrival
-		}
-		if len(reqs) == 0 {
-			reqs = []workload.ContainerRequest{{}}
-		}
-		pols := []placement.Policy{s.policy}
-		if own, err := s.policyFor(pod); err == nil && own != s.policy {
-			pols = append(pols, own)
-		}
-		cpu, mem := boundpods.HostRequests(pod)
-		for _, pol := range pols {
-			obs, ok := pol.(placement.Observer)
-			if !ok {
-				continue
-			}
-			for i, r := range reqs {
-				p := placement.Pod{Name: pod.Namespace + "/" + pod.Name + "/" + r.Container, GPU: r.GPU}
-				if i == 0 {
-					p.CPUMilli, p.MemoryMiB = cpu, mem
-				}
-				obs.Observe(&p)
-			}
-		}
-	}
 }

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -42,11 +41,8 @@ type Scheduler struct {
 	// podPolicies are the policies pods named by annotation, built on first
 	// use (only the scheduling cycle reads and writes it).
 	podPolicies map[string]placement.Policy
-	// arrived are the pending pods whose arrival the policies were told of
-	// (placement.Observer), so each arrival teaches them once.
-	arrived map[types.UID]bool
-	nodes   corelisters.NodeLister
-	pods    corelisters.PodLister
+	nodes       corelisters.NodeLister
+	pods        corelisters.PodLister
 	// dra resolves, allocates, assumes and writes the pods' DRA claims
 	// (package kube/draclaims); Run gives it the claims' informers where
 	// the API server serves resource.k8s.io/v1.
@@ -143,7 +139,7 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: podstatus.New(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[string]*corev1.Pod{}, pending: map[string]*corev1.Pod{},
-		dra: draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}), arrived: map[types.UID]bool{},
+		dra:     draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}),
 		metrics: schedmetrics.New(cfg.Metrics), core: core, queueObjects: func() []*unstructured.Unstructured { return nil },
 	}, nil
 }
@@ -285,14 +281,16 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 	s.snap = snap
 	pending := s.waiting()
 	st.Pending = len(pending)
-	s.observeArrivals(pending)
 	s.metrics.Pending(len(pending))
 	gangs := s.members.GangSpecs(pending)
 	waiting := map[string]int{}
 	for _, p := range pending {
 		waiting[s.members.Queue(p)]++
 	}
-	tree, err := queueTree(s.cfg.Log, s.queueObjects())
+	tree, skipped, err := queues.Tree(s.queueObjects())
+	for _, e := range skipped {
+		s.cfg.Log.Warn("queue ignored", "err", e)
+	}
 	if err != nil {
 		s.cfg.Log.Error("queues are inconsistent; only the default queue is used", "err", err)
 	}
@@ -329,6 +327,9 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 	}
 	now := time.Now()
 	for _, r := range binds {
+		if p := s.podNamed(snap, r.id); p == nil || p.UID != r.uid {
+			continue // gone, or made again under its name: podGone forgot it
+		}
 		switch {
 		case r.ok && r.bound != nil:
 			s.assumed[r.id] = r.bound // bound after all, as read back

@@ -46,7 +46,7 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	// On the core's books (snap.books): their cluster, usage, capacity and
 	// running pods; what the cycle binds is assumed there until commit
 	// books the pod.
-	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang}
+	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang, Arrival: cw.arrival}
 	rd, err := s.core.Cycle(start, f)
 	if err != nil {
 		return err

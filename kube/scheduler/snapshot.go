@@ -175,3 +175,9 @@ func (s *Scheduler) takeNodes(snap *snapshot, nodes []*corev1.Node) {
 	}
 	snap.settle()
 }
+
+// ledger charges every booked pod and claim to its queue, over the
+// nodes' total.
+func (snap *snapshot) ledger(tree *queueing.Tree) *queueing.Ledger {
+	return tree.NewLedger(snap.capacity, snap.books.Usage())
+}

@@ -63,6 +63,31 @@ func (cw *cycleWork) gang(key string) dispatch.GangSpec {
 	return dispatch.GangSpec{Err: fmt.Errorf("gang %s: no member's definition was read", key)}
 }
 
+// arrival is the core's Frame.Arrival: what a pod that arrived teaches
+// the policies that learn: one part per GPU container (one host-only part
+// for a pod with none), the first with the pod's CPU and memory, and its
+// own policy. An invalid pod is no arrival: it is never placed.
+func (cw *cycleWork) arrival(id string) (placement.Policy, []placement.Pod, bool) {
+	pod, ok := cw.pods[id]
+	if !ok {
+		return nil, nil, false
+	}
+	reqs, err := workload.FromPod(pod, cw.s.cfg.Catalog)
+	if err != nil {
+		return nil, nil, false
+	}
+	if len(reqs) == 0 {
+		reqs = []workload.ContainerRequest{{}}
+	}
+	parts := make([]placement.Pod, len(reqs))
+	for i, r := range reqs {
+		parts[i] = placement.Pod{Name: id + "/" + r.Container, GPU: r.GPU}
+	}
+	parts[0].CPUMilli, parts[0].MemoryMiB = boundpods.HostRequests(pod)
+	own, _ := cw.s.policyFor(pod) // a pod naming no valid policy teaches the scheduler's alone
+	return own, parts, true
+}
+
 // podWorkOf translates a pending pod into the scheduling cycle's terms:
 // its GPU containers as engine parts in container order, then the
 // requests of its DRA claims to allocate (kube/draclaims); the first part

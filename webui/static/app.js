@@ -141,6 +141,25 @@
     ]);
   }
 
+  // useText is a use figure with where it comes from: "0.42 measured",
+  // "0.3 simulated" (never shown as measured), or why nothing measures it.
+  function useText(u) {
+    if (!u) { return null; }
+    if (u.busyMilli !== undefined) { return share(u.busyMilli) + ' ' + (u.source === 'simulated' ? 'simulated' : 'measured'); }
+    return u.reason || 'not metered';
+  }
+
+  function idleText(i) {
+    return i ? 'idle since ' + when(i.since) : '';
+  }
+
+  // totalUse is a Capacity's use: measured, else simulated, else not metered.
+  function totalUse(c) {
+    if (c.measuredMilli !== undefined) { return share(c.measuredMilli) + ' measured'; }
+    if (c.simulatedMilli !== undefined) { return share(c.simulatedMilli) + ' simulated'; }
+    return 'not metered';
+  }
+
   function renderCards(s) {
     var t = s.totals;
     var models = s.models.map(function (m) { return m.gpus + '× ' + m.model; }).join(', ');
@@ -151,8 +170,9 @@
       card('Guaranteed allocated', share(t.guaranteedMilli) + ' / ' + share(t.capacityMilli),
         pct(t.guaranteedMilli, t.capacityMilli) + ' of the compute, booked by running workloads', 'card-guaranteed'),
       card('Burst limit', share(t.limitMilli), 'GPUs the running workloads may use when others idle', 'card-burst'),
-      card('Measured', t.measuredMilli === undefined ? 'not metered' : share(t.measuredMilli),
-        t.measuredMilli === undefined ? 'no GPU utilisation meter here' : 'granted by the node arbiter from measured GPU time', 'card-measured'),
+      card('Used', totalUse(t),
+        t.measuredMilli !== undefined ? 'GPU time the running workloads used, measured (NVML)' :
+          (t.simulatedMilli !== undefined ? 'simulated from the jobs\' declared load, not measured' : 'no GPU utilisation meter here'), 'card-measured'),
       card('Memory booked', mib(t.memoryBookedMiB) + ' / ' + mib(t.memoryMiB), pct(t.memoryBookedMiB, t.memoryMiB), 'card-memory'),
       card('Running', String(t.running), t.finished + ' finished', 'card-running'),
       card('Waiting', String(t.waiting), t.waiting ? 'see Waiting below' : 'nothing waits', 'card-waiting')
@@ -183,7 +203,7 @@
         el('td', { className: 'num' }, String(m.gpus)),
         el('td', null, barCell(m.guaranteedMilli, m.capacityMilli, share(m.guaranteedMilli) + ' of ' + share(m.capacityMilli) + ' GPU')),
         el('td', { className: 'num' }, share(m.limitMilli)),
-        el('td', { className: 'num' }, m.measuredMilli === undefined ? 'not metered' : share(m.measuredMilli)),
+        el('td', { className: 'num' }, totalUse(m)),
         el('td', null, barCell(m.memoryBookedMiB, m.memoryMiB, mib(m.memoryBookedMiB) + ' of ' + mib(m.memoryMiB), 'mem'))
       ]));
     });
@@ -300,9 +320,10 @@
       b.style.width = Math.min(100, g.limitMilli / 10) + '%';
       stack.appendChild(b);
     }
-    if (g.measuredMilli !== undefined) {
-      var m = el('div', { className: 'meas' });
-      m.style.width = Math.min(100, g.measuredMilli / 10) + '%';
+    var used = g.measuredMilli !== undefined ? g.measuredMilli : g.simulatedMilli;
+    if (used !== undefined) {
+      var m = el('div', { className: 'meas' + (g.measuredMilli === undefined ? ' sim' : '') });
+      m.style.width = Math.min(100, used / 10) + '%';
       stack.appendChild(m);
     }
     var memFill = el('span');
@@ -315,7 +336,7 @@
       el('header', null, [el('h3', null, name), el('span', { className: 'model' }, g.model), el('span', { className: 'muted' }, mib(g.memoryMiB)), health, el('span', { className: 'uuid' }, g.uuid)]),
       el('div', { className: 'rowlabel' }, [
         el('span', { className: 'compute-text' }, 'compute: guaranteed ' + share(g.guaranteedMilli) + ' of 1 · burst limit ' + share(g.limitMilli)),
-        el('span', null, 'measured ' + (g.measuredMilli === undefined ? 'not metered' : share(g.measuredMilli)))
+        el('span', { className: 'use-text' }, 'used ' + (g.use ? useText(g.use) : totalUse(g)))
       ]),
       stack,
       el('div', { className: 'rowlabel' }, [el('span', { className: 'mem-text' }, 'memory booked ' + mib(g.memoryBookedMiB) + ' of ' + mib(g.memoryMiB)), el('span', null, pct(g.memoryBookedMiB, g.memoryMiB))]),
@@ -328,20 +349,22 @@
       var rows = g.shares.map(function (sh) {
         var a = sh.arbiter;
         var meas = !a ? (cluster() ? 'not metered' : 'not registered') : (a.metered ? share(a.grantedMilli) + ' (' + a.phase + ')' : 'not metered (' + a.phase + ')');
+        if (sh.use) { meas = useText(sh.use); }
         var usedMem = sh.memoryUsedMiB === undefined ? '–' : mib(sh.memoryUsedMiB);
         return el('tr', { className: 'share-row', 'data-job': sh.workload }, [
           el('td', { className: 'id' }, [el('span', { className: 'swatch' }), sh.workload]),
           el('td', { className: 'nowrap' }, sh.queue),
           el('td', { className: 'num guaranteed' }, sh.migProfile ? 'MIG ' + sh.migProfile : share(sh.guaranteedMilli)),
           el('td', { className: 'num limit' }, sh.migProfile ? '–' : share(sh.limitMilli)),
-          el('td', { className: 'num measured' }, meas),
+          el('td', { className: 'num measured', title: a ? 'node arbiter: granted ' + share(a.grantedMilli) + ' (' + a.phase + ')' : '' }, meas),
+          el('td', { className: 'idle' }, sh.idle ? el('span', { className: 'badge idle', title: 'its use stayed below the idle threshold' }, idleText(sh.idle)) : '–'),
           el('td', { className: 'num mem' }, mib(sh.memoryMiB) + ' / cap ' + mib(sh.memoryLimitMiB)),
           el('td', { className: 'num used' }, usedMem)
         ]);
       });
       rows.forEach(function (r, i) { r.querySelector('.swatch').style.background = hue(g.shares[i].workload); });
       card.appendChild(el('table', { className: 'grid shares' }, [
-        el('thead', null, el('tr', null, [el('th', null, workloadWord()), el('th', null, 'Queue'), el('th', { className: 'num' }, 'Guaranteed'), el('th', { className: 'num' }, 'Limit'), el('th', { className: 'num' }, 'Measured'), el('th', { className: 'num' }, 'Memory / cap'), el('th', { className: 'num' }, 'Used')])),
+        el('thead', null, el('tr', null, [el('th', null, workloadWord()), el('th', null, 'Queue'), el('th', { className: 'num' }, 'Guaranteed'), el('th', { className: 'num' }, 'Limit'), el('th', { className: 'num' }, 'Used (GPU time)'), el('th', null, 'Idle'), el('th', { className: 'num' }, 'Memory / cap'), el('th', { className: 'num' }, 'Memory used')])),
         el('tbody', null, rows)
       ]));
     } else {
@@ -447,7 +470,7 @@
       if (FINAL[w.state] && w.exitCode !== undefined && outcome.indexOf('exit') < 0) { outcome = 'exit ' + w.exitCode + (outcome ? '; ' + outcome : ''); }
       tb.appendChild(el('tr', { 'data-job': w.id, 'data-state': w.state }, [
         el('td', { className: 'id' }, w.id),
-        el('td', { className: 'state' }, stateBadge(w.state)),
+        el('td', { className: 'state' }, w.idle ? [stateBadge(w.state), ' ', el('span', { className: 'badge idle', title: 'an idle holder: its use stayed below the idle threshold on every GPU it holds' }, idleText(w.idle))] : stateBadge(w.state)),
         el('td', { className: 'nowrap' }, w.queue),
         el('td', { className: 'num' }, String(w.priority)),
         el('td', { className: 'nowrap' }, w.request),
@@ -561,10 +584,11 @@
   function renderCharts() {
     var pts = chartPoints();
     var ts = pts.map(function (p) { return ms(p.t); });
-    var cap = 0, anyMeas = false, maxJobs = 1;
+    var cap = 0, anyMeas = false, anySim = false, maxJobs = 1;
     pts.forEach(function (p) {
       cap = Math.max(cap, p.capacityMilli / 1000, p.limitMilli / 1000);
       if (p.measuredMilli !== undefined) { anyMeas = true; }
+      if (p.simulatedMilli !== undefined) { anySim = true; }
       maxJobs = Math.max(maxJobs, p.running, p.waiting);
     });
     var allocSeries = [
@@ -576,6 +600,10 @@
     if (anyMeas) {
       allocSeries.push({ key: 'measured', cls: 'meas', values: pts.map(function (p) { return p.measuredMilli === undefined ? null : p.measuredMilli / 1000; }) });
       items.push(['measured', 'var(--meas)']);
+    }
+    if (anySim) {
+      allocSeries.push({ key: 'simulated', cls: 'sim', values: pts.map(function (p) { return p.simulatedMilli === undefined ? null : p.simulatedMilli / 1000; }) });
+      items.push(['simulated use', 'var(--sim)']);
     }
     legend('legend-alloc', items);
     lineChart($('chart-alloc'), ts, allocSeries, Math.max(1, cap), function (v) { return v % 1 === 0 ? String(v) : v.toFixed(1); });

@@ -9,6 +9,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/internal/termsafe"
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/webui"
@@ -264,11 +265,8 @@ func headerLine(s webui.Snapshot, now time.Time) string {
 
 // totalsLine is the page's overview cards in one line.
 func totalsLine(t webui.Totals) string {
-	measured := "not metered"
-	if t.MeasuredMilli != nil {
-		measured = quantity.FormatShare(*t.MeasuredMilli)
-	}
-	return fmt.Sprintf("guaranteed %s/%s GPU (%s) · burst limit %s · measured %s · memory booked %s/%s (%s)",
+	measured := usedText(t.MeasuredMilli, t.SimulatedMilli)
+	return fmt.Sprintf("guaranteed %s/%s GPU (%s) · burst limit %s · used %s · memory booked %s/%s (%s)",
 		quantity.FormatShare(t.GuaranteedMilli), quantity.FormatShare(t.CapacityMilli), pct(t.GuaranteedMilli, t.CapacityMilli),
 		quantity.FormatShare(t.LimitMilli), measured,
 		mib(t.MemoryBookedMiB), mib(t.MemoryMiB), pct(t.MemoryBookedMiB, t.MemoryMiB))
@@ -282,12 +280,9 @@ func gpuTable(s webui.Snapshot, width int) (title, head string, rows []string) {
 	}
 	title = "GPUs · " + cmp.Or(strings.Join(models, ", "), "none") + " · " + cellFull + " guaranteed " + cellBurst + " up to the burst limit " + cellFree + " free"
 	multi := len(nodeNames(s.GPUs)) > 1
-	cells := [][]string{{"GPU", "MODEL", "GUARANTEED", "LIMIT", "MEASURED", "MEMORY BOOKED", "JOBS"}}
+	cells := [][]string{{"GPU", "MODEL", "GUARANTEED", "LIMIT", "USED", "MEMORY BOOKED", "JOBS"}}
 	for _, g := range s.GPUs {
-		measured := "not metered"
-		if g.MeasuredMilli != nil {
-			measured = quantity.FormatShare(*g.MeasuredMilli)
-		}
+		measured := usedText(g.MeasuredMilli, g.SimulatedMilli)
 		jobs := make([]string, 0, len(g.Shares))
 		for _, sh := range g.Shares {
 			jobs = append(jobs, clean(sh.Workload))
@@ -309,6 +304,29 @@ func gpuTable(s webui.Snapshot, width int) (title, head string, rows []string) {
 		lines = append(lines, "no GPUs")
 	}
 	return title, lines[0], lines[1:]
+}
+
+// usedText is a use figure with its source ("0.42 measured", "0.3
+// simulated": never one for the other), or "not metered".
+func usedText(measured, simulated *int64) string {
+	switch {
+	case measured != nil:
+		return quantity.FormatShare(*measured) + " measured"
+	case simulated != nil:
+		return quantity.FormatShare(*simulated) + " simulated"
+	}
+	return "not metered"
+}
+
+// shareUse is a share's use as the job table shows it.
+func shareUse(sh webui.Share) string {
+	if sh.Use == nil || sh.Use.BusyMilli == nil {
+		return "not metered"
+	}
+	if sh.Use.Source == gpuuse.Simulated {
+		return usedText(nil, sh.Use.BusyMilli)
+	}
+	return usedText(sh.Use.BusyMilli, nil)
 }
 
 // jobsOf is the job table's rows: s's workloads that v's filter keeps, in
@@ -380,14 +398,14 @@ func jobTable(s webui.Snapshot, jobs []webui.Workload, v View) (title, head stri
 		}
 	}
 	multi := len(nodeNames(s.GPUs)) > 1
-	cells := [][]string{{"JOB", "STATE", "QUEUE", "GPU", "SHARE/LIMIT", "MEMORY USED/CAP", "DURATION", "WHY / OUTCOME"}}
+	cells := [][]string{{"JOB", "STATE", "QUEUE", "GPU", "SHARE/LIMIT", "USED", "MEMORY USED/CAP", "DURATION", "WHY / OUTCOME"}}
 	for _, w := range jobs {
-		gpu, share, memory := "-", "-", "-"
+		gpu, share, use, memory := "-", "-", "-", "-"
 		if w.State == webui.StateQueued {
 			share = clean(w.Request)
 		}
 		if len(w.GPUs) > 0 {
-			var gs, ss, ms []string
+			var gs, ss, us, ms []string
 			for _, g := range w.GPUs {
 				gs = append(gs, gpuName(w.Node, g.Index, multi))
 				if g.MIGProfile != "" {
@@ -401,18 +419,26 @@ func jobTable(s webui.Snapshot, jobs []webui.Workload, v View) (title, head stri
 						used = mib(*sh.MemoryUsedMiB)
 					}
 					ms = append(ms, used+"/"+mib(sh.MemoryLimitMiB))
+					us = append(us, shareUse(sh))
 				}
 			}
 			gpu, share = strings.Join(gs, ","), joinSame(ss)
 			if len(ms) > 0 {
 				memory = joinSame(ms)
 			}
+			if len(us) > 0 {
+				use = joinSame(us)
+			}
 		}
-		cells = append(cells, []string{clean(w.ID), stateWord(w.State), clean(w.Queue), gpu, share, memory, durationText(w, v.Now), cmp.Or(outcome(w), "-")})
+		state := stateWord(w.State)
+		if w.Idle != nil {
+			state += ", idle since " + w.Idle.Since.In(v.Now.Location()).Format("15:04")
+		}
+		cells = append(cells, []string{clean(w.ID), state, clean(w.Queue), gpu, share, use, memory, durationText(w, v.Now), cmp.Or(outcome(w), "-")})
 	}
-	// Narrow: the reason keeps room; the memory, queue, duration, share
-	// and GPU go first, in that order.
-	lines := columns(cells, v.Width, 30, 5, 2, 6, 4, 3)
+	// Narrow: the reason keeps room; the memory, queue, duration, use,
+	// share and GPU go first, in that order.
+	lines := columns(cells, v.Width, 30, 6, 2, 7, 5, 4, 3)
 	if len(jobs) == 0 {
 		if len(s.Workloads) == 0 {
 			lines = append(lines, "no jobs yet")

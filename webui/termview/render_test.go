@@ -9,6 +9,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/webui"
 )
 
@@ -81,10 +82,21 @@ func TestRender(t *testing.T) {
 	many.Trim(-1)
 
 	metered := host()
-	metered.GPUs[0].MeasuredMilli = ptr(int64(650))
-	metered.GPUs[0].Shares[0].Arbiter.Metered = true
+	metered.GPUs[0].SetUse(gpuuse.Use{Source: gpuuse.Measured, BusyMilli: ptr(int64(650))})
+	metered.GPUs[0].Shares[0].Use = &gpuuse.Use{Source: gpuuse.Measured, BusyMilli: ptr(int64(650))}
 	metered.Notes = nil
 	metered.Summarize()
+
+	simulated := host()
+	simulated.GPUs[0].SetUse(gpuuse.Use{Source: gpuuse.Simulated, BusyMilli: ptr(int64(20))})
+	simulated.GPUs[0].Shares[0].Use = &gpuuse.Use{Source: gpuuse.Simulated, BusyMilli: ptr(int64(20))}
+	simulated.GPUs[0].Shares[0].Idle = &gpuuse.Idle{Since: now.Add(-12 * time.Minute)}
+	for i := range simulated.Workloads {
+		if simulated.Workloads[i].ID == "job-3" {
+			simulated.Workloads[i].Idle = simulated.GPUs[0].Shares[0].Idle
+		}
+	}
+	simulated.Summarize()
 
 	twoNodes := host()
 	twoNodes.GPUs[1].Node = "other-box"
@@ -112,7 +124,7 @@ func TestRender(t *testing.T) {
 			v:    View{Now: now},
 			want: []string{
 				"04:12:05  Tessera host gpu-box · 2 GPUs · 1 running · 1 waiting · sim:2xH200 (simulated)",
-				"guaranteed 0.5/2 GPU (25%) · burst limit 0.8 · measured not metered · memory booked 20Gi/280.8Gi (7%)",
+				"guaranteed 0.5/2 GPU (25%) · burst limit 0.8 · used not metered · memory booked 20Gi/280.8Gi (7%)",
 				"note: Simulated GPUs: utilisation is not measured",
 				"GPUs · 2× H200",
 				"Jobs · 3 of 3 · filter all · sort newest",
@@ -127,11 +139,19 @@ func TestRender(t *testing.T) {
 			ids: []string{"job-4", "job-3", "job-1"},
 		},
 		{
-			name: "metered GPU shows the grant",
+			name: "metered GPU shows its measured use",
 			s:    metered,
 			v:    View{Now: now},
-			want: []string{"measured 0.65 ·"},
-			rows: map[string][]string{"0": {"0.8    0.65    "}, "1": {"not metered"}},
+			want: []string{"used 0.65 measured ·"},
+			rows: map[string][]string{"0": {"0.8    0.65 measured  "}, "1": {"not metered"}, "job-3": {"running  ", "0.5/0.8      0.65 measured  3Gi/20Gi"}},
+		},
+		{
+			name:    "simulated use is labelled simulated, and an idle holder is marked",
+			s:       simulated,
+			v:       View{Now: now},
+			want:    []string{"used 0.02 simulated ·"},
+			notWant: []string{"0.02 measured"},
+			rows:    map[string][]string{"0": {"0.8    0.02 simulated  "}, "job-3": {"running, idle since 04:00", "0.02 simulated"}},
 		},
 		{
 			name: "GPUs on two nodes are named by node",

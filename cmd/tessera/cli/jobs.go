@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/client"
 	"github.com/tessera-gpu/tessera/internal/termsafe"
@@ -193,13 +194,25 @@ func trimShare(milli int64) string {
 
 func writeHostGPUs(w io.Writer, st api.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tMODEL\tFREE\tFREE MEMORY\tJOBS\tUUID")
+	fmt.Fprintln(tw, "GPU\tMODEL\tFREE\tFREE MEMORY\tUSED\tJOBS\tUUID")
 	for _, g := range st.GPUs {
 		jobs := termsafe.String(strings.Join(g.Jobs, ","))
 		if jobs == "" {
 			jobs = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\n", g.Index, termsafe.String(g.Model), trimShare(int64(g.FreeFraction*1000+0.5)), humanMiB(g.FreeMemoryMiB), humanMiB(g.MemoryMiB), jobs, termsafe.String(g.UUID))
+		used := "-"
+		if g.Use != nil {
+			used = useWords(*g.Use)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s / %s\t%s\t%s\t%s\n", g.Index, termsafe.String(g.Model), trimShare(int64(g.FreeFraction*1000+0.5)), humanMiB(g.FreeMemoryMiB), humanMiB(g.MemoryMiB), used, jobs, termsafe.String(g.UUID))
+		for _, sh := range g.Shares { // each job's booking beside its use
+			idle := ""
+			if sh.Idle != nil {
+				idle = ", idle since " + sh.Idle.Since.Local().Format("15:04")
+			}
+			fmt.Fprintf(tw, "\t  %s\tbooked %s/%s\t%s / cap %s\t%s%s\t\t\n", termsafe.String(sh.Workload),
+				trimShare(sh.Booked.GuaranteedMilli), trimShare(sh.Booked.LimitMilli), memUsed(sh.Use), humanMiB(sh.Booked.MemoryLimitMiB), useWords(sh.Use), idle)
+		}
 		for _, in := range g.MIG { // a GPU in MIG mode: one line per instance
 			state, job := "free", "-"
 			if in.InUse {
@@ -219,7 +232,28 @@ func writeHostGPUs(w io.Writer, st api.Status) error {
 		src += " (simulated)"
 	}
 	fmt.Fprintf(w, "\nInventory: %s; %d running, %d queued\n", termsafe.String(src), st.Running, st.Queued)
+	if u := st.Use; u != nil {
+		fmt.Fprintf(w, "Use: each job's busy fraction of the GPU over %gs windows; idle holder: below %s for %v (tessera up --idle-below, --idle-after)\n",
+			u.WindowSeconds, trimShare(u.IdleBelowMilli), time.Duration(u.IdleAfterSeconds*float64(time.Second)))
+	}
 	return nil
+}
+
+// useWords is a use figure with its source ("0.3 simulated", "0.42
+// measured"), or why nothing measures it; terminal-safe.
+func useWords(u gpuuse.Use) string {
+	if u.BusyMilli != nil && u.Known() {
+		return trimShare(*u.BusyMilli) + " " + string(u.Source)
+	}
+	return termsafe.String(cmp.Or(u.Reason, "not metered"))
+}
+
+// memUsed is the memory a share holds, "-" when unknown.
+func memUsed(u gpuuse.Use) string {
+	if u.MemoryUsedMiB == nil {
+		return "-"
+	}
+	return humanMiB(*u.MemoryUsedMiB)
 }
 
 func newLogsCommand(a *app) *cobra.Command {

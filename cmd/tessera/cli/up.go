@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/discovery"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/hostd"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/server"
@@ -26,6 +27,7 @@ import (
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/migctl"
 	"github.com/tessera-gpu/tessera/placement"
+	"github.com/tessera-gpu/tessera/quantity"
 )
 
 // Environment variables that stand in for --state-dir, --socket and --addr.
@@ -136,6 +138,10 @@ type upOptions struct {
 	recover bool
 	// migManaged is --mig-managed: GPUs whose MIG layout the daemon manages.
 	migManaged string
+	// idleBelow and idleAfter are --idle-below and --idle-after: the
+	// idle-holder rule (gpuuse.IdleRule).
+	idleBelow string
+	idleAfter time.Duration
 }
 
 func newUpCommand(a *app) *cobra.Command {
@@ -177,6 +183,8 @@ Jobs keep running across daemon restarts.`,
 	f.StringVar(&o.jobUser, "job-user", "", "user (name or uid) a daemon running as root runs the jobs of root and of API token holders as (default: root, and a job running as root can leave its cgroup); a job another user submits over the socket always runs as that user")
 	f.BoolVar(&o.recover, "recover", false, "rebuild the job database from the job folders before starting (keeps the old file as jobs.db.damaged-TIME); for a database tessera up refuses as damaged")
 	f.StringVar(&o.migManaged, "mig-managed", "", `GPUs whose MIG layout this daemon manages: "all" (every GPU in MIG mode) or GPU UUIDs, comma-separated; a --mig job placed on one gets its instance created when it starts and destroyed when it ends (simulated with --simulate). The GPUs must already be in MIG mode: Tessera never switches it (docs/mig.md)`)
+	f.StringVar(&o.idleBelow, "idle-below", quantity.FormatShare(gpuuse.DefaultIdleBelowMilli), "a job whose measured (or, on simulated GPUs, simulated) use of a GPU stays below this share for --idle-after is shown as an idle holder")
+	f.DurationVar(&o.idleAfter, "idle-after", gpuuse.DefaultIdleAfter, "how long a job's use must stay below --idle-below before it is shown as an idle holder")
 	f.StringVar(&o.sharing, "sharing", sharingShared, "how jobs share a GPU: shared (the node arbiter gates kernel launches with tokens) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
 	f.StringVar(&o.mpsRoot, "mps-root", "", "with --sharing mps: folder of the MPS control daemons' pipe and log folders, keep it short (default STATE_DIR/mps)")
 	f.StringVar(&o.mpsControl, "mps-control", "", "with --sharing mps: the MPS control program (default "+mps.DefaultBinary+" on PATH; required on simulated GPUs)")
@@ -232,6 +240,10 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return asUsage(err)
 	}
+	idle, err := idleRule(o)
+	if err != nil {
+		return asUsage(err)
+	}
 	lib, err := findInterceptLib(o.interceptLib)
 	if err != nil {
 		return asUsage(err)
@@ -261,7 +273,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 			capacity[g.UUID] = uint64(g.MemoryMiB) << 20
 		}
 	}
-	arbCfg := arbiter.Config{Mode: sharing, Capacity: capacity, Logger: a.log}
+	arbCfg := arbiter.Config{Mode: sharing, Capacity: capacity, Idle: idle, Logger: a.log}
 	if sharing == arbiter.ModeMPS {
 		if arbCfg.MPS, err = mpsConfig(o, stateDir, srcName, simulated, nodes); err != nil {
 			return err
@@ -279,6 +291,11 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	// On real GPUs, NVML's per-process utilisation turns launch tokens
 	// into GPU time (docs/enforcement.md, "Meter"); MPS needs none.
 	jobs := &hostd.JobTree{}
+	if simulated && sharing == arbiter.ModeTokens {
+		// Simulated GPUs measure too: each job's declared load, labelled
+		// simulated (docs/host.md, "Use beside booking").
+		arbCfg.Meter = &hostd.SimMeter{Jobs: jobs, Log: a.log}
+	}
 	if !simulated && sharing == arbiter.ModeTokens {
 		m, err := hostd.NVMLMeter(jobs, a.log)
 		if err != nil {
@@ -399,6 +416,19 @@ func (a *app) recoverState(stateDir string) error {
 	fmt.Fprintf(a.stderr, "tessera: rebuilt the job database: %d jobs from their folders' records, %d from the old database, %d rebuilt from their spec and exit status (marked lost when it had none); the next job is %s\n",
 		len(rep.FromMirror), len(rep.FromDatabase), len(rep.Rebuilt), rep.NextID)
 	return nil
+}
+
+// idleRule is the idle-holder rule --idle-below and --idle-after give.
+func idleRule(o upOptions) (gpuuse.IdleRule, error) {
+	below, err := quantity.ParseShare(o.idleBelow)
+	if err != nil {
+		return gpuuse.IdleRule{}, fmt.Errorf("--idle-below: must be a GPU share such as 0.05 or 5%%: %w", err)
+	}
+	r := gpuuse.IdleRule{BelowMilli: below, After: o.idleAfter}
+	if err := r.Validate("--idle-below", "--idle-after"); err != nil {
+		return gpuuse.IdleRule{}, err
+	}
+	return r, nil
 }
 
 // hostSettings reads --config and applies the preemption flags over it.
