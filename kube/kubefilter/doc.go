@@ -5,11 +5,16 @@
 // PodTopologySpread, InterPodAffinity) as a library, through the
 // framework runtime with kube-scheduler's default plugin arguments, over
 // kube-scheduler's own cache of the cluster, which the caller feeds
-// (AddNode, AddPod, AssumePod, ...). For one pod and its candidate nodes
+// (NodeHandler and PodHandler on its informers, as kube-scheduler's own
+// handlers; AddNode, AddPod, ...). For one pod and its candidate nodes
 // it answers which pass every plugin and, for each other one, the first
 // plugin that rejected it with that plugin's own message. Concerns tells
 // whether the plugins could rule out anything Tessera's fast path does not
 // already check, so pods they do not concern keep being decided by class.
+// For a scheduling cycle: Exclude adds the plugins' rejections to a
+// concerned pod's node exclusion (one Check over the nodes); Reserve checks
+// the cycle's pick again with the earlier picks assumed and assumes it;
+// Unreserve forgets it when the step is discarded or the binding fails.
 //
 // GPU resources (workload.GPUResources: tessera.io/gpu and the migration
 // keys) are removed from the pod the plugins see: a fractional

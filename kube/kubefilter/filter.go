@@ -3,11 +3,13 @@ package kubefilter
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -35,6 +37,8 @@ type Config struct {
 	// starts the factory after New and waits for its caches to sync, as
 	// kube-scheduler does.
 	Informers informers.SharedInformerFactory
+	// Log receives the cache's event errors (default slog.Default()).
+	Log *slog.Logger
 }
 
 // Filter runs kube-scheduler's own hard-constraint plugins (PluginNames)
@@ -48,6 +52,11 @@ type Filter struct {
 	mu       sync.Mutex
 	snapshot *cache.Snapshot
 	logger   klog.Logger
+	log      *slog.Logger
+	// assumed are the pods Reserve assumed, by UID, until their binding
+	// is seen or Unreserve forgets them; amu guards it.
+	amu     sync.Mutex
+	assumed map[types.UID]*corev1.Pod
 }
 
 // Rejection is why one plugin turned a node down: the plugin's name and
@@ -93,6 +102,11 @@ func New(ctx context.Context, cfg Config) (*Filter, error) {
 			utilfeature.DefaultFeatureGate.Enabled(features.CompositePodGroup)),
 		snapshot: cache.NewEmptySnapshot(),
 		logger:   logger,
+		log:      cfg.Log,
+		assumed:  map[types.UID]*corev1.Pod{},
+	}
+	if f.log == nil {
+		f.log = slog.Default()
 	}
 	f.fw, err = frameworkruntime.NewFramework(ctx, registry(), p,
 		frameworkruntime.WithClientSet(cfg.Client),

@@ -51,12 +51,17 @@ func TestCPUOnlyPods(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Unconstrained CPU-only pods (cpu-0 is full: they go to gpu-0) beside
-	// a GPU pod, which keeps its assignment.
+	// An unconstrained CPU-only pod (cpu-0 is full: it goes to gpu-0) beside
+	// a GPU pod, which keeps its assignment. One asking for an extended
+	// resource no node advertises waits, as under kube-scheduler (its own
+	// NodeResourcesFit says why: kube/kubefilter).
 	createCPUPod(ctx, t, client, "plain", "1", nil, nil)
 	createCPUPod(ctx, t, client, "other-key", "500m", nil, corev1.ResourceList{"example.com/accelerator": resource.MustParse("1")})
 	createGPUPod(ctx, t, client, "gpu", "1", nil)
-	for _, name := range []string{"plain", "other-key"} {
+	waitFor(t, "other-key waits", func() error {
+		return hasCondition(ctx, client, "other-key", corev1.PodReasonUnschedulable, "NodeResourcesFit: Insufficient example.com/accelerator")
+	})
+	for _, name := range []string{"plain"} {
 		waitFor(t, name+" bound", func() error { return scheduledTrue(ctx, client, name) })
 		waitFor(t, name+" event", func() error {
 			return hasEvent(ctx, client, name, corev1.EventTypeNormal, "Scheduled", "Successfully assigned default/"+name+" to gpu-0")

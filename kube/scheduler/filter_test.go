@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -97,6 +98,6 @@ func index(snap *snapshot, name string) int {
 
 // workloadOf is podWorkOf's workload and requests.
 func (s *Scheduler) workloadOf(snap *snapshot, pod *corev1.Pod) (cycle.Workload, []workload.ContainerRequest, error) {
-	pw, err := s.podWorkOf(snap, pod)
+	pw, err := s.podWorkOf(context.Background(), snap, pod)
 	return pw.w, pw.reqs, err
 }

@@ -38,7 +38,7 @@ func outcomeOf(err error) outcome {
 // served alone, without booking it or changing the API: outcomeBound with
 // its plan, or why it waits.
 func (s *Scheduler) planPod(snap *snapshot, pod *corev1.Pod) (plan, outcome, string) {
-	pw, err := s.podWorkOf(snap, pod)
+	pw, err := s.podWorkOf(context.Background(), snap, pod)
 	if err != nil {
 		return plan{}, outcomeOf(err), err.Error()
 	}
@@ -64,7 +64,7 @@ func (s *Scheduler) planPod(snap *snapshot, pod *corev1.Pod) (plan, outcome, str
 // nothing changed since), as the cycle's step does, and commits it.
 func (s *Scheduler) bookAndCommit(ctx context.Context, t *testing.T, snap *snapshot, pod *corev1.Pod, pl plan) {
 	t.Helper()
-	pw, err := s.podWorkOf(snap, pod)
+	pw, err := s.podWorkOf(context.Background(), snap, pod)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tessera-gpu/tessera/kube/crdwatch"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/kubefilter"
 	"github.com/tessera-gpu/tessera/kube/membership"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/podbind"
@@ -46,7 +47,10 @@ type Scheduler struct {
 	// dra resolves, allocates, assumes and writes the pods' DRA claims
 	// (package kube/draclaims); Run gives it the claims' informers where
 	// the API server serves resource.k8s.io/v1.
-	dra     *draclaims.Allocator
+	dra *draclaims.Allocator
+	// filter runs kube-scheduler's own hard-constraint plugins for the pods
+	// they concern (package kube/kubefilter; nil outside Run: none run).
+	filter  *kubefilter.Filter
 	wake    chan struct{}
 	events  *podstatus.Sink
 	metrics *schedmetrics.Metrics
@@ -149,6 +153,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(s.cfg.Client, 0, informers.WithTransform(trimObject)) // trim.go
 	nodeInf, podInf, jobInf := f.Core().V1().Nodes(), f.Core().V1().Pods(), f.Batch().V1().Jobs()
 	s.nodes, s.pods, s.members.Jobs = nodeInf.Lister(), podInf.Lister(), jobInf.Lister()
+	kf, err := kubefilter.New(ctx, kubefilter.Config{SchedulerName: s.cfg.Name, Client: s.cfg.Client, Informers: f, Log: s.cfg.Log})
+	if err != nil {
+		return fmt.Errorf("kube-scheduler's filters: %w", err)
+	}
+	s.filter = kf
 	// handlers are waited for as well as the caches: the first cycle
 	// starts only once every object listed at start has reached them.
 	var handlers []cache.InformerSynced
@@ -158,7 +167,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		h    cache.ResourceEventHandler
 	}
 	ev := &informerEvents{name: s.cfg.Name, members: &s.members, inbox: &s.inbox, nodes: &s.changedNodes, pods: &s.changedPods, wake: s.wake}
-	watches := []watched{{"nodes", nodeInf.Informer(), ev.nodeEvents()}, {"pods", podInf.Informer(), ev.podEvents()}, {"jobs", jobInf.Informer(), ev.jobEvents()}}
+	watches := []watched{{"nodes", nodeInf.Informer(), ev.nodeEvents()}, {"pods", podInf.Informer(), ev.podEvents()}, {"jobs", jobInf.Informer(), ev.jobEvents()},
+		{"nodes for kube-scheduler's filters", nodeInf.Informer(), kf.NodeHandler()}, {"pods for kube-scheduler's filters", podInf.Informer(), kf.PodHandler()}}
 	if draclaims.Served(s.cfg.Client, s.cfg.Log) {
 		claimInf, sliceInf, classInf := f.Resource().V1().ResourceClaims(), f.Resource().V1().ResourceSlices(), f.Resource().V1().DeviceClasses()
 		s.dra = draclaims.New(draclaims.Config{Claims: claimInf.Lister(), Slices: sliceInf.Lister(), Classes: classInf.Lister(),
@@ -339,6 +349,7 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 			s.core.Bound(r.id)
 		default:
 			retry := s.core.BindFailed(r.id, now)
+			s.filter.Unreserve(r.uid)
 			delete(s.assumed, r.id)
 			snap.releasePod(r.id)
 			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", r.id, "retryIn", retry.Sub(now).Round(time.Millisecond), "err", r.err)

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,7 +18,6 @@ import (
 	"github.com/tessera-gpu/tessera/kube/draclaims"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
-	"github.com/tessera-gpu/tessera/request"
 )
 
 // podWork is a pending pod in the scheduling cycle's terms.
@@ -29,6 +29,8 @@ type podWork struct {
 	reqs []workload.ContainerRequest
 	// claims are the pod's DRA claims; nil when it has none.
 	claims *draclaims.PodClaims
+	// filtered: kube-scheduler's plugins concern the pod (kube/kubefilter).
+	filtered bool
 }
 
 // translate is the core's Frame.Translate: a pending pod as a cycle
@@ -38,7 +40,7 @@ func (cw *cycleWork) translate(id string) (cycle.Workload, error) {
 	if !ok {
 		return cycle.Workload{}, fmt.Errorf("pod %s is not pending", id)
 	}
-	pw, err := cw.s.podWorkOf(cw.snap, p)
+	pw, err := cw.s.podWorkOf(cw.ctx, cw.snap, p)
 	if err != nil {
 		if errors.As(err, new(draclaims.Wait)) {
 			return cycle.Workload{}, dispatch.Unready{Reason: err.Error()}
@@ -94,9 +96,10 @@ func (cw *cycleWork) arrival(id string) (placement.Policy, []placement.Pod, bool
 // also carries the pod's host CPU and memory, and a pod with no such part
 // is one host-only part. Also its policy, queue, priority and gang, and
 // the nodes of snap its constraints, its claims and the nodes' sharing
-// modes rule out, with why. A draclaims.Wait error says the pod waits for
+// modes rule out, then those kube-scheduler's plugins rule out for a pod
+// they concern, with why. A draclaims.Wait error says the pod waits for
 // a claim.
-func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) {
+func (s *Scheduler) podWorkOf(ctx context.Context, snap *snapshot, pod *corev1.Pod) (podWork, error) {
 	reqs, err := workload.FromPod(pod, s.cfg.Catalog)
 	if err != nil {
 		return podWork{}, err
@@ -132,14 +135,14 @@ func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) 
 	}
 	cpu, mem := boundpods.HostRequests(pod)
 	parts[0].CPUMilli, parts[0].MemoryMiB = cpu, mem
-	gpus, needs := sharingNeeds(gpuReqs, pod.Spec.HostIPC)
+	gpus, needs := workload.SharingNeeds(gpuReqs, pod.Spec.HostIPC)
 	// The nodes that take nothing (not Ready, unschedulable) are closed in
 	// the engine's cluster. A pod that no node's taints, the pod's own node
 	// constraints, its claims or any node's sharing rule out needs no check
 	// per node: the policy then places it on the cluster itself, by class.
 	var exclude func(int) string
 	if snap.tainted > 0 || claims != nil || hasNodeConstraints(pod) || slices.ContainsFunc(snap.sharings, func(ns placement.NodeSharing) bool {
-		return sharingRule(gpus, needs, ns) != ""
+		return workload.SharingRule(gpus, needs, ns) != ""
 	}) {
 		aff := nodeaffinity.GetRequiredNodeAffinity(pod)
 		exclude = func(i int) string {
@@ -151,13 +154,17 @@ func (s *Scheduler) podWorkOf(snap *snapshot, pod *corev1.Pod) (podWork, error) 
 					return why
 				}
 			}
-			return sharingRule(gpus, needs, snap.sharing[i])
+			return workload.SharingRule(gpus, needs, snap.sharing[i])
 		}
+	}
+	exclude, filtered, err := s.filter.Exclude(ctx, pod, snap.nodes, exclude)
+	if err != nil {
+		return podWork{}, schedulerError{err}
 	}
 	return podWork{w: cycle.Workload{
 		ID: name, Queue: s.members.Queue(pod), Priority: priority(pod), Gang: s.members.Gang(pod),
 		Parts: parts, Policy: pol, Exclude: exclude,
-	}, reqs: reqs, claims: claims}, nil
+	}, reqs: reqs, claims: claims, filtered: filtered}, nil
 }
 
 // hasNodeConstraints reports whether pod names nodes by their labels or
@@ -245,38 +252,4 @@ func ready(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// sharingNeeds is what sharingRule checks of a pod: its GPU requests and
-// its sharing needs. A pod's are read once, not once per node.
-func sharingNeeds(reqs []workload.ContainerRequest, hostIPC bool) ([]request.GPU, placement.SharingNeeds) {
-	gpus := make([]request.GPU, len(reqs))
-	for i, r := range reqs {
-		gpus[i] = r.GPU
-	}
-	// Oversubscribe is pod-wide: the first GPU container says it.
-	return gpus, placement.SharingNeeds{Oversubscribe: len(reqs) > 0 && reqs[0].Oversubscribe, SharedIPC: hostIPC}
-}
-
-// sharingRule checks a pod's GPU requests (sharingNeeds) against how the
-// node's agent shares its GPUs (placement.SharingOf its GPUNode sharing and
-// status.memoryOversubscription) with the engine's rule
-// (placement.SharingFit) and says why a node is ruled out in the pod's
-// words, or "". MPS clients share memory with the
-// node's MPS server, so a pod without spec.hostIPC is kept off MPS nodes
-// here rather than refused by the agent when kubelet allocates (the pod
-// would then fail on the node).
-func sharingRule(gpus []request.GPU, needs placement.SharingNeeds, node placement.NodeSharing) string {
-	switch placement.SharingFit(gpus, needs, node) {
-	case placement.NeedsOversubscription:
-		return "agent does not oversubscribe GPU memory (tessera agent --oversubscribe), which the pod asks for (" +
-			workload.NvshareResourceGPU + ", or " + workload.AnnotationOversubscribe + `: "true")`
-	case placement.WholeGPUsOnly:
-		return "GPUs are exclusive (sharing: exclusive): whole GPUs only"
-	case placement.MPSOneGPU:
-		return "GPUs are shared through MPS (sharing: mps): one GPU per container"
-	case placement.MPSNeedsSharedIPC:
-		return "GPUs are shared through MPS (sharing: mps): the pod needs spec.hostIPC: true"
-	}
-	return ""
 }

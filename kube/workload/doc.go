@@ -11,7 +11,8 @@
 // whole GPU as the limit, on nodes that oversubscribe memory). Keys
 // without an exact equivalent (HAMi's UUID pinning, vgpu-mode mig or mps)
 // are refused with what to write instead; kube/admission's table lists
-// every key.
+// every key. SharingRule words the engine's sharing-mode verdict
+// (placement.SharingFit) on a node in the pod's own keys.
 //
 // Errors name the pod's own key (annotation or resource) and the allowed
 // range. The package only translates: it must not schedule, talk to the API
