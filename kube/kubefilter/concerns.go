@@ -89,7 +89,8 @@ func unplain(r *corev1.ResourceRequirements) bool {
 // repelled: a placed pod's required anti-affinity selects pod (the
 // InterPodAffinity direction the newcomer's own spec does not show). A
 // term with a namespace selector counts as selecting it: namespace labels
-// are not at hand, and a false "concerned" only costs a filter run.
+// are not at hand, and a false "concerned" only costs a filter run. The
+// picks Reserve defers are left out: no pod with such a term is deferred.
 func (f *Filter) repelled(pod *corev1.Pod) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

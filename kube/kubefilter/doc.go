@@ -12,9 +12,10 @@
 // whether the plugins could rule out anything Tessera's fast path does not
 // already check, so pods they do not concern keep being decided by class.
 // For a scheduling cycle: Exclude adds the plugins' rejections to a
-// concerned pod's node exclusion (one Check over the nodes); Reserve checks
-// the cycle's pick again with the earlier picks assumed and assumes it;
-// Unreserve forgets it when the step is discarded or the binding fails.
+// concerned pod's node exclusion (one Check over the nodes); Reserve assumes
+// every pick, a concerned pod's checked again first with the earlier picks
+// assumed; Unreserve forgets it when the step is discarded or the binding
+// fails.
 //
 // GPU resources (workload.GPUResources: tessera.io/gpu and the migration
 // keys) are removed from the pod the plugins see: a fractional

@@ -69,6 +69,7 @@ func (f *Filter) settled(p *corev1.Pod, apply func(*corev1.Pod) error) {
 	f.amu.Lock()
 	defer f.amu.Unlock()
 	delete(f.assumed, p.UID)
+	delete(f.deferred, p.UID)
 	f.warn(apply(p))
 }
 

@@ -54,9 +54,12 @@ type Filter struct {
 	logger   klog.Logger
 	log      *slog.Logger
 	// assumed are the pods Reserve assumed, by UID, until their binding
-	// is seen or Unreserve forgets them; amu guards it.
-	amu     sync.Mutex
-	assumed map[types.UID]*corev1.Pod
+	// is seen or Unreserve forgets them; deferred those of them not in the
+	// cache yet (the next Check puts them there: a pod the plugins do not
+	// concern costs the by-class path no cache update). amu guards both.
+	amu      sync.Mutex
+	assumed  map[types.UID]*corev1.Pod
+	deferred map[types.UID]bool
 }
 
 // Rejection is why one plugin turned a node down: the plugin's name and
@@ -104,6 +107,7 @@ func New(ctx context.Context, cfg Config) (*Filter, error) {
 		logger:   logger,
 		log:      cfg.Log,
 		assumed:  map[types.UID]*corev1.Pod{},
+		deferred: map[types.UID]bool{},
 	}
 	if f.log == nil {
 		f.log = slog.Default()
@@ -128,6 +132,9 @@ func New(ctx context.Context, cfg Config) (*Filter, error) {
 func (f *Filter) Check(ctx context.Context, pod *corev1.Pod, candidates []string) (Verdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.assumeDeferred(); err != nil {
+		return Verdict{}, err
+	}
 	if err := f.cache.UpdateSnapshot(f.logger, f.snapshot); err != nil {
 		return Verdict{}, fmt.Errorf("kubefilter: snapshot for pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -49,31 +49,59 @@ func (f *Filter) Exclude(ctx context.Context, pod *corev1.Pod, nodes []*corev1.N
 	}, true, nil
 }
 
-// Reserve checks pod again on node, the pick made for it, with every
-// pod assumed so far counted (the earlier picks of the cycle among them),
-// and when it passes assumes it there, so that the next checks count it
-// until its binding is seen (PodHandler) or Unreserve forgets it. It
-// returns the rejection ("Plugin: its message"), or "" once assumed.
-func (f *Filter) Reserve(ctx context.Context, pod *corev1.Pod, node string) (string, error) {
+// Reserve assumes pod on node, the pick made for it, so that the next
+// checks count it (spread, anti-affinity and ports count every pod) until
+// its binding is seen (PodHandler) or Unreserve forgets it. With check
+// (a pod the plugins concern) it first checks the pod again there with
+// every pod assumed so far counted, the earlier picks of the cycle among
+// them, and returns the rejection ("Plugin: its message") instead. A pod
+// they do not concern runs no plugin, and enters the cache only when the
+// next Check runs.
+func (f *Filter) Reserve(ctx context.Context, pod *corev1.Pod, node string, check bool) (string, error) {
 	if f == nil {
 		return "", nil
 	}
-	v, err := f.Check(ctx, pod, []string{node})
-	if err != nil {
-		return "", err
+	if check {
+		v, err := f.Check(ctx, pod, []string{node})
+		if err != nil {
+			return "", err
+		}
+		if r, ok := v.Rejected[node]; ok {
+			return r.String(), nil
+		}
 	}
-	if r, ok := v.Rejected[node]; ok {
-		return r.String(), nil
-	}
-	p := pod.DeepCopy()
+	// A shallow copy: the cache reads pods, never writes them.
+	cp := *pod
+	p := &cp
 	p.Spec.NodeName = node
 	f.amu.Lock()
 	defer f.amu.Unlock()
+	if _, ok := f.assumed[p.UID]; ok {
+		return "", fmt.Errorf("kubefilter: reserve %s on %s: already reserved on %s", key(pod), node, f.assumed[p.UID].Spec.NodeName)
+	}
+	if !check {
+		f.assumed[p.UID], f.deferred[p.UID] = p, true
+		return "", nil
+	}
 	if err := f.AssumePod(p); err != nil {
 		return "", fmt.Errorf("kubefilter: reserve %s on %s: %w", key(pod), node, err)
 	}
 	f.assumed[p.UID] = p
 	return "", nil
+}
+
+// assumeDeferred puts the deferred picks in the cache.
+func (f *Filter) assumeDeferred() error {
+	f.amu.Lock()
+	defer f.amu.Unlock()
+	for uid := range f.deferred {
+		delete(f.deferred, uid)
+		if err := f.AssumePod(f.assumed[uid]); err != nil {
+			delete(f.assumed, uid)
+			return err
+		}
+	}
+	return nil
 }
 
 // Unreserve forgets what Reserve assumed of the pod with uid (the step
@@ -85,8 +113,14 @@ func (f *Filter) Unreserve(uid types.UID) {
 	}
 	f.amu.Lock()
 	defer f.amu.Unlock()
-	if p, ok := f.assumed[uid]; ok {
-		delete(f.assumed, uid)
-		f.warn(f.ForgetPod(p))
+	p, ok := f.assumed[uid]
+	if !ok {
+		return
 	}
+	delete(f.assumed, uid)
+	if f.deferred[uid] {
+		delete(f.deferred, uid)
+		return
+	}
+	f.warn(f.ForgetPod(p))
 }

@@ -66,14 +66,10 @@ func eventually(t *testing.T, what string, check func() error) {
 	}
 }
 
-// reserveOn is Reserve with a test failure for an error.
+// reserveOn is a checked Reserve with a test failure for an error.
 func reserveOn(t *testing.T, f *Filter, p *corev1.Pod, node string) string {
 	t.Helper()
-	why, err := f.Reserve(context.Background(), p, node)
-	if err != nil {
-		t.Fatalf("Reserve %s on %s: %v", p.Name, node, err)
-	}
-	return why
+	return reserveOnWith(t, f, p, node, true)
 }
 
 // TestExcludeFastPath: a pod no plugin concerns keeps the caller's own
@@ -95,7 +91,7 @@ func TestExcludeFastPath(t *testing.T) {
 		}
 	}
 	var none *Filter
-	if why, err := none.Reserve(context.Background(), plain, "n1"); why != "" || err != nil {
+	if why, err := none.Reserve(context.Background(), plain, "n1", true); why != "" || err != nil {
 		t.Errorf("nil filter Reserve: %q, %v", why, err)
 	}
 	none.Unreserve(plain.UID)
@@ -202,4 +198,38 @@ func TestPodHandlerOtherSchedulers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReserveUnconcerned: the pick of a pod no plugin concerns is assumed
+// without a check (it is never refused, even where a check would refuse
+// it) and counts for the concerned pods after it: a replica whose
+// anti-affinity selects it is refused its node.
+func TestReserveUnconcerned(t *testing.T) {
+	f, _ := fedFilter(t, three())
+	plain := pod("plain", "", web, nil)
+	if why := reserveOnWith(t, f, plain, "n1", false); why != "" {
+		t.Fatalf("plain on n1: %q", why)
+	}
+	// A second copy on the same node would fail its own anti-affinity.
+	loner := with(pod("loner", "", web, nil), antiAffinity(term("app", "web", hostname)))
+	if why := reserveOnWith(t, f, loner, "n1", false); why != "" {
+		t.Errorf("unchecked loner on n1: %q", why)
+	}
+	f.Unreserve(loner.UID)
+	if why := reserveOnWith(t, f, loner, "n1", true); why != "InterPodAffinity: node(s) didn't match pod anti-affinity rules" {
+		t.Errorf("checked loner on n1 beside plain: %q", why)
+	}
+	f.Unreserve(plain.UID)
+	if why := reserveOnWith(t, f, loner, "n1", true); why != "" {
+		t.Errorf("checked loner on n1 once plain is unreserved: %q", why)
+	}
+}
+
+func reserveOnWith(t *testing.T, f *Filter, p *corev1.Pod, node string, check bool) string {
+	t.Helper()
+	why, err := f.Reserve(context.Background(), p, node, check)
+	if err != nil {
+		t.Fatalf("Reserve %s on %s: %v", p.Name, node, err)
+	}
+	return why
 }

@@ -112,7 +112,7 @@ func TestFastPathUntouched(t *testing.T) {
 	if !pw.filtered || pw.w.Exclude == nil || pw.w.Exclude(0) != "" {
 		t.Fatalf("concerned pod: filtered %v, exclusion %v", pw.filtered, pw.w.Exclude != nil)
 	}
-	if why, err := kf.Reserve(ctx, anti("web-1"), "a"); why != "" || err != nil {
+	if why, err := kf.Reserve(ctx, anti("web-1"), "a", true); why != "" || err != nil {
 		t.Fatalf("Reserve web-1 on a: %q, %v", why, err)
 	}
 	pw, err = s.podWorkOf(ctx, snap, anti("web-2"))

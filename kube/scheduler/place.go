@@ -36,10 +36,11 @@ func reasonFor(err error) string {
 
 // planner makes a placed pod's plan inside the cycle's step: its
 // assignment (shares per GPU container) and the allocation of its DRA
-// claims, assumed at once so the next pods see them, as is a pod
-// kube-scheduler's plugins concern, once they pass it on its node with the
-// earlier picks counted (kube/kubefilter); Unreserve gives them back when
-// the step is discarded (a gang that does not fit whole).
+// claims, assumed at once so the next pods see them, and the pod assumed
+// in kube-scheduler's cache, after its plugins pass it on its node with
+// the earlier picks counted when they concern it (kube/kubefilter);
+// Unreserve gives them back when the step is discarded (a gang that does
+// not fit whole).
 type planner cycleWork
 
 func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (string, error) {
@@ -51,12 +52,10 @@ func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (s
 	} else if err != nil {
 		return "", err
 	}
-	if pw.filtered { // checked again with the cycle's earlier picks counted
-		if why, err := cw.s.filter.Reserve(cw.ctx, p, pn.assignment.Node); err != nil {
-			return "", schedulerError{err}
-		} else if why != "" {
-			return why, nil
-		}
+	if why, err := cw.s.filter.Reserve(cw.ctx, p, pn.assignment.Node, pw.filtered); err != nil {
+		return "", schedulerError{err}
+	} else if why != "" {
+		return why, nil
 	}
 	cw.s.dra.Assume(p, pn.claims)
 	cw.plans[w.ID] = pn
