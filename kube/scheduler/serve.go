@@ -49,6 +49,9 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang, Arrival: cw.arrival}
 	rd, err := s.core.Cycle(start, f)
 	if err != nil {
+		for id := range cw.plans { // never bound: kube-scheduler's cache must not keep them
+			s.filter.Unreserve(cw.pods[id].UID)
+		}
 		return err
 	}
 	st.BackingOff = rd.BackingOff
