@@ -12,7 +12,7 @@
 // (translate.go: requests, the pod's policy, node constraints through
 // k8s.io/component-helpers, sharing rules, and for the pods they concern
 // kube-scheduler's own hard-constraint plugins through kube/kubefilter,
-// which its informers feed). Out (serve.go, place.go):
+// which its informers feed). Out (serve.go):
 // plans made in the cycle's step, bindings (package kube/podbind) with
 // their claims (package kube/draclaims), evictions, and for a pod that
 // waits a PodScheduled=False condition and an event (kube/podstatus).

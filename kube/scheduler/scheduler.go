@@ -337,6 +337,9 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 	}
 	now := time.Now()
 	for _, r := range binds {
+		if !r.ok {
+			s.filter.Unreserve(r.uid) // never bound: kube-scheduler's cache must not keep it
+		}
 		if p := s.podNamed(snap, r.id); p == nil || p.UID != r.uid {
 			continue // gone, or made again under its name: podGone forgot it
 		}
@@ -349,7 +352,6 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 			s.core.Bound(r.id)
 		default:
 			retry := s.core.BindFailed(r.id, now)
-			s.filter.Unreserve(r.uid)
 			delete(s.assumed, r.id)
 			snap.releasePod(r.id)
 			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", r.id, "retryIn", retry.Sub(now).Round(time.Millisecond), "err", r.err)
