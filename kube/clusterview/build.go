@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/tessera-gpu/tessera/booked"
 	"github.com/tessera-gpu/tessera/catalog"
@@ -240,10 +241,6 @@ func (c *Cycle) podView(p *corev1.Pod, pending bool) PodView {
 
 // nodeReady reports the node's Ready condition.
 func nodeReady(n *corev1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	_, c := nodeutil.GetNodeCondition(&n.Status, corev1.NodeReady)
+	return c != nil && c.Status == corev1.ConditionTrue
 }

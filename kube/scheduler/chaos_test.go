@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/tessera-gpu/tessera/agent"
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
@@ -415,7 +416,7 @@ func createChaosNodes(ctx context.Context, t *testing.T, client kubernetes.Inter
 		}
 		notReady := 0
 		for _, n := range nodes.Items {
-			if !nodeReady(&n) {
+			if _, c := nodeutil.GetNodeCondition(&n.Status, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
 				notReady++
 			}
 		}
@@ -424,15 +425,6 @@ func createChaosNodes(ctx context.Context, t *testing.T, client kubernetes.Inter
 		}
 		return nil
 	})
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // eventually polls check until it passes; bound is a liveness guard.

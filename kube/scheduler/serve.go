@@ -57,7 +57,8 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang, Arrival: cw.arrival}
 	rd, err := s.core.Cycle(start, f)
 	if err != nil {
-		for id := range cw.plans { // never bound: kube-scheduler's cache must not keep them
+		for id, pn := range cw.plans { // never bound: neither their claims nor kube-scheduler's cache keep them
+			s.dra.Forget(cw.pods[id], pn.claims)
 			s.filter.Unreserve(cw.pods[id].UID)
 		}
 		return err
