@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
@@ -27,6 +28,9 @@ type Report struct {
 	// Pools breaks the counted GPUs down by node pool and model; absent
 	// when the inventory has no pools.
 	Pools []PoolRow `json:"pools,omitempty"`
+	// WithUse is true when the report carries use (Options.Use was given):
+	// every counted row and pool then has Use.
+	WithUse bool `json:"withUse,omitempty"`
 }
 
 // PoolRow counts one model's GPUs in one node pool.
@@ -43,6 +47,8 @@ type PoolRow struct {
 	Unhealthy int `json:"unhealthy"`
 	// FreeCapacity is the unallocated compute of healthy GPUs, in GPUs.
 	FreeCapacity float64 `json:"freeCapacity"`
+	// Use sums the use of the pool's GPUs; only in a report with use.
+	Use *UseSum `json:"use,omitempty"`
 }
 
 // Row describes one model.
@@ -66,6 +72,10 @@ type Row struct {
 	Unhealthy *int `json:"unhealthy"`
 	// FreeCapacity is the unallocated compute of healthy GPUs, in GPUs (6.5 = six and a half GPUs' worth).
 	FreeCapacity *float64 `json:"freeCapacity"`
+	// Use sums the use of the model's GPUs, and GPUs lists each one's;
+	// only in a report with use.
+	Use  *UseSum  `json:"use,omitempty"`
+	GPUs []GPUUse `json:"devices,omitempty"`
 }
 
 // Options selects the rows.
@@ -80,13 +90,17 @@ type Options struct {
 	Pools map[string]string
 	// PoolLabel is the label Pools was read from, for the report.
 	PoolLabel string
+	// Use, when not nil, is each GPU's use by UUID (a host daemon's
+	// status) and adds use to the rows; GPUs absent from it are not
+	// metered.
+	Use map[string]gpuuse.Use
 }
 
 // Build makes a report. nodes is nil when no inventory was read (catalog
 // only); source names it. Models present in the inventory are always listed.
 // A filter that matches nothing is an error that lists close matches.
 func Build(cat *catalog.Catalog, source string, nodes []inventory.Node, opt Options) (Report, error) {
-	rep := Report{SchemaVersion: SchemaVersion, Source: source, All: opt.All, Rows: []Row{}}
+	rep := Report{SchemaVersion: SchemaVersion, Source: source, All: opt.All, Rows: []Row{}, WithUse: opt.Use != nil}
 	rows := map[string]*Row{}
 	var order []string
 	add := func(r Row) *Row {
@@ -127,7 +141,15 @@ func Build(cat *catalog.Catalog, source string, nodes []inventory.Node, opt Opti
 					ComputeCapability: g.ComputeCapability, MIG: g.MIGMode != inventory.MIGUnsupported, MIGProfiles: []string{}})
 			}
 			count(r, g)
-			pools.count(n.Name, r.Model, g)
+			var u *gpuuse.Use
+			if opt.Use != nil {
+				v := useOf(opt, g.UUID)
+				u = &v
+				zeroUse(r)
+				r.Use.add(v)
+				r.GPUs = append(r.GPUs, GPUUse{Node: n.Name, Index: g.Index, UUID: g.UUID, Use: v})
+			}
+			pools.count(n.Name, r.Model, g, u)
 		}
 	}
 	if opt.Filter != "" && len(order) == 0 {
@@ -138,6 +160,9 @@ func Build(cat *catalog.Catalog, source string, nodes []inventory.Node, opt Opti
 	if nodes != nil {
 		for _, r := range rows {
 			zero(r)
+			if opt.Use != nil {
+				zeroUse(r)
+			}
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool {
@@ -181,6 +206,13 @@ func zero(r *Row) {
 	}
 }
 
+// zeroUse gives r an empty use sum, for rows of a report with use.
+func zeroUse(r *Row) {
+	if r.Use == nil {
+		r.Use = &UseSum{}
+	}
+}
+
 func count(r *Row, g inventory.GPU) {
 	zero(r)
 	*r.Total++
@@ -210,7 +242,7 @@ func newPools(opt Options) *poolCounter {
 	return &poolCounter{of: opt.Pools, rows: map[poolKey]*PoolRow{}, nodes: map[poolKey]map[string]bool{}}
 }
 
-func (p *poolCounter) count(node, model string, g inventory.GPU) {
+func (p *poolCounter) count(node, model string, g inventory.GPU, u *gpuuse.Use) {
 	if p.of == nil {
 		return
 	}
@@ -223,6 +255,12 @@ func (p *poolCounter) count(node, model string, g inventory.GPU) {
 		r = &PoolRow{Pool: k.pool, Labeled: k.labeled, Model: model}
 		p.rows[k] = r
 		p.nodes[k] = map[string]bool{}
+	}
+	if u != nil {
+		if r.Use == nil {
+			r.Use = &UseSum{}
+		}
+		r.Use.add(*u)
 	}
 	if !p.nodes[k][node] {
 		p.nodes[k][node] = true

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tessera-gpu/tessera/catalog/catalogtest"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
@@ -140,5 +141,75 @@ func TestBuildPools(t *testing.T) {
 	rep, _ := Build(cat, "sim:x", nodes, Options{})
 	if rep.Pools != nil || rep.PoolLabel != "" {
 		t.Errorf("report without pools: %+v", rep)
+	}
+}
+
+// With a host daemon's use, each row sums its GPUs' use with measured and
+// simulated figures apart, lists each GPU's, and counts the GPUs nothing
+// measures (those the use map lacks included); without it the rows carry
+// no use at all.
+func TestBuildUse(t *testing.T) {
+	cat := catalogtest.Small()
+	i64 := func(v int64) *int64 { return &v }
+	nodes := []inventory.Node{{Name: "h", GPUs: []inventory.GPU{
+		{Index: 0, UUID: "GPU-m0", Model: "H200", Health: inventory.Healthy},
+		{Index: 1, UUID: "GPU-m1", Model: "H200", Health: inventory.Healthy},
+		{Index: 2, UUID: "GPU-s", Model: "H200", Health: inventory.Healthy},
+		{Index: 3, UUID: "GPU-n", Model: "H200", Health: inventory.Healthy},
+		{Index: 4, UUID: "GPU-l4", Model: "L4", Health: inventory.Healthy},
+		{Index: 5, UUID: "GPU-gone", Model: "L4", Health: inventory.Healthy},
+	}}}
+	use := map[string]gpuuse.Use{
+		"GPU-m0": {Source: gpuuse.Measured, BusyMilli: i64(250), MemoryUsedMiB: i64(1024)},
+		"GPU-m1": {Source: gpuuse.Measured, BusyMilli: i64(500), MemoryUsedMiB: i64(2048)},
+		"GPU-s":  {Source: gpuuse.Simulated, BusyMilli: i64(300)},
+		"GPU-n":  gpuuse.NotMetered("no job runs on it"),
+		"GPU-l4": gpuuse.NotMetered("no job runs on it"),
+	}
+	rep, err := Build(cat, "sim:test", nodes, Options{Use: use, Pools: map[string]string{"h": "p"}, PoolLabel: "pool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.WithUse || models(rep) != "H200,L4" {
+		t.Fatalf("report: withUse %v, rows %q", rep.WithUse, models(rep))
+	}
+	h := rep.Rows[0].Use
+	if h == nil || h.Measured == nil || h.Simulated == nil {
+		t.Fatalf("H200 use %+v: want measured and simulated apart", h)
+	}
+	if h.Measured.GPUs != 2 || *h.Measured.Busy != 0.75 || *h.Measured.MemoryUsedMiB != 3072 {
+		t.Errorf("H200 measured %+v busy %v", *h.Measured, *h.Measured.Busy)
+	}
+	if h.Simulated.GPUs != 1 || *h.Simulated.Busy != 0.3 || h.Simulated.MemoryUsedMiB != nil {
+		t.Errorf("H200 simulated %+v", *h.Simulated)
+	}
+	if h.NotMetered != 1 || h.Reason != "not metered: no job runs on it" {
+		t.Errorf("H200 not metered %d, reason %q", h.NotMetered, h.Reason)
+	}
+	if n := len(rep.Rows[0].GPUs); n != 4 || rep.Rows[0].GPUs[2].UUID != "GPU-s" || rep.Rows[0].GPUs[2].Use.Source != gpuuse.Simulated {
+		t.Errorf("H200 devices %+v", rep.Rows[0].GPUs)
+	}
+	// Two GPUs not metered for different reasons: the sum gives none.
+	l := rep.Rows[1].Use
+	if l.Measured != nil || l.Simulated != nil || l.NotMetered != 2 || l.Reason != "" {
+		t.Errorf("L4 use %+v", l)
+	}
+	if g := rep.Rows[1].GPUs[1]; g.Use.Source != gpuuse.None || !strings.Contains(g.Use.Reason, "reports no use") {
+		t.Errorf("GPU absent from the use map: %+v", g)
+	}
+	if p := rep.Pools[0]; p.Model != "H200" || p.Use == nil || p.Use.Measured.GPUs != 2 || p.Use.Simulated.GPUs != 1 || p.Use.NotMetered != 1 {
+		t.Errorf("pool use %+v", p)
+	}
+	// All models listed: an absent one has an empty use sum, not none.
+	rep, _ = Build(cat, "sim:test", nodes, Options{All: true, Use: use})
+	for _, r := range rep.Rows {
+		if r.Use == nil {
+			t.Errorf("row %s has no use in a report with use", r.Model)
+		}
+	}
+	// Without use (no host daemon, a cluster), the rows keep their v1 shape.
+	rep, _ = Build(cat, "sim:test", nodes, Options{Pools: map[string]string{"h": "p"}, PoolLabel: "pool"})
+	if rep.WithUse || rep.Rows[0].Use != nil || rep.Rows[0].GPUs != nil || rep.Pools[0].Use != nil {
+		t.Errorf("report without use carries use: %+v", rep)
 	}
 }

@@ -34,7 +34,10 @@ GPUs there: total, free (healthy and unallocated) and free fractional capacity.
 Without --source, the inventory of a running host daemon (tessera up, found
 by --socket / --state-dir) is read, else the local host through NVML when an
 NVIDIA driver is present, else only the catalog is shown. Where a host
-daemon runs, free capacity is what its jobs leave (live bookings).
+daemon runs, free capacity is what its jobs leave (live bookings), and a
+USED column shows each model's and each GPU's use beside it: busy fraction
+of the GPU, measured or simulated (never summed together), or "not
+metered" and why.
 
 --source kube reads a Kubernetes cluster running Tessera: the GPUs its
 agents publish (GPUNode objects) less what the pods bound to them hold, as
@@ -99,6 +102,7 @@ gpunodes.tessera.io. --source auto reads the cluster when one answers within
 			}
 			if live && overlayBookings(st, nodes) > 0 {
 				fmt.Fprintf(a.stderr, "note: free capacity as booked by the host daemon at %s\n", socket)
+				opt.Use = daemonUse(st)
 			}
 			rep, err := gpusummary.Build(a.catalog, srcName, nodes, opt)
 			if err != nil {
@@ -149,7 +153,11 @@ func (a *app) readInventory(cmd *cobra.Command, source string) (string, []invent
 
 func writeGPUTable(w io.Writer, rep gpusummary.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tVENDOR\tMEMORY\tARCHITECTURE\tMIG\tTOTAL\tFREE\tFREE CAPACITY")
+	head := "MODEL\tVENDOR\tMEMORY\tARCHITECTURE\tMIG\tTOTAL\tFREE\tFREE CAPACITY"
+	if rep.WithUse {
+		head += "\tUSED"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range rep.Rows {
 		mig := "no"
 		if r.MIG {
@@ -163,7 +171,15 @@ func writeGPUTable(w io.Writer, rep gpusummary.Report) error {
 				total += fmt.Sprintf(" (%d unhealthy)", *r.Unhealthy)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Model, r.Vendor, humanMiB(r.MemoryMiB), r.Architecture, mig, total, free, capacity)
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Model, r.Vendor, humanMiB(r.MemoryMiB), r.Architecture, mig, total, free, capacity)
+		if !rep.WithUse {
+			fmt.Fprintln(tw, line)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", line, useSumWords(r.Use))
+		for _, g := range r.GPUs { // each GPU's use under its model
+			fmt.Fprintf(tw, "  GPU %d\t\t\t\t\t\t\t\t%s\n", g.Index, useWords(g.Use)+memWords(g.Use))
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
@@ -190,7 +206,11 @@ func writePoolTable(w io.Writer, rep gpusummary.Report) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POOL\tMODEL\tNODES\tTOTAL\tFREE\tFREE CAPACITY")
+	head := "POOL\tMODEL\tNODES\tTOTAL\tFREE\tFREE CAPACITY"
+	if rep.WithUse {
+		head += "\tUSED"
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range rep.Pools {
 		pool := p.Pool
 		if !p.Labeled {
@@ -200,7 +220,11 @@ func writePoolTable(w io.Writer, rep gpusummary.Report) error {
 		if p.Unhealthy > 0 {
 			total += fmt.Sprintf(" (%d unhealthy)", p.Unhealthy)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", pool, p.Model, p.Nodes, total, p.Free, gpuAmount(p.FreeCapacity))
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%d\t%s", pool, p.Model, p.Nodes, total, p.Free, gpuAmount(p.FreeCapacity))
+		if rep.WithUse {
+			line += "\t" + useSumWords(p.Use)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/inventory"
 )
@@ -55,4 +56,19 @@ func overlayBookings(st api.Status, nodes []inventory.Node) int {
 		}
 	}
 	return matched
+}
+
+// daemonUse is each GPU's use from the daemon's status, by UUID. A GPU
+// the daemon lists without use (a daemon from before use was reported)
+// is not metered, and says so.
+func daemonUse(st api.Status) map[string]gpuuse.Use {
+	use := make(map[string]gpuuse.Use, len(st.GPUs))
+	for _, g := range st.GPUs {
+		if g.Use != nil {
+			use[g.UUID] = *g.Use
+		} else {
+			use[g.UUID] = gpuuse.NotMetered("the host daemon does not report use (upgrade it)")
+		}
+	}
+	return use
 }
