@@ -189,16 +189,7 @@ func TestSaturatedBookingCountsAndIsNoVictim(t *testing.T) {
 // booked until the front door books the workload; that replaces it,
 // exactly.
 func TestAssumedPlacementGivesWayToTheBoundHold(t *testing.T) {
-	c := New()
-	if err := c.SetNode(inv("n0", 2, 4000), ""); err != nil {
-		t.Fatal(err)
-	}
-	cl := c.Cluster()
-	p := placement.Pod{Name: "w", CPUMilli: 500, GPU: request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 4096, MemoryLimitMiB: 4096}}
-	d := placement.Decision{Node: 0, GPUs: []int{1}}
-	if err := cl.Apply(&p, d); err != nil { // as the cycle books it
-		t.Fatal(err)
-	}
+	c, p, d := placedOnGPU1(t, request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 4096, MemoryLimitMiB: 4096})
 	c.Assume("w", cycle.Running{ID: "w", Queue: "q", Parts: []placement.Pod{p}, Decisions: []placement.Decision{d}})
 	if _, assumed := c.Has("w"); !assumed {
 		t.Fatal("not assumed")
@@ -294,4 +285,21 @@ func TestRunningAppendCopies(t *testing.T) {
 	if !slices.Equal(ids, []string{"w0", "w2"}) || mine[1].ID != "mine" {
 		t.Fatalf("running %v and the caller's %v, want [w0 w2] and mine", ids, mine[1].ID)
 	}
+}
+
+// placedOnGPU1 is a cluster of one node "n0" (two GPUs) on which a cycle
+// placed workload "w" asking r with 500m CPU on GPU 1, as the cycle books
+// it (not yet assumed), with that pod and decision.
+func placedOnGPU1(t *testing.T, r request.GPU) (*Cluster, placement.Pod, placement.Decision) {
+	t.Helper()
+	c := New()
+	if err := c.SetNode(inv("n0", 2, 4000), ""); err != nil {
+		t.Fatal(err)
+	}
+	p := placement.Pod{Name: "w", CPUMilli: 500, GPU: r}
+	d := placement.Decision{Node: 0, GPUs: []int{1}}
+	if err := c.Cluster().Apply(&p, d); err != nil {
+		t.Fatal(err)
+	}
+	return c, p, d
 }

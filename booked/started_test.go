@@ -16,16 +16,7 @@ import (
 // victims' order is the core's alone; one the core did not bind keeps the
 // front door's.
 func TestCoreStartOutlivesTheFrontDoors(t *testing.T) {
-	c := New()
-	if err := c.SetNode(inv("n0", 2, 4000), ""); err != nil {
-		t.Fatal(err)
-	}
-	cl := c.Cluster()
-	p := placement.Pod{Name: "w", CPUMilli: 500, GPU: request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 4096, MemoryLimitMiB: 4096}}
-	d := placement.Decision{Node: 0, GPUs: []int{1}}
-	if err := cl.Apply(&p, d); err != nil {
-		t.Fatal(err)
-	}
+	c, p, d := placedOnGPU1(t, request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250, MemoryMiB: 4096, MemoryLimitMiB: 4096})
 	bound, kubelet := time.Unix(100, 0), time.Unix(103, 0)
 	c.Assume("w", cycle.Running{ID: "w", Queue: "q", Started: bound, Order: 7, Parts: []placement.Pod{p}, Decisions: []placement.Decision{d}})
 	hold := func(id string, gpu int) Hold {
@@ -62,17 +53,8 @@ func TestCoreStartOutlivesTheFrontDoors(t *testing.T) {
 // request with no GPU memory is granted its compute's share of the GPU's
 // memory), so usage does not change when the front door catches up.
 func TestAssumedUsageIsTheShares(t *testing.T) {
-	c := New()
-	if err := c.SetNode(inv("n0", 2, 4000), ""); err != nil {
-		t.Fatal(err)
-	}
-	cl := c.Cluster()
 	r := request.GPU{Count: 1, ComputeMilli: 250, ComputeLimitMilli: 250}
-	p := placement.Pod{Name: "w", CPUMilli: 500, GPU: r}
-	d := placement.Decision{Node: 0, GPUs: []int{1}}
-	if err := cl.Apply(&p, d); err != nil {
-		t.Fatal(err)
-	}
+	c, p, d := placedOnGPU1(t, r)
 	c.Assume("w", cycle.Running{ID: "w", Queue: "q", Parts: []placement.Pod{p}, Decisions: []placement.Decision{d}})
 	assumed := c.Usage()["q"]
 	g := inv("n0", 2, 4000).GPUs[1]
