@@ -55,6 +55,9 @@ type seat struct {
 	got     int64
 	// use folds the Meter's readings into use windows and the idle rule.
 	use gpuuse.Tracker
+	// lends is set while the seat, an idle holder, lends its guarantee
+	// (Config.KeepIdleGuarantee), as of the last step.
+	lends bool
 }
 
 type gpu struct {

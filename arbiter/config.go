@@ -88,6 +88,13 @@ type Config struct {
 	// Idle is the idle-holder rule applied to the closed use windows
 	// (SeatStatus.Idle); zero fields take gpuuse's defaults.
 	Idle gpuuse.IdleRule
+	// KeepIdleGuarantee keeps an idle holder's guarantee. By default
+	// (false) a seat marked idle (SeatStatus.Idle) lends its guarantee: the
+	// split guarantees it only IdleFloor and fills it above that only from
+	// what its neighbours leave below their limits, until a use window at
+	// or above Idle's threshold ends the mark (the step that closes it
+	// gives the guarantee back). Memory is never lent. Unused in ModeMPS.
+	KeepIdleGuarantee bool
 	// MPS configures the control daemons in ModeMPS (Root and GPUs are
 	// required there; its Logger defaults to Logger). Ignored in
 	// ModeTokens.

@@ -13,7 +13,10 @@
 // injectable clock until its context ends. The Meter's readings also fill
 // each client's use windows and the idle-holder rule (package gpuuse,
 // SeatStatus.Use and Idle); a simulated meter's (Reading.Simulated) fill
-// only those, labelled simulated, and never move a launch rate.
+// only those, labelled simulated, and never move a launch rate. A seat
+// marked idle (by measured or simulated windows alike) lends its guarantee
+// unless Config.KeepIdleGuarantee: the split keeps it only its IdleFloor
+// and fills it last, and the step that ends the mark gives it back.
 //
 // In ModeMPS the split is left to NVIDIA MPS instead (package arbiter/mps):
 // Run also supervises one MPS control daemon per GPU, every client's

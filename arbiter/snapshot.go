@@ -36,6 +36,9 @@ type SeatStatus struct {
 	// have stayed below Config.Idle's threshold for its time.
 	Use  gpuuse.Use
 	Idle *gpuuse.Idle
+	// Lends is set while this idle holder's guarantee above its IdleFloor
+	// is lent to the GPU's other clients (Config.KeepIdleGuarantee).
+	Lends bool
 }
 
 // Snapshot returns every seat, sorted by GPU then key.
@@ -53,7 +56,7 @@ func (a *Arbiter) Snapshot() []SeatStatus {
 				Key: s.c.Key, GPU: g.uuid, Device: s.dev, Phase: phase,
 				Demand: s.verdict.Demand, Share: s.got, Rate: s.rate.Rate, Measured: s.rate.Measured,
 				Tokens: s.c.region.Read(s.dev).Tokens, Ungated: s.ungated, Exclusive: g.mode.Exclusive, Holder: g.mode.Holder == s.c.Key,
-				Use: s.use.Last(), Idle: s.use.Idle(a.cfg.Idle),
+				Use: s.use.Last(), Idle: s.use.Idle(a.cfg.Idle), Lends: s.lends,
 			})
 		}
 	}

@@ -74,6 +74,7 @@ func (a *Arbiter) workingSets(ctx context.Context) map[string]acct.Usage {
 func (a *Arbiter) stepGPU(ctx context.Context, g *gpu, now time.Time, usage map[string]acct.Usage) error {
 	reading, metered := a.measure(ctx, g)
 	verdicts := make([]demand.Verdict, len(g.seats))
+	guarantees := make([]int64, len(g.seats))
 	tc := make([]thrash.Client, len(g.seats))
 	for i, s := range g.seats {
 		c := s.c.region.Read(s.dev)
@@ -97,10 +98,13 @@ func (a *Arbiter) stepGPU(ctx context.Context, g *gpu, now time.Time, usage map[
 				a.feedback(s, launches, reading)
 			}
 		}
+		// After the reading: the step whose window ends the idle mark
+		// already gives the guarantee back.
+		guarantees[i], s.lends = a.guarantee(s)
 		verdicts[i], s.idle = a.cfg.Demand.Step(s.idle, now, demand.Sample{
 			Launches: launches, Waited: waited, RanOut: launches > 0 && c.Tokens <= 0,
 			TokensPerMilli: s.rate.Rate * a.cfg.Period.Seconds() / 1000,
-		}, s.share.ComputeMilli)
+		}, guarantees[i])
 		tc[i] = thrash.Client{Key: s.c.Key, WorkingSet: usage[s.c.Key].Bytes[s.dev], Active: verdicts[i].Phase == demand.Active}
 	}
 	if capacity := a.cfg.Capacity[g.uuid]; capacity > 0 {
@@ -122,7 +126,7 @@ func (a *Arbiter) stepGPU(ctx context.Context, g *gpu, now time.Time, usage map[
 			d = request.Whole
 		}
 		verdicts[i].Demand = d
-		in[i] = share.Client{Guarantee: s.share.ComputeMilli, Limit: s.share.ComputeLimitMilli, Demand: d}
+		in[i] = share.Client{Guarantee: guarantees[i], Limit: s.share.ComputeLimitMilli, Demand: d, Lends: s.lends}
 	}
 	shares, err := share.Allocate(in)
 	if err != nil {
@@ -134,6 +138,31 @@ func (a *Arbiter) stepGPU(ctx context.Context, g *gpu, now time.Time, usage map[
 		s.verdict, s.got = verdicts[i], shares[i]
 	}
 	return nil
+}
+
+// guarantee is what the split guarantees seat s: its booked guarantee, or,
+// while it is an idle holder and lending is on, only its IdleFloor (lends:
+// the rest is lent). The mark counts whatever its readings' source: on a
+// simulated GPU the split is as simulated as the use, and lending moves
+// shares, never a launch rate.
+func (a *Arbiter) guarantee(s *seat) (milli int64, lends bool) {
+	g := s.share.ComputeMilli
+	if a.cfg.KeepIdleGuarantee || s.use.Idle(a.cfg.Idle) == nil {
+		return g, false
+	}
+	f := IdleFloor(g, a.cfg.Idle)
+	return f, f < g
+}
+
+// IdleFloor is the share an idle holder with guarantee g keeps while its
+// guarantee is lent: twice the idle threshold, at most g. It keeps the
+// holder running, and when it wakes its measured use can cross the
+// threshold and end the mark even if every neighbour bursts to its limit:
+// at the threshold itself a woken holder would be measured about at it,
+// and NVML's sampling noise or a rate estimated low could keep it marked,
+// and so held to the floor, while it works.
+func IdleFloor(g int64, rule gpuuse.IdleRule) int64 {
+	return min(g, 2*rule.BelowMilli)
 }
 
 // measure reads the Meter for the GPU; metered is false without one. A

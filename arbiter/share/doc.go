@@ -9,6 +9,9 @@
 // satisfied. It is work-conserving (an idle client's share goes to busy ones),
 // never exceeds a limit, and a busy client always gets at least its
 // guarantee, because admission keeps guarantees summing to at most 1000.
+// A client that lends its guarantee (an idle holder, Client.Lends) comes in
+// with its floor as its guarantee and is filled last, from what the others
+// leave below their limits.
 //
 // It owns only arithmetic on thousandths. It must not read clocks, files or
 // devices, and it must not know about tokens (package rate translates shares

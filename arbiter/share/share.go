@@ -16,6 +16,11 @@ type Client struct {
 	// Demand is the share it would use next period, [0, 1000]: 0 is idle,
 	// request.Whole (or anything at or above Limit) is busy without bound.
 	Demand int64
+	// Lends marks a client whose guarantee is lent (an idle holder): its
+	// Guarantee is then only the floor it keeps, and it gets more than
+	// min(Guarantee, Demand) only out of what is left once every other
+	// client is at min(Limit, Demand).
+	Lends bool
 }
 
 // Busy reports whether the client wants at least its guarantee.
@@ -56,21 +61,26 @@ func Allocate(clients []Client) ([]int64, error) {
 		out[i] = min(c.Guarantee, c.Demand)
 		left -= out[i]
 	}
-	open := make([]int, 0, len(clients))
-	for i := range clients {
-		if out[i] < ceil[i] {
-			open = append(open, i)
+	// Borrowers first: lenders share only what the others leave.
+	for _, lends := range []bool{false, true} {
+		open := make([]int, 0, len(clients))
+		for i, c := range clients {
+			if c.Lends == lends && out[i] < ceil[i] {
+				open = append(open, i)
+			}
 		}
+		left = fill(clients, out, ceil, open, left)
 	}
-	fill(clients, out, ceil, open, left)
 	return out, nil
 }
 
-// fill water-fills left thousandths over the open clients by guarantee.
-// Each round either freezes the clients whose ceiling the proportional
-// increment would reach (and repeats with the rest), or hands out the
-// floors and then the remainder, one thousandth each, by largest fraction.
-func fill(clients []Client, out, ceil []int64, open []int, left int64) {
+// fill water-fills left thousandths over the open clients by guarantee and
+// returns what it could not hand out (some only when every open client
+// reached its ceiling). Each round either freezes the clients whose
+// ceiling the proportional increment would reach (and repeats with the
+// rest), or hands out the floors and then the remainder, one thousandth
+// each, by largest fraction.
+func fill(clients []Client, out, ceil []int64, open []int, left int64) int64 {
 	for left > 0 && len(open) > 0 {
 		var weight int64
 		for _, i := range open {
@@ -109,6 +119,7 @@ func fill(clients []Client, out, ceil []int64, open []int, left int64) {
 			out[fracs[k].i]++ // floor+1 <= ceil: the floor stayed strictly below it
 			left--
 		}
-		return
+		return left
 	}
+	return left
 }

@@ -142,6 +142,9 @@ type upOptions struct {
 	// idle-holder rule (gpuuse.IdleRule).
 	idleBelow string
 	idleAfter time.Duration
+	// lendIdle is --lend-idle: an idle holder's guarantee is lent
+	// (arbiter.Config.KeepIdleGuarantee when off).
+	lendIdle bool
 }
 
 func newUpCommand(a *app) *cobra.Command {
@@ -185,6 +188,7 @@ Jobs keep running across daemon restarts.`,
 	f.StringVar(&o.migManaged, "mig-managed", "", `GPUs whose MIG layout this daemon manages: "all" (every GPU in MIG mode) or GPU UUIDs, comma-separated; a --mig job placed on one gets its instance created when it starts and destroyed when it ends (simulated with --simulate). The GPUs must already be in MIG mode: Tessera never switches it (docs/mig.md)`)
 	f.StringVar(&o.idleBelow, "idle-below", quantity.FormatShare(gpuuse.DefaultIdleBelowMilli), "a job whose measured (or, on simulated GPUs, simulated) use of a GPU stays below this share for --idle-after is shown as an idle holder")
 	f.DurationVar(&o.idleAfter, "idle-after", gpuuse.DefaultIdleAfter, "how long a job's use must stay below --idle-below before it is shown as an idle holder")
+	f.BoolVar(&o.lendIdle, "lend-idle", true, "lend an idle holder's compute guarantee to the other jobs on its GPU (up to their burst limits) until its use rises again; it keeps running, its memory and a floor of twice --idle-below (--sharing shared only)")
 	f.StringVar(&o.sharing, "sharing", sharingShared, "how jobs share a GPU: shared (the node arbiter gates kernel launches with tokens) or mps (NVIDIA MPS caps each job; jobs take one GPU each)")
 	f.StringVar(&o.mpsRoot, "mps-root", "", "with --sharing mps: folder of the MPS control daemons' pipe and log folders, keep it short (default STATE_DIR/mps)")
 	f.StringVar(&o.mpsControl, "mps-control", "", "with --sharing mps: the MPS control program (default "+mps.DefaultBinary+" on PATH; required on simulated GPUs)")
@@ -273,7 +277,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 			capacity[g.UUID] = uint64(g.MemoryMiB) << 20
 		}
 	}
-	arbCfg := arbiter.Config{Mode: sharing, Capacity: capacity, Idle: idle, Logger: a.log}
+	arbCfg := arbiter.Config{Mode: sharing, Capacity: capacity, Idle: idle, KeepIdleGuarantee: !o.lendIdle, Logger: a.log}
 	if sharing == arbiter.ModeMPS {
 		if arbCfg.MPS, err = mpsConfig(o, stateDir, srcName, simulated, nodes); err != nil {
 			return err
