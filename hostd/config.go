@@ -86,7 +86,8 @@ type Config struct {
 	JobUser *supervisor.User
 	// RuntimeDir is where a root daemon makes the accounting folders of
 	// jobs it runs as other users (shm.go; default
-	// /run/tessera/<digest of StateDir>).
+	// /run/tessera/<digest of StateDir>). The daemon makes it and its
+	// parent (0711, root's), and removes it on Close when empty.
 	RuntimeDir string
 	// Log receives the daemon's logs (default slog.Default()).
 	Log *slog.Logger
@@ -174,6 +175,8 @@ func (c *Config) defaults() error {
 	}
 	if c.RuntimeDir == "" {
 		c.RuntimeDir = defaultRuntimeDir(c.StateDir)
+	} else if err := checkRuntimeDir(c); err != nil {
+		return err
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

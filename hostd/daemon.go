@@ -212,6 +212,7 @@ func (d *Daemon) Close() error {
 	if err := d.contain.Release(); err != nil {
 		d.cfg.Log.Warn("remove the daemon's cgroup folder", "err", err)
 	}
+	d.dropRuntimeDir()
 	return d.store.Close()
 }
 

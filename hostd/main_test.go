@@ -61,7 +61,31 @@ func testConfig(t *testing.T, stateDir, spec string) Config {
 		Supervisor: []string{os.Args[0]}, StopGrace: 5 * time.Second, PollInterval: 20 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	cfg.RuntimeDir = testRuntimeDir(t, stateDir)
 	return cfg
+}
+
+// testRuntimeDir is the RuntimeDir of a test daemon on stateDir: beside
+// it, the same across restarts, and never under /run/tessera, where a
+// test's folder would outlive the test and make the real-node test take
+// this machine for one with Tessera installed. As root, the folder above
+// stateDir (a t.TempDir's, owner-only) is opened for traversal (0711),
+// as /run is, so that a job's user reaches its accounting folder.
+func testRuntimeDir(t *testing.T, stateDir string) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		parent := filepath.Dir(stateDir)
+		fi, err := os.Stat(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 == 0 {
+			if err := os.Chmod(parent, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return filepath.Join(filepath.Dir(stateDir), "run-"+filepath.Base(stateDir), "tessera")
 }
 
 func startDaemon(t *testing.T, stateDir, spec string, opts ...func(*Config)) *testDaemon {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/tessera-gpu/tessera/hostd/api"
 	"github.com/tessera-gpu/tessera/hostd/supervisor"
@@ -23,7 +24,11 @@ import (
 // folder), so that job's folder is RuntimeDir/JOB, owned by the job's
 // user, under folders only root may write (RuntimeDir defaults to
 // /run/tessera/<digest of the state folder's path>, on tmpfs). It is
-// removed when the job ends.
+// removed when the job ends, and RuntimeDir when the daemon closes with
+// no job folder left in it; a crashed daemon's is reused by the next one
+// on the same state folder. /run/tessera stays: every root daemon on the
+// host shares it, and removing it could pull it from under another
+// daemon's job start.
 
 // DefaultRuntimeRoot is where a root daemon makes RuntimeDir by default.
 const DefaultRuntimeRoot = "/run/tessera"
@@ -37,6 +42,32 @@ func defaultRuntimeDir(stateDir string) string {
 	}
 	sum := sha256.Sum256([]byte(abs))
 	return filepath.Join(DefaultRuntimeRoot, hex.EncodeToString(sum[:8]))
+}
+
+// checkRuntimeDir makes a RuntimeDir given in c absolute and refuses one
+// whose parent exists and is not already what prepareShm makes of it
+// (mode 0711): prepareShm would take that folder over, and /run, say,
+// would become unlistable to its users.
+func checkRuntimeDir(c *Config) error {
+	abs, err := filepath.Abs(c.RuntimeDir)
+	if err != nil {
+		return fmt.Errorf("runtime dir %s: %w", c.RuntimeDir, err)
+	}
+	c.RuntimeDir = abs
+	if os.Geteuid() != 0 {
+		return nil // only root runs jobs as others (prepareShm)
+	}
+	parent := filepath.Dir(abs)
+	fi, err := os.Lstat(parent)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("runtime dir %s: %w", abs, err)
+	case !fi.IsDir() || fi.Mode().Perm() != 0o711:
+		return fmt.Errorf("runtime dir %s: its parent %s (mode %s) must be missing (the daemon makes it) or a folder of mode 0711 it made before: the daemon sets that mode on it; give a runtime dir under a folder of its own, such as %s/NAME", abs, parent, fi.Mode(), DefaultRuntimeRoot+"-NAME")
+	}
+	return nil
 }
 
 // otherUser reports whether a job run as user runs as another user than
@@ -102,4 +133,19 @@ func (d *Daemon) dropShm(j api.Job) {
 	if err := os.RemoveAll(j.ShmDir); err != nil {
 		d.cfg.Log.Warn("remove the job's accounting folder", "job", j.ID, "folder", j.ShmDir, "err", err)
 	}
+}
+
+// dropRuntimeDir removes RuntimeDir if it is empty: one that holds the
+// folders of jobs still running stays for the next daemon, which removes
+// them as the jobs end.
+func (d *Daemon) dropRuntimeDir() {
+	// A link the operator put there is theirs (prepareShm follows it).
+	if fi, err := os.Lstat(d.cfg.RuntimeDir); err != nil || !fi.IsDir() {
+		return
+	}
+	err := os.Remove(d.cfg.RuntimeDir)
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+		return
+	}
+	d.cfg.Log.Warn("remove the daemon's runtime folder", "folder", d.cfg.RuntimeDir, "err", err)
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,6 +215,21 @@ func openDaemon(t *testing.T, extra ...string) *daemon {
 	d.host = []string{"--state-dir", d.dir, "--socket", filepath.Join(d.dir, "api.sock")}
 	d.extra = append([]string{"--socket-mode", "0666", "--contain", "cgroup"}, extra...)
 	d.start()
+	// Runs after d.stop: the jobs have ended, so the daemon leaves no
+	// folder under the runtime root (as it would leave none in /run/tessera).
+	t.Cleanup(func() {
+		if t.Failed() {
+			return // a failed test may leave a job running, and its folder
+		}
+		root := filepath.Dir(d.runtime)
+		des, err := os.ReadDir(root)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Error(err)
+		}
+		for _, de := range des {
+			t.Errorf("after the daemon stopped, %s holds %s, want nothing", root, de.Name())
+		}
+	})
 	t.Cleanup(d.stop)
 	return d
 }

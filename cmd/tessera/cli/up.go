@@ -134,6 +134,10 @@ type upOptions struct {
 	// jobUser is --job-user: whom a root daemon runs root's and token
 	// holders' jobs as ("" for root).
 	jobUser string
+	// runtimeDir is --runtime-dir: where a root daemon makes the
+	// accounting folders of jobs it runs as other users ("" for
+	// /run/tessera/<digest of the state folder>).
+	runtimeDir string
 	// recover is --recover: rebuild a damaged job database first.
 	recover bool
 	// migManaged is --mig-managed: GPUs whose MIG layout the daemon manages.
@@ -184,6 +188,7 @@ Jobs keep running across daemon restarts.`,
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
 	f.StringVar(&o.contain, "contain", "auto", "how each job's processes are kept together so all of them end before its GPU share is freed: cgroup (a cgroup v2 per job; refuse to start without a writable hierarchy), mark (an environment mark found in /proc; a process that clears its environment escapes) or auto (cgroup where possible, else mark)")
 	f.StringVar(&o.jobUser, "job-user", "", "user (name or uid) a daemon running as root runs the jobs of root and of API token holders as (default: root, and a job running as root can leave its cgroup); a job another user submits over the socket always runs as that user")
+	f.StringVar(&o.runtimeDir, "runtime-dir", "", "where a daemon running as root makes the accounting folders of jobs it runs as other users (it makes the folder and its parent, root's, mode 0711, and removes the folder when it stops with none left in it; default "+hostd.DefaultRuntimeRoot+"/<digest of the state folder>)")
 	f.BoolVar(&o.recover, "recover", false, "rebuild the job database from the job folders before starting (keeps the old file as jobs.db.damaged-TIME); for a database tessera up refuses as damaged")
 	f.StringVar(&o.migManaged, "mig-managed", "", `GPUs whose MIG layout this daemon manages: "all" (every GPU in MIG mode) or GPU UUIDs, comma-separated; a --mig job placed on one gets its instance created when it starts and destroyed when it ends (simulated with --simulate). The GPUs must already be in MIG mode: Tessera never switches it (docs/mig.md)`)
 	f.StringVar(&o.idleBelow, "idle-below", quantity.FormatShare(gpuuse.DefaultIdleBelowMilli), "a job whose measured (or, on simulated GPUs, simulated) use of a GPU stays below this share for --idle-after is shown as an idle holder")
@@ -344,7 +349,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 		StateDir: stateDir, Source: srcName, Simulated: simulated, Nodes: nodes, Catalog: a.catalog,
 		Policy: o.policy, Supervisor: []string{exe, "supervise"}, InterceptLib: lib,
 		Arbiter: hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: a.log},
-		Sharing: sharing, Contain: containment, JobUser: jobUser,
+		Sharing: sharing, Contain: containment, JobUser: jobUser, RuntimeDir: o.runtimeDir,
 		StopGrace: o.stopGrace, Log: a.log, MIG: mig,
 		Queues: settings.Queues, DisablePreemption: settings.DisablePreemption, PreemptionMinRuntime: *settings.MinRuntime,
 	})

@@ -43,6 +43,8 @@ type daemon struct {
 	extra  []string // more `tessera up` flags
 	cancel context.CancelFunc
 	done   chan int
+	// runtime is its --runtime-dir, kept across restarts (testRuntimeDir).
+	runtime string
 }
 
 // startUp runs `tessera up` in this process on a fresh state folder; its
@@ -60,8 +62,11 @@ func (d *daemon) start() {
 	d.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan int, 1)
+	if d.runtime == "" {
+		d.runtime = testRuntimeDir(d.t, d.dir)
+	}
 	go func() {
-		args := append([]string{"up", "--simulate", d.spec, "--log-level", "error"}, d.host...)
+		args := append([]string{"up", "--simulate", d.spec, "--log-level", "error", "--runtime-dir", d.runtime}, d.host...)
 		d.done <- Execute(ctx, append(args, d.extra...), io.Discard, io.Discard)
 	}()
 	deadline := time.Now().Add(30 * time.Second)
@@ -76,6 +81,29 @@ func (d *daemon) start() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// testRuntimeDir is the --runtime-dir of a test daemon on stateDir: beside
+// it, never under /run/tessera, where a test's folder would outlive the
+// test and make the real-node test take this machine for one with
+// Tessera installed. As root, the folder above stateDir (a t.TempDir's,
+// owner-only) is opened for traversal (0711), as /run is, so that a job's
+// user reaches its accounting folder.
+func testRuntimeDir(t *testing.T, stateDir string) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		parent := filepath.Dir(stateDir)
+		fi, err := os.Stat(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 == 0 {
+			if err := os.Chmod(parent, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return filepath.Join(filepath.Dir(stateDir), "run-"+filepath.Base(stateDir), "tessera")
 }
 
 // stop ends the daemon as Ctrl-C would; jobs keep running.
