@@ -23,8 +23,10 @@
 //     memory limit, and the pod tessera.io/oversubscribe: "true" (only nodes
 //     whose agent oversubscribes memory);
 //   - HAMi's use-gputype/nouse-gputype become tessera.io/gpu-model, its node
-//     and GPU scheduler policies tessera.io/placement-policy, and vgpu-mode
-//     hami-core is dropped;
+//     and GPU scheduler policies tessera.io/placement-policy, vgpu-mode
+//     hami-core is dropped and vgpu-mode mig becomes each container's
+//     tessera.io/mig-profile and tessera.io/gpu-model (kube/workload picks
+//     the smallest profile holding gpumem);
 //   - the queue and gang keys (kai.scheduler/queue,
 //     kai.scheduler/batch-min-member, Volcano's scheduling.k8s.io/group-name)
 //     stay for the scheduler to read; the webhook refuses the ones it could

@@ -103,8 +103,14 @@ func migrationCases() []migrationCase {
 			denied: "annotation nvidia.com/nouse-gpuuuid: Tessera does not pin pods"},
 		{name: "HAMi vgpu-mode", pod: testPod(map[string]string{"nvidia.com/vgpu-mode": "hami-core"}, ctr("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "3000"))),
 			want: map[string]request.GPU{"main": shareOf(1, 0, 1000, 3000)}, ann: map[string]string{AnnotationMigratedFrom: "main:nvidia.com/gpu=1,main:nvidia.com/gpumem=3000,nvidia.com/vgpu-mode=hami-core"}},
-		{name: "HAMi vgpu-mode mig", pod: testPod(map[string]string{"nvidia.com/vgpu-mode": "mig"}, ctr("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "8000"))),
-			denied: `annotation nvidia.com/vgpu-mode: "mig" is not supported yet`},
+		// HAMi's own example (two instances of at least 8000 MiB), on A100s:
+		// both A100 models have 1g.10gb as the smallest profile holding it.
+		{name: "HAMi vgpu-mode mig", pod: testPod(map[string]string{"nvidia.com/vgpu-mode": "mig", "nvidia.com/use-gputype": "A100"}, ctr("main", limits("nvidia.com/gpu", "2", "nvidia.com/gpumem", "8000"))),
+			want: map[string]request.GPU{"main": {Count: 2, ComputeMilli: 1000, ComputeLimitMilli: 1000, MIGProfile: "1g.10gb", Models: []string{"A100-40GB", "A100-80GB"}}},
+			ann: map[string]string{workload.AnnotationMIGProfile + ".main": "1g.10gb", workload.AnnotationModel + ".main": "A100-40GB,A100-80GB",
+				AnnotationMigratedFrom: "main:nvidia.com/gpu=2,main:nvidia.com/gpumem=8000,nvidia.com/use-gputype=A100,nvidia.com/vgpu-mode=mig"}},
+		{name: "HAMi vgpu-mode mig on models whose profiles differ", pod: testPod(map[string]string{"nvidia.com/vgpu-mode": "mig", "nvidia.com/use-gputype": "A100,H200"}, ctr("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "8000"))),
+			denied: `annotation nvidia.com/vgpu-mode of container main: "mig" with nvidia.com/gpumem 8000: the smallest MIG profile holding it differs between the models nvidia.com/use-gputype allows`},
 		{name: "HAMi policies binpack", pod: testPod(map[string]string{"hami.io/node-scheduler-policy": "binpack", "hami.io/gpu-scheduler-policy": "binpack"}, ctr("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "3000", "nvidia.com/gpucores", "30"))),
 			want: map[string]request.GPU{"main": shareOf(1, 300, 300, 3000)}, policy: "binpack"},
 		{name: "HAMi policies spread", pod: testPod(map[string]string{"hami.io/node-scheduler-policy": "spread"}, ctr("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpucores", "30"))),

@@ -240,6 +240,13 @@ func (t *translation) fromResources(pod *corev1.Pod, idx int, r workload.Contain
 	// under Tessera's keys; Mutate checks that both read alike.
 	_, memKey, pctKey, coresKey := vgpuResources(r.Convention)
 	ann := map[string]string{}
+	if r.GPU.MIGProfile != "" {
+		// HAMi's vgpu-mode "mig": kube/workload chose the profile and the
+		// models it is the smallest on.
+		ann[workload.AnnotationMIGProfile] = r.GPU.MIGProfile
+		ann[workload.AnnotationModel] = strings.Join(r.GPU.Models, ",")
+		memKey, pctKey, coresKey = "", "", ""
+	}
 	cores, hasCores := lim(coresKey)
 	if hasCores {
 		ann[workload.AnnotationCompute] = fmt.Sprintf("%d%%", cores)

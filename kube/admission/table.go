@@ -79,8 +79,8 @@ func Table() []Row {
 			"refused: Tessera does not pin pods to GPUs; constrain the model or the nodes instead", Refused, "HAMi use-gpuuuid"},
 		{"HAMi", workload.HAMiAnnotationNoUseUUID, OnAnnotation, "excluded GPU UUIDs",
 			"refused: Tessera does not pin pods away from GPUs; constrain the model or the nodes instead", Refused, "HAMi nouse-gpuuuid"},
-		{"HAMi", workload.HAMiAnnotationVGPUMode, OnAnnotation, "hami-core (soft shares), mig (a MIG instance) or mps",
-			"hami-core: dropped (Tessera's shares are the same kind); mig: refused until MIG lands; mps: refused (MPS is a node's sharing mode in Tessera)", Exact, "HAMi vgpu-mode"},
+		{"HAMi", workload.HAMiAnnotationVGPUMode, OnAnnotation, "hami-core (soft shares), mig (a MIG instance of the smallest profile holding gpumem) or mps",
+			"hami-core: dropped (Tessera's shares are the same kind); mig: tessera.io/mig-profile.<container>, the smallest profile holding gpumem (least memory, then fewest compute slices, never +me), with tessera.io/gpu-model.<container> the models where it is the smallest; refused when those differ between the allowed models (name them with use-gputype); mps: refused (MPS is a node's sharing mode in Tessera)", Exact, "HAMi vgpu-mode mig"},
 		{"HAMi", workload.HAMiAnnotationNodePolicy, OnAnnotation, "binpack or spread across nodes (default binpack)",
 			"with the GPU policy: both binpack → tessera.io/placement-policy binpack, both spread → spread; different ones are refused", Exact, "HAMi policies spread"},
 		{"HAMi", workload.HAMiAnnotationGPUPolicy, OnAnnotation, "binpack or spread across a node's GPUs (default spread)",
@@ -150,7 +150,8 @@ func entry(key, value string) string {
 
 // fromPodAnnotations translates HAMi's pod annotations: the allowed and
 // excluded types become tessera.io/gpu-model (the models kube/workload
-// resolved, the same for every container), vgpu-mode hami-core is dropped,
+// resolved, the same for every container), vgpu-mode is dropped (hami-core
+// is Tessera's kind of share; fromResources writes mig's profile),
 // and the node and GPU policies become tessera.io/placement-policy.
 func (t *translation) fromPodAnnotations(pod *corev1.Pod, reqs []workload.ContainerRequest) error {
 	drop := func(key string) bool {
@@ -166,7 +167,7 @@ func (t *translation) fromPodAnnotations(pod *corev1.Pod, reqs []workload.Contai
 	if (use || nouse) && len(reqs) > 0 {
 		t.addAnn[workload.AnnotationModel] = strings.Join(reqs[0].GPU.Models, ",")
 	}
-	drop(workload.HAMiAnnotationVGPUMode) // kube/workload allowed only hami-core
+	drop(workload.HAMiAnnotationVGPUMode) // kube/workload allowed only hami-core and mig
 	policy, key, ok, err := workload.PlacementPolicy(pod)
 	if err != nil {
 		return err

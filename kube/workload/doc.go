@@ -6,10 +6,12 @@
 // gpu-memory, gpu-fraction-num-devices and gpu-fraction-container-name
 // annotations; HAMi's nvidia.com/gpumem, gpumem-percentage and gpucores
 // resources with its use-gputype/nouse-gputype, vgpu-mode and scheduler
-// policy annotations (PlacementPolicy); Volcano's volcano.sh/vgpu-*
+// policy annotations (PlacementPolicy; vgpu-mode "mig" asks, per GPU, the
+// smallest MIG profile holding gpumem, on the models where it is the
+// smallest: a request names one profile); Volcano's volcano.sh/vgpu-*
 // resources; nvshare's nvshare.com/gpu (a tenth of a GPU guaranteed, the
 // whole GPU as the limit, on nodes that oversubscribe memory). Keys
-// without an exact equivalent (HAMi's UUID pinning, vgpu-mode mig or mps)
+// without an exact equivalent (HAMi's UUID pinning, vgpu-mode mps)
 // are refused with what to write instead; kube/admission's table lists
 // every key. SharingRule words the engine's sharing-mode verdict
 // (placement.SharingFit) on a node in the pod's own keys.

@@ -24,11 +24,12 @@ func refusedAnnotations(ann map[string]string) error {
 		case "hami-core":
 			// HAMi's default mode: soft shares with memory caps, as Tessera's.
 		case "mig":
-			return &Error{Key: HAMiAnnotationVGPUMode, Message: `"mig" is not supported yet (MIG instances arrive with their own issue); remove the annotation to share the GPU with capped memory and compute shares instead`}
+			// A MIG instance per GPU: FromPod reads the containers' gpumem
+			// as the smallest profile holding it (hamiMIGFields).
 		case "mps":
 			return &Error{Key: HAMiAnnotationVGPUMode, Message: `"mps": in Tessera MPS is a node's sharing mode, set on the node agent, not a pod's; remove the annotation (pods on MPS nodes get MPS)`}
 		default:
-			return &Error{Key: HAMiAnnotationVGPUMode, Message: fmt.Sprintf(`must be "hami-core" (the default; "mig" and "mps" are refused with a reason), got %q`, v)}
+			return &Error{Key: HAMiAnnotationVGPUMode, Message: fmt.Sprintf(`must be "hami-core" (the default) or "mig" ("mps" is refused with a reason), got %q`, v)}
 		}
 	}
 	return nil

@@ -91,6 +91,7 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 	if err != nil {
 		return nil, err
 	}
+	mig := migMode(pod.Annotations)
 	var out []ContainerRequest
 	for i, c := range pod.Spec.Containers {
 		conv, err := convention(c)
@@ -101,8 +102,16 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 			return nil, &Error{Key: KAIAnnotationFraction, Container: c.Name,
 				Message: fmt.Sprintf("conflicts with resource %s: use either KAI's gpu-fraction/gpu-memory annotations or GPU resources, not both", conventionKey(conv))}
 		}
+		if mig && conv == NVIDIA {
+			return nil, &Error{Key: HAMiAnnotationVGPUMode, Container: c.Name, Message: fmt.Sprintf(`"mig" needs resource %s beside %s: the MiB each MIG instance must hold (the smallest profile holding it is chosen)`, HAMiResourceMemory, ResourceNVIDIAGPU)}
+		}
+		if mig && conv != "" && conv != HAMi {
+			return nil, &Error{Key: HAMiAnnotationVGPUMode, Container: c.Name, Message: fmt.Sprintf(`"mig" applies to HAMi's resources: ask %s with %s (the MiB each MIG instance must hold), not %s`, ResourceNVIDIAGPU, HAMiResourceMemory, conventionKey(conv))}
+		}
 		var fields, keyOf map[string]string
 		switch {
+		case conv == HAMi && mig:
+			fields, keyOf, err = hamiMIGFields(c, models, modelKey, cat)
 		case conv == Tessera:
 			fields, keyOf, err = tesseraFields(pod, c)
 		case conv == NVIDIA:
@@ -126,7 +135,9 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 			if conv == Tessera {
 				return nil, &Error{Key: modelKey, Container: c.Name, Message: "conflicts with resource " + ResourceGPU + ": write the models as annotation " + AnnotationModel + " instead"}
 			}
-			fields[request.FieldModel], keyOf[request.FieldModel] = models, modelKey
+			if _, narrowed := fields[request.FieldModel]; !narrowed { // a MIG request narrows them itself
+				fields[request.FieldModel], keyOf[request.FieldModel] = models, modelKey
+			}
 		}
 		r, err := parse(c.Name, conv, fields, keyOf, cat)
 		if err != nil {
