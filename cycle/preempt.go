@@ -117,8 +117,13 @@ func (r *run) named(p *preemption.Plan, waiting preemption.Waiting, rules preemp
 func (r *run) nodeVictims(st *Statement, w Workload, waiting preemption.Waiting, rules preemption.Rules, surplus map[string]int, skip map[string]bool) (*preemption.Plan, error) {
 	perNode, _ := r.candidates()
 	var best *preemption.Plan
+	exclude := w.Exclude
+	if w.PreemptExclude != nil {
+		exclude = w.PreemptExclude
+	}
+	checker, _ := w.Reserver.(VictimChecker)
 	for ni := range r.snap.Cluster.Nodes {
-		if w.Exclude != nil && w.Exclude(ni) != "" {
+		if exclude != nil && exclude(ni) != "" {
 			continue
 		}
 		eligible := rules.Eligible(waiting, r.notEvicting(perNode[ni], skip, w), r.snap.Preemption.Now)
@@ -127,7 +132,9 @@ func (r *run) nodeVictims(st *Statement, w Workload, waiting preemption.Waiting,
 		}
 		mark := st.Len()
 		var failed error
+		var released []string
 		release := func(c preemption.Candidate) error {
+			released = append(released, c.ID)
 			run := r.runningByID(c.ID)
 			for i := range run.Parts {
 				if err := st.Unbook(run.Parts[i], run.Decisions[i]); err != nil {
@@ -141,6 +148,13 @@ func (r *run) nodeVictims(st *Statement, w Workload, waiting preemption.Waiting,
 			ok, err := r.fitsOn(st, w, ni)
 			if err != nil {
 				failed = err
+			}
+			if ok && checker != nil {
+				why, err := checker.FitsWithout(&w, ni, released)
+				if err != nil {
+					failed = err
+				}
+				ok = why == "" && err == nil
 			}
 			return ok
 		}

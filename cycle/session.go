@@ -34,6 +34,11 @@ type Workload struct {
 	// selectors, taints, sharing modes, reservations): it returns why node
 	// i of the snapshot's cluster cannot take the workload, or "".
 	Exclude func(node int) string
+	// PreemptExclude, when set, replaces Exclude where victims are looked
+	// for: the nodes no stopping of workloads there could open (Exclude
+	// also rules out what stopping some could resolve, a port or a
+	// device they hold, an anti-affinity they trip).
+	PreemptExclude func(node int) string
 	// AwaitingVictims: it named victims in an earlier cycle and waits for
 	// them to stop; it names no more until the caller clears this.
 	AwaitingVictims bool
@@ -58,6 +63,16 @@ type Reserver interface {
 	// Unreserve gives back what a successful Reserve held, when the step
 	// that placed w is discarded.
 	Unreserve(w *Workload, decisions []placement.Decision)
+}
+
+// VictimChecker is implemented by a Reserver that holds w to constraints
+// the engine does not model and whose verdict stopping workloads changes
+// (kube-scheduler's filter plugins): where victims are looked for, a node
+// where w's parts fit once the victims stop is taken only when
+// FitsWithout says "" for those victims there (their workload IDs), so
+// that no workload is stopped for room its stopping does not give.
+type VictimChecker interface {
+	FitsWithout(w *Workload, node int, victims []string) (why string, err error)
 }
 
 // Gang is a group of workloads placed all or nothing.

@@ -252,6 +252,10 @@ var notExercised = map[string]string{
 	"scheduler: list podgroups":               "kube/crdwatch (for kube/scheduler) starts the PodGroup informer at the first pod of a gang",
 	"scheduler: watch podgroups":              "kube/crdwatch (for kube/scheduler) starts the PodGroup informer at the first pod of a gang",
 	"agent: delete resourceslices":            "the resourceslice helper (agent/kube/draslices.go) deletes a slice the node no longer needs",
+	"scheduler: update persistentvolumes": "kube/kubefilter PreBind (VolumeBinding) binds a claim to the volume it chose; " +
+		"driven in kube/scheduler TestVolumeConstraints and on the real node (test/e2enode)",
+	"scheduler: update persistentvolumeclaims": "kube/kubefilter PreBind (VolumeBinding) names the picked node on a WaitForFirstConsumer claim; " +
+		"driven in kube/scheduler TestVolumeConstraints and on the real node (test/e2enode)",
 	// Not a request: the API server checks it when a status update
 	// changes status.allocation or status.reservedFor (this test's claim
 	// pods are refused without it), so the audit log never lists it.

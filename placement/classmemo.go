@@ -84,7 +84,9 @@ func (s *shapeScores) grow(n int) {
 // (TestSamePodReadsEveryField keeps it in step with request.GPU).
 func samePod(a, b *Pod) bool {
 	ga, gb := &a.GPU, &b.GPU
-	return a.CPUMilli == b.CPUMilli && a.MemoryMiB == b.MemoryMiB &&
+	// A pod with a preference is rated per node (never by class): its
+	// scores are nobody else's.
+	return a.Prefer == nil && b.Prefer == nil && a.CPUMilli == b.CPUMilli && a.MemoryMiB == b.MemoryMiB &&
 		ga.Count == gb.Count && ga.ComputeMilli == gb.ComputeMilli && ga.ComputeLimitMilli == gb.ComputeLimitMilli &&
 		ga.MemoryMiB == gb.MemoryMiB && ga.MemoryLimitMiB == gb.MemoryLimitMiB &&
 		ga.MemoryShareMilli == gb.MemoryShareMilli && ga.MemoryLimitShareMilli == gb.MemoryLimitShareMilli &&

@@ -30,6 +30,8 @@ func TestSamePodReadsEveryField(t *testing.T) {
 			v.SetBool(!v.Bool())
 		case reflect.String:
 			v.SetString(v.String() + "x")
+		case reflect.Func: // Pod.Prefer: any preference tells the pods apart
+			v.Set(reflect.ValueOf(func(*Cluster) ([]int64, error) { return nil, nil }))
 		case reflect.Slice:
 			v.Set(reflect.Append(v, reflect.ValueOf("A100-80GB")))
 		default:

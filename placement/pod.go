@@ -9,6 +9,14 @@ type Pod struct {
 	CPUMilli  int64
 	MemoryMiB int64
 	GPU       request.GPU
+	// Prefer, when set, rates the nodes of the cluster a decision is made
+	// on (by index; higher is preferred) for the pod's soft constraints
+	// (preferred affinity, soft spread): among the nodes the policy scores
+	// exactly alike, the one it rates highest wins, before the fixed tie
+	// order. It is asked once per decision, so it sees what was placed
+	// before. Such a pod is decided node by node (never by class), and a
+	// MIG request ignores it.
+	Prefer func(c *Cluster) ([]int64, error)
 }
 
 // GPUCount is the number of GPUs the pod needs (0 for CPU-only pods).

@@ -101,6 +101,9 @@ func (ch *chooser) decide(c *Cluster, p *Pod, score nodeScore) (Decision, error)
 		return ch.chooseMIG(c, p, ch.mig)
 	}
 	pf := newPodFit(p)
+	if p.Prefer != nil {
+		return ch.choosePreferred(c, &pf, score)
+	}
 	best, classes := ch.chooseClasses(c, &pf, score)
 	w := ch.parallelWorkers(len(c.Nodes))
 	switch {

@@ -14,8 +14,13 @@
 // For a scheduling cycle: Exclude adds the plugins' rejections to a
 // concerned pod's node exclusion (one Check over the nodes); Reserve assumes
 // every pick, a concerned pod's checked again first with the earlier picks
-// assumed; Unreserve forgets it when the step is discarded or the binding
-// fails.
+// assumed and then passed through the plugins' Reserve (VolumeBinding takes
+// the volumes it chose); PreBind runs the PreBind plugins before the
+// binding is written (VolumeBinding binds the claims, or names the node on
+// a claim to provision and waits for its volume); Unreserve gives back what
+// Reserve took when the step is discarded or the binding fails. For soft
+// constraints, Prefers tells whether a pod has any, and Scores rates nodes
+// for it with kube-scheduler's own score plugins (SoftScorers).
 //
 // GPU resources (workload.GPUResources: tessera.io/gpu and the migration
 // keys) are removed from the pod the plugins see: a fractional
@@ -25,8 +30,9 @@
 // two half-GPU pods as two GPUs. Every other resource (ephemeral storage,
 // hugepages, extended resources such as rdma/hca) is NodeResourcesFit's.
 //
-// It must not re-implement a plugin, place GPUs, rank or pick nodes, bind
-// pods or talk to the API server itself (the volume plugins read through
-// the caller's informers). New calls kube-scheduler's metrics.Register
+// It must not re-implement a plugin, place GPUs, pick nodes (Scores rates
+// them; the caller's placement policy decides), bind pods or talk to the
+// API server itself (the volume plugins read through the caller's
+// informers and write through its client in PreBind). New calls kube-scheduler's metrics.Register
 // once: its framework observes metric vectors that are nil until then.
 package kubefilter

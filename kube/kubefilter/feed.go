@@ -70,6 +70,7 @@ func (f *Filter) settled(p *corev1.Pod, apply func(*corev1.Pod) error) {
 	defer f.amu.Unlock()
 	delete(f.assumed, p.UID)
 	delete(f.deferred, p.UID)
+	delete(f.reserved, p.UID) // bound (its PreBind done) or gone
 	f.warn(apply(p))
 }
 

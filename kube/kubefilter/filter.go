@@ -60,6 +60,10 @@ type Filter struct {
 	amu      sync.Mutex
 	assumed  map[types.UID]*corev1.Pod
 	deferred map[types.UID]bool
+	// reserved are the concerned pods the Reserve plugins passed, by UID,
+	// with the cycle state their PreBind and Unreserve need (amu guards
+	// it; the plugins run outside the lock).
+	reserved map[types.UID]reservation
 }
 
 // Rejection is why one plugin turned a node down: the plugin's name and
@@ -67,6 +71,10 @@ type Filter struct {
 type Rejection struct {
 	Plugin  string
 	Reasons []string
+	// Unresolvable: no preemption on the node could change it (the
+	// plugin said UnschedulableAndUnresolvable: a node selector, a taint,
+	// a volume's node), as kube-scheduler's preemption reads it.
+	Unresolvable bool
 }
 
 func (r Rejection) String() string { return r.Plugin + ": " + strings.Join(r.Reasons, ", ") }
@@ -108,6 +116,7 @@ func New(ctx context.Context, cfg Config) (*Filter, error) {
 		log:      cfg.Log,
 		assumed:  map[types.UID]*corev1.Pod{},
 		deferred: map[types.UID]bool{},
+		reserved: map[types.UID]reservation{},
 	}
 	if f.log == nil {
 		f.log = slog.Default()
@@ -130,38 +139,45 @@ func New(ctx context.Context, cfg Config) (*Filter, error) {
 // (ForFramework). An error is a plugin's or the snapshot's failure, not a
 // rejection.
 func (f *Filter) Check(ctx context.Context, pod *corev1.Pod, candidates []string) (Verdict, error) {
+	v, _, err := f.check(ctx, ForFramework(pod), candidates)
+	return v, err
+}
+
+// check is Check for p, the pod as the plugins see it (ForFramework), and
+// also returns the cycle state the plugins wrote (Reserve carries it on
+// to the Reserve and PreBind plugins, as kube-scheduler does).
+func (f *Filter) check(ctx context.Context, p *corev1.Pod, candidates []string) (Verdict, fwk.CycleState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.assumeDeferred(); err != nil {
-		return Verdict{}, err
+		return Verdict{}, nil, err
 	}
 	if err := f.cache.UpdateSnapshot(f.logger, f.snapshot); err != nil {
-		return Verdict{}, fmt.Errorf("kubefilter: snapshot for pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return Verdict{}, nil, fmt.Errorf("kubefilter: snapshot for pod %s: %w", key(p), err)
 	}
-	p := ForFramework(pod)
 	state := framework.NewCycleState()
 	v := Verdict{Rejected: map[string]Rejection{}}
 	pre, st, narrowing := f.fw.RunPreFilterPlugins(ctx, state, p)
 	if !st.IsSuccess() {
 		if !st.IsRejected() {
-			return Verdict{}, fmt.Errorf("kubefilter: pod %s/%s: %w", pod.Namespace, pod.Name, st.AsError())
+			return Verdict{}, nil, fmt.Errorf("kubefilter: pod %s: %w", key(p), st.AsError())
 		}
 		// As kube-scheduler: a PreFilter rejection holds for every node.
 		r := rejection(st, narrowing)
 		for _, n := range candidates {
 			v.Rejected[n] = r
 		}
-		return v, nil
+		return v, state, nil
 	}
 	for _, n := range candidates {
 		if !pre.AllNodes() && !pre.NodeNames.Has(n) {
 			v.Rejected[n] = Rejection{Plugin: strings.Join(sets.List(narrowing), ","),
-				Reasons: []string{fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", sets.List(narrowing))}}
+				Reasons: []string{fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", sets.List(narrowing))}, Unresolvable: true}
 			continue
 		}
 		info, err := f.snapshot.NodeInfos().Get(n)
 		if err != nil {
-			v.Rejected[n] = Rejection{Plugin: NotInSnapshot, Reasons: []string{err.Error()}}
+			v.Rejected[n] = Rejection{Plugin: NotInSnapshot, Reasons: []string{err.Error()}, Unresolvable: true}
 			continue
 		}
 		st := f.fw.RunFilterPlugins(ctx, state, p, info)
@@ -171,10 +187,10 @@ func (f *Filter) Check(ctx context.Context, pod *corev1.Pod, candidates []string
 		case st.IsRejected():
 			v.Rejected[n] = rejection(st, nil)
 		default:
-			return Verdict{}, fmt.Errorf("kubefilter: pod %s/%s on node %s: %w", pod.Namespace, pod.Name, n, st.AsError())
+			return Verdict{}, nil, fmt.Errorf("kubefilter: pod %s on node %s: %w", key(p), n, st.AsError())
 		}
 	}
-	return v, nil
+	return v, state, nil
 }
 
 func rejection(st *fwk.Status, narrowing sets.Set[string]) Rejection {
@@ -182,7 +198,7 @@ func rejection(st *fwk.Status, narrowing sets.Set[string]) Rejection {
 	if plugin == "" {
 		plugin = strings.Join(sets.List(narrowing), ",")
 	}
-	return Rejection{Plugin: plugin, Reasons: slices.Clone(st.Reasons())}
+	return Rejection{Plugin: plugin, Reasons: slices.Clone(st.Reasons()), Unresolvable: st.Code() == fwk.UnschedulableAndUnresolvable}
 }
 
 // The cluster as the plugins see it: the caller mirrors nodes and pods

@@ -189,3 +189,36 @@ func nodeNames(nodes []*corev1.Node) []string {
 	}
 	return out
 }
+
+// freeLocalVolume: an unbound local PersistentVolume on node, and an
+// unbound claim name of the local class (WaitForFirstConsumer): the
+// scheduler's pick decides which volume binds it.
+func freeLocalVolume(volume, nodeName string) runtime.Object {
+	fs := corev1.PersistentVolumeFilesystem
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: volume},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:       "local",
+			VolumeMode:             &fs,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/" + volume}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostname, Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName}}},
+			}}}},
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
+	}
+}
+
+func unboundClaim(name string) runtime.Object {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-pvc-" + name)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr("local"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
+	}
+}

@@ -68,8 +68,8 @@ func registry() frameworkruntime.Registry {
 }
 
 // profile enables PluginNames at every extension point each implements
-// (MultiPoint: PreFilter, Filter, Reserve, PreBind, and Score for the next
-// step), with the arguments kube-scheduler v1's defaulting gives them, the
+// (MultiPoint: PreFilter, Filter, Reserve, PreBind; PreScore and Score
+// only for SoftScorers), with the arguments kube-scheduler v1's defaulting gives them, the
 // defaults a stock kube-scheduler runs with (system-default topology spread
 // constraints among them).
 func profile(name string) (*config.KubeSchedulerProfile, error) {
@@ -93,9 +93,34 @@ func profile(name string) (*config.KubeSchedulerProfile, error) {
 			args = append(args, pc)
 		}
 	}
+	// Scoring is for soft constraints alone (Scores): the packing policy,
+	// not NodeResourcesFit's or the volume plugins' scores, rates nodes.
+	soft := config.PluginSet{Disabled: []config.Plugin{{Name: "*"}}}
+	for _, pl := range SoftScorers() {
+		soft.Enabled = append(soft.Enabled, config.Plugin{Name: pl.Name, Weight: pl.Weight})
+	}
 	return &config.KubeSchedulerProfile{
 		SchedulerName: name,
-		Plugins:       &config.Plugins{MultiPoint: set},
+		Plugins:       &config.Plugins{MultiPoint: set, PreScore: soft, Score: soft},
 		PluginConfig:  args,
 	}, nil
+}
+
+// Scorer is a score plugin and its weight.
+type Scorer struct {
+	Name   string
+	Weight int32
+}
+
+// SoftScorers are the score plugins of soft constraints, with the weights
+// kube-scheduler's default profile gives them: preferred node affinity,
+// PreferNoSchedule taints, preferred pod (anti-)affinity (the pod's and
+// placed pods'), and ScheduleAnyway topology spread.
+func SoftScorers() []Scorer {
+	return []Scorer{
+		{names.TaintToleration, 3},
+		{names.NodeAffinity, 2},
+		{names.PodTopologySpread, 2},
+		{names.InterPodAffinity, 2},
+	}
 }

@@ -3,6 +3,7 @@ package kubefilter
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,12 +81,12 @@ func TestExcludeFastPath(t *testing.T) {
 	f, _ := fedFilter(t, nodes)
 	plain := pod("plain", "", web, nil)
 	for _, fl := range []*Filter{f, nil} {
-		ex, concerned, err := fl.Exclude(context.Background(), plain, nodes, nil)
+		ex, _, concerned, err := fl.Exclude(context.Background(), plain, nodes, nil)
 		if err != nil || ex != nil || concerned {
 			t.Errorf("filter %p: plain pod got exclude %v, concerned %v, err %v; want none", fl, ex != nil, concerned, err)
 		}
 		own := func(i int) string { return fmt.Sprintf("own %d", i) }
-		ex, _, _ = fl.Exclude(context.Background(), plain, nodes, own)
+		ex, _, _, _ = fl.Exclude(context.Background(), plain, nodes, own)
 		if ex == nil || ex(2) != "own 2" {
 			t.Errorf("filter %p: the caller's exclusion was not kept", fl)
 		}
@@ -125,7 +126,7 @@ func TestReserveInCycle(t *testing.T) {
 		}
 		return ""
 	}
-	ex, concerned, err := f.Exclude(context.Background(), r4, nodes, own)
+	ex, _, concerned, err := f.Exclude(context.Background(), r4, nodes, own)
 	if err != nil || !concerned {
 		t.Fatalf("web-4: concerned %v, err %v", concerned, err)
 	}
@@ -186,7 +187,7 @@ func TestPodHandlerOtherSchedulers(t *testing.T) {
 	}
 	newcomer := pod("newcomer", "", map[string]string{"app": "newcomer"}, nil)
 	eventually(t, "the newcomer is concerned", func() error {
-		ex, concerned, err := f.Exclude(context.Background(), newcomer, nodes, nil)
+		ex, _, concerned, err := f.Exclude(context.Background(), newcomer, nodes, nil)
 		if err != nil || !concerned {
 			return fmt.Errorf("concerned %v, err %v", concerned, err)
 		}
@@ -232,4 +233,48 @@ func reserveOnWith(t *testing.T, f *Filter, p *corev1.Pod, node string, check bo
 		t.Fatalf("Reserve %s on %s: %v", p.Name, node, err)
 	}
 	return why
+}
+
+// TestReserveVolumes: VolumeBinding's Reserve runs with the pick. Two pods
+// each claim a WaitForFirstConsumer local volume; one free volume exists,
+// on n1. The first pod's reservation takes it (the plugin's assume cache):
+// the second is refused n1 until the first is unreserved; the first has
+// PreBind work (its claim to bind), a pod without claims has none.
+func TestReserveVolumes(t *testing.T) {
+	nodes := []*corev1.Node{node("n1", "", nil), node("n2", "", nil)}
+	f := newFilter(t, nodes, nil, localClass(), freeLocalVolume("pv-1", "n1"), unboundClaim("data-a"), unboundClaim("data-b"))
+	a := with(pod("a", "", nil, nil), claim("data-a"))
+	b := with(pod("b", "", nil, nil), claim("data-b"))
+	ctx := context.Background()
+	v, err := f.Check(ctx, a, nodeNames(nodes))
+	if err != nil || !slices.Equal(v.Fit, []string{"n1"}) {
+		t.Fatalf("a: fit %v, rejected %v, err %v; want n1 alone (its only free volume)", v.Fit, v.Rejected, err)
+	}
+	if why := reserveOn(t, f, a, "n1"); why != "" {
+		t.Fatalf("a on n1: %q", why)
+	}
+	if !f.PreBinds(a.UID) {
+		t.Errorf("a: no PreBind work, want its claim bound before its binding")
+	}
+	const taken = "VolumeBinding: node(s) didn't find available persistent volumes to bind"
+	if why := reserveOn(t, f, b, "n1"); why != taken {
+		t.Errorf("b on n1 while a holds pv-1: %q, want %q", why, taken)
+	}
+	f.Unreserve(a.UID)
+	if f.PreBinds(a.UID) {
+		t.Errorf("a: PreBind work left after Unreserve")
+	}
+	if why := reserveOn(t, f, b, "n1"); why != "" {
+		t.Errorf("b on n1 after a was unreserved: %q", why)
+	}
+	plain := with(pod("plain", "", nil, nil), hostPort(8080)) // concerned, no claims
+	if why := reserveOn(t, f, plain, "n2"); why != "" {
+		t.Fatalf("plain on n2: %q", why)
+	}
+	if f.PreBinds(plain.UID) {
+		t.Errorf("plain: PreBind work for a pod without claims")
+	}
+	if err := f.PreBind(ctx, plain.UID); err != nil {
+		t.Errorf("plain: PreBind: %v", err)
+	}
 }

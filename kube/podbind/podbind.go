@@ -44,13 +44,14 @@ func Bind(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, node, en
 // Pool runs bindings on workers so that a scheduling cycle does not wait
 // for API round trips (the cycle has already booked each pod).
 type Pool struct {
+	ctx  context.Context
 	jobs chan func(context.Context)
 	wg   sync.WaitGroup
 }
 
 // Start starts workers that run submitted jobs with ctx until Stop.
 func Start(ctx context.Context, workers int) *Pool {
-	p := &Pool{jobs: make(chan func(context.Context), 4*workers)}
+	p := &Pool{ctx: ctx, jobs: make(chan func(context.Context), 4*workers)}
 	for range workers {
 		p.wg.Add(1)
 		go func() {
@@ -66,6 +67,17 @@ func Start(ctx context.Context, workers int) *Pool {
 // Submit queues a job; it blocks while every worker is busy and the queue
 // is full (back-pressure on the cycle).
 func (p *Pool) Submit(job func(context.Context)) { p.jobs <- job }
+
+// Go runs a long job (one that waits on others, as a binding waits for
+// its volumes to be provisioned) on a goroutine of its own, so that it
+// holds no worker; Stop waits for it too.
+func (p *Pool) Go(job func(context.Context)) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		job(p.ctx)
+	}()
+}
 
 // Stop waits for the queued jobs to finish.
 func (p *Pool) Stop() {

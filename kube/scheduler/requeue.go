@@ -41,9 +41,13 @@ func wakeUp(wake chan<- struct{}) {
 }
 
 // waitsFor reports whether a pod is the named scheduler's to bind:
-// unbound, naming it, not being deleted (assumed pods included).
+// unbound, naming it, not being deleted (assumed pods included), and
+// without scheduling gates (as kube-scheduler's SchedulingGates plugin: a
+// gated pod waits for its gates to be removed, with the PodScheduled
+// condition the API server gave it; the update that removes the last one
+// makes it wait for this scheduler).
 func waitsFor(name string, p *corev1.Pod) bool {
-	return p.Spec.NodeName == "" && p.Spec.SchedulerName == name && p.DeletionTimestamp == nil
+	return p.Spec.NodeName == "" && p.Spec.SchedulerName == name && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0
 }
 
 // added handles a new node, Job, Queue, PodGroup or GPUNode: it may make

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/cycle"
@@ -195,6 +196,28 @@ func (pl *planner) Reserve(w *cycle.Workload, decisions []placement.Decision) (s
 	return "", nil
 }
 
+// FitsWithout is the plugins' preemption dry run (cycle.VictimChecker)
+// for a pod they concern: whether it passes them on the node once the
+// victims (booked pods, by workload ID) are gone. A pod they do not
+// concern needs only the room the engine counts.
+func (pl *planner) FitsWithout(w *cycle.Workload, node int, victims []string) (string, error) {
+	cw := (*cycleWork)(pl)
+	if !cw.work[w.ID].filtered {
+		return "", nil
+	}
+	uids := make([]types.UID, 0, len(victims))
+	for _, id := range victims {
+		if p := cw.snap.pods[id]; p != nil {
+			uids = append(uids, p.UID)
+		}
+	}
+	why, err := cw.s.filter.FitsWithout(cw.ctx, cw.pods[w.ID], cw.snap.nodes[node].Name, uids)
+	if err != nil {
+		return "", schedulerError{err}
+	}
+	return why, nil
+}
+
 func (pl *planner) Unreserve(w *cycle.Workload, _ []placement.Decision) {
 	cw := (*cycleWork)(pl)
 	cw.s.filter.Unreserve(cw.pods[w.ID].UID)
@@ -286,6 +309,14 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 			s.bindFailed(ctx, id, pod, err)
 			return
 		}
+		// The pod's volumes first (kube-scheduler's PreBind): bound to
+		// the volumes its check chose, or provisioned for its node.
+		if err := s.filter.PreBind(ctx, pod.UID); err != nil {
+			s.dra.Undo(ctx, pod, pl.claims)
+			s.inbox.claimsDone(claimReport{forget: true, pod: pod, ws: pl.claims})
+			s.bindFailed(ctx, id, pod, err)
+			return
+		}
 		if err := podbind.Bind(ctx, s.cfg.Client, pod, a.Node, pl.encoded); err != nil {
 			if cur, ok := podbind.Settle(ctx, s.cfg.Client, s.cfg.Log, pod, err); ok {
 				s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true, bound: cur})
@@ -300,9 +331,14 @@ func (s *Scheduler) commit(ctx context.Context, snap *snapshot, pod *corev1.Pod,
 		s.inbox.bindEnded(bindReport{id: id, uid: pod.UID, ok: true})
 		s.events.Bound(ctx, pod, a.Node, a)
 	}
-	if s.binder == nil {
+	switch {
+	case s.binder == nil:
 		job(ctx)
-	} else {
+	case s.filter.PreBinds(pod.UID):
+		// Waiting for a volume to be provisioned can take minutes: not
+		// on a worker the quick bindings share.
+		s.binder.Go(job)
+	default:
 		s.binder.Submit(job)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/draclaims"
+	"github.com/tessera-gpu/tessera/kube/kubefilter"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/placement"
 )
@@ -158,13 +159,24 @@ func (s *Scheduler) podWorkOf(ctx context.Context, snap *snapshot, pod *corev1.P
 			return workload.SharingRule(gpus, needs, snap.sharing[i])
 		}
 	}
-	exclude, filtered, err := s.filter.Exclude(ctx, pod, snap.nodes, exclude)
+	exclude, preemptExclude, filtered, err := s.filter.Exclude(ctx, pod, snap.nodes, exclude)
 	if err != nil {
 		return podWork{}, schedulerError{err}
 	}
+	if kubefilter.Prefers(pod) {
+		// Soft constraints settle the nodes the policy rates alike, as
+		// kube-scheduler's score plugins rate them when it decides.
+		parts[0].Prefer = func(c *placement.Cluster) ([]int64, error) {
+			names := make([]string, len(c.Nodes))
+			for i := range c.Nodes {
+				names[i] = c.Nodes[i].Name
+			}
+			return s.filter.Scores(ctx, pod, names)
+		}
+	}
 	return podWork{w: cycle.Workload{
 		ID: name, Queue: s.members.Queue(pod), Priority: priority(pod), Gang: s.members.Gang(pod),
-		Parts: parts, Policy: pol, Exclude: exclude,
+		Parts: parts, Policy: pol, Exclude: exclude, PreemptExclude: preemptExclude,
 	}, reqs: reqs, claims: claims, filtered: filtered}, nil
 }
 

@@ -43,6 +43,7 @@ func TestRealNode(t *testing.T) {
 		{"kubelet restart", kubeletRestart},
 		{"agent pod deleted", agentPodDeleted},
 		{"deleting every pod frees every share", allFreed},
+		{"a GPU pod's claim is mounted", claimMounted},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, n.with(t), gpu[0]) }) {

@@ -67,6 +67,10 @@ type Options struct {
 	// admission plugin (pods get their API token), and webhooks reached
 	// through their Service's endpoints (no kube-proxy runs).
 	Workloads bool
+	// Controllers are more kube-controller-manager controllers to run (by
+	// their --controllers names, e.g. persistentvolume-binder-controller),
+	// with or without Workloads.
+	Controllers []string
 }
 
 // Start builds (or takes from the cache) etcd and kube-apiserver and starts
@@ -119,8 +123,8 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if err := c.startAPIServer(wctx, apiBin, etcdURL, ports[2], opt); err != nil {
 		return nil, err
 	}
-	if opt.Workloads {
-		if err := c.startControllerManager(ctx); err != nil {
+	if opt.Workloads || len(opt.Controllers) > 0 {
+		if err := c.startControllerManager(ctx, opt); err != nil {
 			return nil, err
 		}
 	}

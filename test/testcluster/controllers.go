@@ -15,12 +15,19 @@ import (
 // volume mounts, Service endpoints (webhooks are called there), and the
 // garbage collector (pods go with their owners), and the ResourceClaim
 // controller (claims from templates; a claim's reservation and allocation
-// released when its pods are gone).
+// released when its pods are gone), and the PersistentVolume binder
+// (claims bound to volumes, the scheduler's pick of a WaitForFirstConsumer
+// claim's node handed to its provisioner).
 func workloadControllers() []string {
 	return []string{"daemonset-controller", "deployment-controller", "replicaset-controller", "serviceaccount-controller",
 		"root-ca-certificate-publisher-controller", "endpoints-controller", "endpointslice-controller",
-		"garbage-collector-controller", "namespace-controller", "job-controller", "resourceclaim-controller"}
+		"garbage-collector-controller", "namespace-controller", "job-controller", "resourceclaim-controller",
+		PVBinderController}
 }
+
+// PVBinderController is kube-controller-manager's PersistentVolume binder
+// (Options.Controllers).
+const PVBinderController = "persistentvolume-binder-controller"
 
 // disabledAdmission lists the admission plugins a test cluster turns off.
 // TaintNodesByCondition always: no node-lifecycle controller would lift the
@@ -35,8 +42,14 @@ func disabledAdmission(workloads bool) string {
 }
 
 // startControllerManager runs kube-controller-manager with the workload
-// controllers, as the admin user, without leader election.
-func (c *Cluster) startControllerManager(ctx context.Context) error {
+// controllers (opt.Workloads) and opt.Controllers, as the admin user,
+// without leader election.
+func (c *Cluster) startControllerManager(ctx context.Context, opt Options) error {
+	var controllers []string
+	if opt.Workloads {
+		controllers = workloadControllers()
+	}
+	controllers = append(controllers, opt.Controllers...)
 	bin, err := Binary(ctx, "kube-controller-manager")
 	if err != nil {
 		return err
@@ -50,7 +63,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 	rootCA := filepath.Join(c.Dir, "certs", "apiserver.crt")
 	p, err := startProcess("kube-controller-manager", bin, c.Dir,
 		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
-		"--controllers="+strings.Join(workloadControllers(), ","), "--leader-elect=false",
+		"--controllers="+strings.Join(controllers, ","), "--leader-elect=false",
 		"--root-ca-file="+rootCA, "--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]), "--v=0")
 	if err != nil {

@@ -1,7 +1,9 @@
 // Command probe is the workload of the real-node tests: it prints what the
 // node agent handed its container (the GPU and share variables, and
 // whether the preloaded interception library exists inside the
-// container), one "key=value" line each, then waits for SIGTERM.
+// container) and, when PROBE_READ names a file (one on a mounted volume),
+// its first line as probe.read; one "key=value" line each, then waits for
+// SIGTERM.
 //
 // It is built static (CGO_ENABLED=0): the dynamic loader never runs for
 // it, so LD_PRELOAD names a file it only checks, never loads.
@@ -33,6 +35,15 @@ func main() {
 			lines = append(lines, "probe.preload=not a regular file: "+st.Mode().String())
 		default:
 			lines = append(lines, fmt.Sprintf("probe.preload=exists %d bytes", st.Size()))
+		}
+	}
+	if path := os.Getenv("PROBE_READ"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			lines = append(lines, "probe.read=unreadable: "+err.Error())
+		} else {
+			first, _, _ := strings.Cut(string(b), "\n")
+			lines = append(lines, "probe.read="+first)
 		}
 	}
 	sort.Strings(lines)
