@@ -27,6 +27,9 @@ type Hold struct {
 	Key string
 	// CPUMilli and MemoryMiB are its host requests.
 	CPUMilli, MemoryMiB int64
+	// Slot: it takes one of its node's pod slots (a pod; a shared claim's
+	// hold takes none), with the host requests.
+	Slot bool
 	// Groups are its GPU shares, one engine part per group: a container's
 	// shares (identical per GPU), or one device of a claim. The host
 	// requests go with the first part.

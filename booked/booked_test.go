@@ -90,6 +90,9 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 			case k == 0 || len(nodes) == 0:
 				name := names[rng.IntN(4)]
 				in := inv(name, 1+rng.IntN(3), int64(2000+1000*rng.IntN(3)))
+				if rng.IntN(2) == 0 {
+					in.Pods = int64(1 + rng.IntN(4)) // a pod limit, often reached
+				}
 				why := ""
 				if rng.IntN(4) == 0 {
 					why = "not ready"
@@ -122,14 +125,15 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 				node := names[rng.IntN(len(names))]
 				h := Hold{ID: id, Node: node, CPUMilli: int64(100 * (1 + rng.IntN(12))), MemoryMiB: 512,
 					Queue: fmt.Sprintf("q%d", rng.IntN(3)), Priority: int32(rng.IntN(3)), Gang: []string{"", "g0", "g1"}[rng.IntN(3)]}
-				h.Key = fmt.Sprint(h.Node, h.CPUMilli)
+				h.Slot = rng.IntN(5) != 0
+				h.Key = fmt.Sprint(h.Node, h.CPUMilli, h.Slot)
 				if g := rng.IntN(4); g < 3 {
 					h.Groups = [][]binding.Share{{share(node, g, int64(100*(1+rng.IntN(9))))}}
 					h.Key += fmt.Sprint(h.Groups)
 				}
 				if rng.IntN(6) == 0 && len(order) > 0 {
 					// A claim held for booked workloads.
-					h.ID, h.For, h.CPUMilli = "claim "+id, []string{order[rng.IntN(len(order))], id}, 0
+					h.ID, h.For, h.CPUMilli, h.Slot = "claim "+id, []string{order[rng.IntN(len(order))], id}, 0, false
 				}
 				if _, ok := holds[h.ID]; !ok {
 					order = append(order, h.ID)
@@ -182,6 +186,49 @@ func TestSaturatedBookingCountsAndIsNoVictim(t *testing.T) {
 	}
 	if c.Running()[0].Stopping {
 		t.Fatal("b still marked inexact after the node was booked again")
+	}
+}
+
+// TestPodSlotsBooked: each pod's hold takes one of its node's pod slots,
+// with its first part only; a shared claim's hold takes none; a pod past
+// the limit is booked saturating and said so, and booked exactly once a
+// slot is given back.
+func TestPodSlotsBooked(t *testing.T) {
+	c := New()
+	n := inv("n0", 1, 4000)
+	n.Pods = 2
+	if err := c.SetNode(n, ""); err != nil {
+		t.Fatal(err)
+	}
+	free := func() int64 { return c.Cluster().Nodes[0].FreePods }
+	a := Hold{ID: "a", Node: "n0", Key: "a", Slot: true, CPUMilli: 100,
+		Groups: [][]binding.Share{{share("n0", 0, 100)}, {share("n0", 0, 100)}}} // two parts, one pod
+	claim := Hold{ID: "claim", Node: "n0", Key: "claim", For: []string{"a"}, Groups: [][]binding.Share{{share("n0", 0, 100)}}}
+	b := Hold{ID: "b", Node: "n0", Key: "b", Slot: true}
+	for _, h := range []Hold{a, claim, b} {
+		if err := c.Book(h); err != nil {
+			t.Fatalf("book %s: %v", h.ID, err)
+		}
+	}
+	if free() != 0 {
+		t.Fatalf("%d slots free after 2 pods and a claim, want 0", free())
+	}
+	if err := c.Book(Hold{ID: "c", Node: "n0", Key: "c", Slot: true}); err == nil {
+		t.Fatal("a third pod on a node allowing 2 booked without a word")
+	}
+	if free() != 0 {
+		t.Fatalf("%d slots free after a saturated booking, want 0", free())
+	}
+	c.Release("a")
+	if free() != 0 {
+		t.Fatalf("%d slots free after a release with c waiting, want 0 (c booked again, exactly)", free())
+	}
+	if run := c.Running(); slices.ContainsFunc(run, func(r cycle.Running) bool { return r.ID == "c" && r.Stopping }) {
+		t.Fatalf("c still inexact after the node was booked again: %+v", run)
+	}
+	c.Release("b")
+	if free() != 1 {
+		t.Fatalf("%d slots free, want 1", free())
 	}
 }
 

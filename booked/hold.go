@@ -132,7 +132,7 @@ func (c *Cluster) rebook(ni int) {
 func (c *Cluster) apply(ni int, h *held) error {
 	n := &c.nodes[ni]
 	h.parts, h.decs, h.exact = h.parts[:0], h.decs[:0], true
-	host := placement.Pod{Name: h.ID, CPUMilli: h.CPUMilli, MemoryMiB: h.MemoryMiB}
+	host := placement.Pod{Name: h.ID, CPUMilli: h.CPUMilli, MemoryMiB: h.MemoryMiB, Slot: h.Slot}
 	var errs []error
 	if len(h.Groups) == 0 {
 		h.parts, h.decs = append(h.parts, host), append(h.decs, placement.Decision{Node: ni})
@@ -140,7 +140,7 @@ func (c *Cluster) apply(ni int, h *held) error {
 	for i, g := range h.Groups {
 		p := placement.Pod{Name: fmt.Sprintf("%s/%d", h.ID, i), GPU: shareRequest(g)}
 		if i == 0 {
-			p.CPUMilli, p.MemoryMiB = h.CPUMilli, h.MemoryMiB
+			p.CPUMilli, p.MemoryMiB, p.Slot = h.CPUMilli, h.MemoryMiB, h.Slot
 		}
 		d := placement.Decision{Node: ni}
 		for _, s := range g {
@@ -188,6 +188,9 @@ func (c *Cluster) book(ni int, p *placement.Pod, d placement.Decision) bool {
 	n := &c.cluster.Nodes[ni]
 	n.FreeCPUMilli = max(0, n.FreeCPUMilli-p.CPUMilli)
 	n.FreeMemoryMiB = max(0, n.FreeMemoryMiB-p.MemoryMiB)
+	if p.Slot && n.Pods > 0 {
+		n.FreePods = max(0, n.FreePods-1)
+	}
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]
 		g.FreeMilli = max(0, g.FreeMilli-p.GPU.ComputeMilli)

@@ -28,6 +28,9 @@ type Node struct {
 	// CPUMilli and MemoryMiB are the host's allocatable CPU and memory (0 when unknown).
 	CPUMilli  int64 `json:"cpuMilli,omitempty"`
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// Pods is how many pods the host runs at most (Kubernetes' allocatable
+	// pods; 0 when unknown: no limit).
+	Pods int64 `json:"pods,omitempty"`
 	// DriverVersion and CUDAVersion come from the driver ("570.133.20", "12.8").
 	DriverVersion string `json:"driverVersion,omitempty"`
 	CUDAVersion   string `json:"cudaVersion,omitempty"`
@@ -171,6 +174,9 @@ func (n *Node) GPUByIndex(i int) (*GPU, bool) {
 // Validate checks the internal consistency of a node description: unique GPU
 // indexes and UUIDs, non-negative amounts, and links between known GPUs.
 func (n *Node) Validate() error {
+	if n.Pods < 0 {
+		return fmt.Errorf("node %s: pods must be >= 0 (0: no limit), got %d", n.Name, n.Pods)
+	}
 	idx := map[int]bool{}
 	uuids := map[string]bool{}
 	for i, g := range n.GPUs {

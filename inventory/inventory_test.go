@@ -19,6 +19,8 @@ func TestValidate(t *testing.T) {
 		want   string
 	}{
 		{"valid", func(*Node) {}, ""},
+		{"pod limit", func(n *Node) { n.Pods = 110 }, ""},
+		{"negative pod limit", func(n *Node) { n.Pods = -1 }, "pods must be >= 0 (0: no limit), got -1"},
 		{"duplicate index", func(n *Node) { n.GPUs[1].Index = 0 }, "gpus[1].index 0 is used twice"},
 		{"empty uuid", func(n *Node) { n.GPUs[0].UUID = "" }, "gpus[0].uuid is empty"},
 		{"duplicate uuid", func(n *Node) { n.GPUs[1].UUID = "GPU-a" }, `gpus[1].uuid "GPU-a" is used twice`},

@@ -16,7 +16,8 @@ import (
 // plain nodes of three models with and without GPU memory tracked, nodes
 // with NVLink and NUMA topology, with GPUs of mixed models or memory
 // sizes (two arrangements of each), with 16 GPUs, with CPU and memory not
-// tracked, without GPUs, and with MIG GPUs. Nodes come in groups that
+// tracked, without GPUs, and with MIG GPUs; some templates allow a few
+// pods (Node.Pods), so nodes fill their pod slots. Nodes come in groups that
 // took the same random pods, each copy of a plain node with its GPUs in
 // another order, so that classes hold nodes whose GPUs are arranged
 // differently; random pods on random nodes then fill the cluster further.
@@ -50,6 +51,12 @@ func classCluster(t *testing.T, rng *rand.Rand) *Cluster {
 	templates = append(templates, topo, numa, mixed, mixed2, models, models2,
 		NewNode("big", 128000, 1<<19, 16, "B", 0), NewNode("cpu", 32000, 64<<10, 0, "", 0),
 		NewNode("untracked", 0, 0, 2, "A", 0), NewNode("small", 4000, 0, 2, "A", 0), NewNode("smallmem", 0, 16<<10, 2, "A", 0))
+	for i := range templates {
+		if rng.IntN(3) == 0 {
+			templates[i].Pods = int64(2 + rng.IntN(5))
+			templates[i].FreePods = templates[i].Pods
+		}
+	}
 	rng.Shuffle(len(templates), func(i, j int) { templates[i], templates[j] = templates[j], templates[i] })
 	templates = templates[:3+rng.IntN(len(templates)-2)] // a few templates per cluster
 	c := &Cluster{}
@@ -100,7 +107,7 @@ func fill(rng *rand.Rand, c *Cluster, k int) {
 // few values so that nodes meet in equal states: CPU-only, shares (some
 // memory-only, some with more GPU memory than their compute share),
 // whole and multi-GPU (some limited to models or exclusive), multi-GPU
-// shares, and MIG requests.
+// shares, and MIG requests; most take a pod slot.
 func classPods(rng *rand.Rand, k int) []Pod {
 	pods := make([]Pod, k)
 	for i := range pods {
@@ -126,6 +133,7 @@ func classPods(rng *rand.Rand, k int) []Pod {
 		default:
 			*p = wholePod(p.Name, p.CPUMilli, []int{1, 1, 2, 4, 8}[rng.IntN(5)], [][]string{nil, nil, {"A"}, {"A", "B"}}[rng.IntN(4)]...)
 		}
+		p.Slot = rng.IntN(4) != 0
 	}
 	return pods
 }
@@ -226,7 +234,7 @@ func replayBothWays(t *testing.T, name string, learn bool, seed uint64) (decisio
 			for _, x := range []*Cluster{cc, cp} {
 				n := &x.Nodes[ni]
 				n.FreeCPUMilli /= 2
-				if grow { // capacity too: what the baselines normalise by
+				if grow && n.CPUMilli > 0 { // capacity too: what the baselines normalise by (untracked CPU stays so: its pods booked none)
 					n.CPUMilli += 200000
 					n.FreeCPUMilli += 200000
 				}

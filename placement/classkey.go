@@ -11,7 +11,9 @@ import (
 // Class keys: two nodes with equal keys are in the same state as far as
 // feasibility and every class-based policy's score can tell, so they
 // score the same (names and positions in the cluster aside). A key holds
-// the node's CPU and memory (capacity and free), its GPU count and:
+// the node's CPU and memory (capacity and free), whether it has a pod slot
+// free (no policy scores slots and a part takes at most one, so nodes
+// with 3 and 40 free stay one class), its GPU count and:
 //
 //   - for a plain node (every GPU of one model and memory size, no
 //     topology, no MIG, free compute within [0, Whole]): the model, the
@@ -67,6 +69,11 @@ func appendClassKey(dst []byte, n *Node, ni int, keyShapes bool) []byte {
 	dst = binary.AppendVarint(dst, n.MemoryMiB)
 	dst = binary.AppendVarint(dst, n.FreeCPUMilli)
 	dst = binary.AppendVarint(dst, n.FreeMemoryMiB)
+	if n.Pods == 0 || n.FreePods > 0 {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(n.GPUs)))
 	if plain {
 		dst = appendPlainGPUs(dst, n)

@@ -33,7 +33,8 @@ type GPU struct {
 	migSum migSummary
 }
 
-// Node is one host: its CPU and memory, its GPUs and how they are linked.
+// Node is one host: its CPU, memory and pod slots, its GPUs and how they
+// are linked.
 type Node struct {
 	Name string
 	// CPUMilli and MemoryMiB are allocatable capacity; 0 means not tracked.
@@ -41,7 +42,11 @@ type Node struct {
 	MemoryMiB     int64
 	FreeCPUMilli  int64
 	FreeMemoryMiB int64
-	GPUs          []GPU
+	// Pods is how many pods the node runs at most (0: no limit) and
+	// FreePods how many more it takes; each part with Pod.Slot takes one.
+	Pods     int64
+	FreePods int64
+	GPUs     []GPU
 	// NVLinks[i][j] is the number of NVLink lanes joining GPUs at positions
 	// i and j of GPUs; nil when the topology is unknown.
 	NVLinks [][]int
@@ -198,7 +203,8 @@ func FromInventoryCatalog(nodes []inventory.Node, cat *catalog.Catalog) (*Cluste
 		if err := in.Validate(); err != nil {
 			return nil, err
 		}
-		n := Node{Name: in.Name, CPUMilli: in.CPUMilli, MemoryMiB: in.MemoryMiB, FreeCPUMilli: in.CPUMilli, FreeMemoryMiB: in.MemoryMiB}
+		n := Node{Name: in.Name, CPUMilli: in.CPUMilli, MemoryMiB: in.MemoryMiB, FreeCPUMilli: in.CPUMilli, FreeMemoryMiB: in.MemoryMiB,
+			Pods: in.Pods, FreePods: in.Pods}
 		var idx []int
 		for _, g := range in.GPUs {
 			if g.Health == inventory.Unhealthy {

@@ -44,6 +44,9 @@ func (c *Cluster) apply(p *Pod, d Decision) error {
 	if n.MemoryMiB > 0 && n.FreeMemoryMiB < p.MemoryMiB {
 		return fmt.Errorf("apply pod %s: node %s has %d MiB free, pod needs %d MiB", p.Name, n.Name, n.FreeMemoryMiB, p.MemoryMiB)
 	}
+	if !okPods(n, p) {
+		return fmt.Errorf("apply pod %s: node %s has no pod slot free (pod limit %d)", p.Name, n.Name, n.Pods)
+	}
 	if p.MIG() {
 		if err := applyMIG(n, p, d, false); err != nil {
 			return fmt.Errorf("apply pod %s: %w", p.Name, err)
@@ -65,6 +68,7 @@ func (c *Cluster) apply(p *Pod, d Decision) error {
 	if n.MemoryMiB > 0 {
 		n.FreeMemoryMiB -= p.MemoryMiB
 	}
+	n.FreePods -= n.slot(p)
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]
 		g.FreeMilli -= p.milliOn(g)
@@ -80,7 +84,8 @@ func (c *Cluster) apply(p *Pod, d Decision) error {
 }
 
 // book takes (or, with release, gives back) the pod's host CPU and
-// memory and its shape count; Apply and Release check the amounts first.
+// memory, its pod slot and its shape count; Apply and Release check the
+// amounts first.
 func (n *Node) book(p *Pod, release bool) {
 	sign := int64(1)
 	if release {
@@ -92,6 +97,7 @@ func (n *Node) book(p *Pod, release bool) {
 	if n.MemoryMiB > 0 {
 		n.FreeMemoryMiB -= sign * p.MemoryMiB
 	}
+	n.FreePods -= sign * n.slot(p)
 	if p.GPUCount() == 0 {
 		return
 	}
@@ -131,6 +137,9 @@ func (c *Cluster) release(p *Pod, d Decision) error {
 	if n.MemoryMiB > 0 && n.FreeMemoryMiB+p.MemoryMiB > n.MemoryMiB {
 		return fmt.Errorf("release pod %s: node %s would have more memory free than its capacity", p.Name, n.Name)
 	}
+	if n.FreePods+n.slot(p) > n.Pods {
+		return fmt.Errorf("release pod %s: node %s would have more pod slots free than its limit %d", p.Name, n.Name, n.Pods)
+	}
 	if p.MIG() {
 		if err := applyMIG(n, p, d, true); err != nil {
 			return fmt.Errorf("release pod %s: %w", p.Name, err)
@@ -150,6 +159,7 @@ func (c *Cluster) release(p *Pod, d Decision) error {
 	if n.MemoryMiB > 0 {
 		n.FreeMemoryMiB += p.MemoryMiB
 	}
+	n.FreePods += n.slot(p)
 	for _, gi := range d.GPUs {
 		g := &n.GPUs[gi]
 		g.FreeMilli += p.milliOn(g)
@@ -161,6 +171,15 @@ func (c *Cluster) release(p *Pod, d Decision) error {
 		}
 	}
 	return nil
+}
+
+// slot is the pod slots p takes on n: one for a part with Slot on a node
+// with a pod limit, else none (as untracked CPU is never booked).
+func (n *Node) slot(p *Pod) int64 {
+	if p.Slot && n.Pods > 0 {
+		return 1
+	}
+	return 0
 }
 
 func (c *Cluster) checkDecision(p *Pod, d Decision) (*Node, error) {

@@ -1,8 +1,8 @@
 // Package placement is Tessera's pure placement engine: it decides on which
 // node, and on which GPU(s) of that node, a pod goes.
 //
-// It owns the cluster snapshot (Cluster, Node, GPU: free CPU, memory, GPU
-// compute and GPU memory, model labels, NUMA and NVLink topology), the
+// It owns the cluster snapshot (Cluster, Node, GPU: free CPU, memory, pod
+// slots, GPU compute and GPU memory, model labels, NUMA and NVLink topology), the
 // MIG GPUs (their instances and free start slots; mig.go, docs/mig.md), the
 // feasibility units (one small check per resource, whose rejections
 // Explain and NoFitError give as figures an adapter can put in its own

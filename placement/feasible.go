@@ -12,12 +12,13 @@ type unit struct {
 // units are the feasibility units in the order they run; the first
 // failing unit names the reason. (An array value: nothing package-level
 // can be changed.)
-func units() [5]unit {
+func units() [6]unit {
 	return [...]unit{
 		{okOpen, whyOpen},
 		{okMIG, whyMIG},
 		{okCPU, whyCPU},
 		{okMemory, whyMemory},
+		{okPods, whyPods},
 		{okGPUs, whyGPUs},
 	}
 }
@@ -106,12 +107,12 @@ func (f *podFit) fit(dst []int, n *Node) ([]int, bool) {
 		return dst, false
 	}
 	if f.mig {
-		if !okCPU(n, p) || !okMemory(n, p) || !okMIG(n, p) {
+		if !okCPU(n, p) || !okMemory(n, p) || !okPods(n, p) || !okMIG(n, p) {
 			return dst, false
 		}
 		return migUsable(dst, n, p), true
 	}
-	if !okCPU(n, p) || !okMemory(n, p) || len(n.GPUs) < f.want {
+	if !okCPU(n, p) || !okMemory(n, p) || !okPods(n, p) || len(n.GPUs) < f.want {
 		return dst, false
 	}
 	base := len(dst)

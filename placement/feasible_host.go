@@ -20,3 +20,10 @@ func okMemory(n *Node, p *Pod) bool { return n.MemoryMiB == 0 || n.FreeMemoryMiB
 func whyMemory(n *Node, p *Pod) string {
 	return fmt.Sprintf("insufficient memory: %d MiB free, %d MiB requested", n.FreeMemoryMiB, p.MemoryMiB)
 }
+
+// okPods: the node has a pod slot free for a part that takes one (nodes
+// without a pod limit pass).
+func okPods(n *Node, p *Pod) bool { return !p.Slot || n.Pods == 0 || n.FreePods > 0 }
+
+// whyPods says it as kube-scheduler's "Too many pods" does, with the limit.
+func whyPods(n *Node, _ *Pod) string { return fmt.Sprintf("node pod limit %d reached", n.Pods) }

@@ -67,6 +67,12 @@ func TestPodFitMatchesUnits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	for trial := 0; trial < 50; trial++ {
 		c := mixedCluster(rng, 40)
+		for i := range c.Nodes {
+			if n := &c.Nodes[i]; rng.IntN(3) == 0 { // a pod limit, some full
+				n.Pods = int64(1 + rng.IntN(3))
+				n.FreePods = int64(rng.IntN(int(n.Pods) + 1))
+			}
+		}
 		pods := randomPods(rng, 40)
 		for i := range pods {
 			p := &pods[i]
@@ -80,6 +86,7 @@ func TestPodFitMatchesUnits(t *testing.T) {
 			case 3:
 				p.GPU.MemoryMiB = int64(rng.IntN(20000))
 			}
+			p.Slot = rng.IntN(2) == 0
 			pf := newPodFit(p)
 			for ni := range c.Nodes {
 				n := &c.Nodes[ni]

@@ -9,6 +9,10 @@ type Pod struct {
 	CPUMilli  int64
 	MemoryMiB int64
 	GPU       request.GPU
+	// Slot: it takes one of its node's pod slots (Node.Pods). A front door
+	// sets it on a pod's first part, which carries the host requests; a
+	// pod's further parts take none.
+	Slot bool
 	// Prefer, when set, rates the nodes of the cluster a decision is made
 	// on (by index; higher is preferred) for the pod's soft constraints
 	// (preferred affinity, soft spread): among the nodes the policy scores

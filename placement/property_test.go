@@ -55,7 +55,8 @@ func randomPods(rng *rand.Rand, k int) []Pod {
 func checkInvariants(t *testing.T, c *Cluster) {
 	t.Helper()
 	for _, n := range c.Nodes {
-		if n.FreeCPUMilli < 0 || n.FreeCPUMilli > n.CPUMilli || n.FreeMemoryMiB < 0 || n.FreeMemoryMiB > n.MemoryMiB {
+		if n.FreeCPUMilli < 0 || n.FreeCPUMilli > n.CPUMilli || n.FreeMemoryMiB < 0 || n.FreeMemoryMiB > n.MemoryMiB ||
+			n.FreePods < 0 || n.FreePods > n.Pods {
 			t.Fatalf("node over-allocated: %+v", n)
 		}
 		for _, g := range n.GPUs {

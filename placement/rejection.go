@@ -20,6 +20,8 @@ const (
 	UnitCPU
 	// UnitMemory is the node's free host memory.
 	UnitMemory
+	// UnitPods is the node's free pod slots (Node.Pods).
+	UnitPods
 	// UnitGPUs is the node's GPUs: count, model and free compute and memory.
 	UnitGPUs
 )
