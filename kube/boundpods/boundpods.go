@@ -96,12 +96,12 @@ func HostRequests(p *corev1.Pod) (cpuMilli, memMiB int64) {
 }
 
 // Hold is what a bound (or assumed) pod holds, as booked: its host
-// requests and the GPU shares its assignment grants (a malformed
+// requests, one of its node's pod slots and the GPU shares its assignment grants (a malformed
 // assignment books none: the error says why), under its HoldKey. Queue,
 // gang and whether it may be preempted are the scheduler's to add.
 func Hold(p *corev1.Pod) (booked.Hold, error) {
 	cpu, mem := HostRequests(p)
-	h := booked.Hold{ID: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, CPUMilli: cpu, MemoryMiB: mem, Key: holdKey(p, cpu, mem)}
+	h := booked.Hold{ID: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, CPUMilli: cpu, MemoryMiB: mem, Slot: true, Key: holdKey(p, cpu, mem)}
 	if p.Spec.Priority != nil {
 		h.Priority = *p.Spec.Priority
 	}

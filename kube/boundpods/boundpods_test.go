@@ -132,8 +132,8 @@ func TestHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.ID != "ns/p" || h.Node != "n1" || h.CPUMilli != 2100 || h.MemoryMiB != 1537 || h.Priority != 7 || !h.Started.Equal(start.Time) {
-		t.Fatalf("hold %+v: want ns/p on n1, 2100m CPU (init 2 > 1.5, + 0.1), 1537 MiB (1.5Gi + 1Mi), priority 7, started at 03:00", h)
+	if h.ID != "ns/p" || h.Node != "n1" || h.CPUMilli != 2100 || h.MemoryMiB != 1537 || !h.Slot || h.Priority != 7 || !h.Started.Equal(start.Time) {
+		t.Fatalf("hold %+v: want ns/p on n1, 2100m CPU (init 2 > 1.5, + 0.1), 1537 MiB (1.5Gi + 1Mi), a pod slot, priority 7, started at 03:00", h)
 	}
 	if len(h.Groups) != 2 || len(h.Groups[0]) != 1 || len(h.Groups[1]) != 2 || h.Groups[1][1].UUID != "g2" {
 		t.Fatalf("groups %+v, want one per container: [g0] [g1 g2]", h.Groups)

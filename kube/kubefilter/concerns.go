@@ -14,8 +14,8 @@ import (
 // constraint, a host port, a volume other than the node-local kinds, a
 // resource other than CPU, memory and GPUs (ephemeral storage, hugepages,
 // extended resources), or when a pod already placed has a required
-// anti-affinity term that selects pod. The node's pod count is not
-// looked at: it is a node-side limit for the caller's capacity model.
+// anti-affinity term that selects pod. The node's pod count concerns no
+// pod: the engine counts it for every pod (placement.Node.Pods).
 func (f *Filter) Concerns(pod *corev1.Pod) (bool, error) {
 	if specConcerns(pod) {
 		return true, nil

@@ -98,13 +98,17 @@ func (l Labels) Node(n *corev1.Node) (inventory.Node, error) {
 // Version implements Versioned: the answer is read from the Node alone.
 func (Labels) Version(n *corev1.Node) (Version, bool) { return nodeVersion(n) }
 
-// hostResources fills a node's CPU and memory from its allocatable.
+// hostResources fills a node's CPU, memory and pod count from its
+// allocatable.
 func hostResources(n *corev1.Node, out *inventory.Node) {
 	if q, ok := n.Status.Allocatable[corev1.ResourceCPU]; ok {
 		out.CPUMilli = q.MilliValue()
 	}
 	if q, ok := n.Status.Allocatable[corev1.ResourceMemory]; ok {
 		out.MemoryMiB = q.Value() >> 20
+	}
+	if q, ok := n.Status.Allocatable[corev1.ResourcePods]; ok {
+		out.Pods = max(q.Value(), 0)
 	}
 }
 

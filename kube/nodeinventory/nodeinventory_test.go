@@ -33,7 +33,11 @@ func TestLabelInventoryErrors(t *testing.T) {
 	}
 	n := labelNode("n", "0", "")
 	delete(n.Labels, LabelCount)
-	if got, err := inv.Node(n); err != nil || len(got.GPUs) != 0 || got.CPUMilli != 8000 {
-		t.Errorf("CPU-only node: %+v, %v", got, err)
+	if got, err := inv.Node(n); err != nil || len(got.GPUs) != 0 || got.CPUMilli != 8000 || got.Pods != 0 {
+		t.Errorf("CPU-only node: %+v, %v; want 8000m CPU, no pod limit", got, err)
+	}
+	n.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
+	if got, err := inv.Node(n); err != nil || got.Pods != 110 {
+		t.Errorf("node allowing 110 pods: %+v, %v", got, err)
 	}
 }

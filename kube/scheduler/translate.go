@@ -136,7 +136,7 @@ func (s *Scheduler) podWorkOf(ctx context.Context, snap *snapshot, pod *corev1.P
 		parts = []placement.Pod{{Name: name}}
 	}
 	cpu, mem := boundpods.HostRequests(pod)
-	parts[0].CPUMilli, parts[0].MemoryMiB = cpu, mem
+	parts[0].CPUMilli, parts[0].MemoryMiB, parts[0].Slot = cpu, mem, true
 	gpus, needs := workload.SharingNeeds(gpuReqs, pod.Spec.HostIPC)
 	// The nodes that take nothing (not Ready, unschedulable) are closed in
 	// the engine's cluster. A pod that no node's taints, the pod's own node

@@ -263,7 +263,7 @@ func kubePod(name, qos, frac string, count int, cpuMilli, memBytes int64) *corev
 }
 
 // enginePod is the pod as the scheduler translates it: its GPU request
-// (package kube/workload) and its host requests.
+// (package kube/workload), its host requests and its pod slot.
 func enginePod(t *testing.T, p *corev1.Pod) placement.Pod {
 	t.Helper()
 	reqs, err := workload.FromPod(p, catalog.Default())
@@ -272,7 +272,7 @@ func enginePod(t *testing.T, p *corev1.Pod) placement.Pod {
 	}
 	c := p.Spec.Containers[0].Resources.Requests
 	return placement.Pod{Name: ns + "/" + p.Name + "/main", GPU: reqs[0].GPU,
-		CPUMilli: c.Cpu().MilliValue(), MemoryMiB: (c.Memory().Value() + 1<<20 - 1) >> 20}
+		CPUMilli: c.Cpu().MilliValue(), MemoryMiB: (c.Memory().Value() + 1<<20 - 1) >> 20, Slot: true}
 }
 
 func gpuNode(name string) *corev1.Node {
