@@ -2,8 +2,9 @@
 // node, and on which GPU(s) of that node, a pod goes.
 //
 // It owns the cluster snapshot (Cluster, Node, GPU: free CPU, memory, pod
-// slots, GPU compute and GPU memory, model labels, NUMA and NVLink topology), the
-// MIG GPUs (their instances and free start slots; mig.go, docs/mig.md), the
+// slots, GPU compute and GPU memory, model labels, NUMA and NVLink
+// topology), the MIG GPUs (their instances and free start slots; mig.go,
+// docs/mig.md), the
 // feasibility units (one small check per resource, whose rejections
 // Explain and NoFitError give as figures an adapter can put in its own
 // words; the first, Node.Closed, is a node taking no new work at all,
