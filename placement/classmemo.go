@@ -86,7 +86,7 @@ func samePod(a, b *Pod) bool {
 	ga, gb := &a.GPU, &b.GPU
 	// A pod with a preference is rated per node (never by class): its
 	// scores are nobody else's.
-	return a.Prefer == nil && b.Prefer == nil && a.CPUMilli == b.CPUMilli && a.MemoryMiB == b.MemoryMiB && a.Slot == b.Slot &&
+	return a.Prefer == nil && b.Prefer == nil && a.OpensCordoned == b.OpensCordoned && a.CPUMilli == b.CPUMilli && a.MemoryMiB == b.MemoryMiB && a.Slot == b.Slot &&
 		ga.Count == gb.Count && ga.ComputeMilli == gb.ComputeMilli && ga.ComputeLimitMilli == gb.ComputeLimitMilli &&
 		ga.MemoryMiB == gb.MemoryMiB && ga.MemoryLimitMiB == gb.MemoryLimitMiB &&
 		ga.MemoryShareMilli == gb.MemoryShareMilli && ga.MemoryLimitShareMilli == gb.MemoryLimitShareMilli &&

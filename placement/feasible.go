@@ -103,7 +103,7 @@ func (f *podFit) gpuOK(g *GPU) bool {
 // to dst.
 func (f *podFit) fit(dst []int, n *Node) ([]int, bool) {
 	p := f.p
-	if n.Closed != "" {
+	if !okOpen(n, p) {
 		return dst, false
 	}
 	if f.mig {

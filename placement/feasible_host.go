@@ -2,8 +2,16 @@ package placement
 
 import "fmt"
 
-// okOpen: the node takes new work (Node.Closed).
-func okOpen(n *Node, _ *Pod) bool { return n.Closed == "" }
+// ClosedCordoned is Node.Closed for a node closed only because it is
+// cordoned (Kubernetes: spec.unschedulable), which a pod that tolerates
+// the cordon may still use (Pod.OpensCordoned).
+const ClosedCordoned = "node is unschedulable"
+
+// okOpen: the node takes new work (Node.Closed), or is only cordoned and
+// the pod tolerates that.
+func okOpen(n *Node, p *Pod) bool {
+	return n.Closed == "" || (p.OpensCordoned && n.Closed == ClosedCordoned)
+}
 
 func whyOpen(n *Node, _ *Pod) string { return n.Closed }
 

@@ -398,7 +398,7 @@ func (ch *chooser) chooseMIG(c *Cluster, p *Pod, pl migPlanner) (Decision, error
 	// so that the result does not depend on the order nodes are visited.
 	visit := func(ni int) {
 		n := &c.Nodes[ni]
-		if n.Closed != "" || !okCPU(n, p) || !okMemory(n, p) || !okPods(n, p) || len(n.GPUs) < want {
+		if !okOpen(n, p) || !okCPU(n, p) || !okMemory(n, p) || !okPods(n, p) || len(n.GPUs) < want {
 			return
 		}
 		var cost float64

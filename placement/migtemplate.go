@@ -235,7 +235,7 @@ func (t *MIGTemplates) Place(c *Cluster, p *Pod) (d Decision, profile string, er
 	q := -1
 	for ni := range c.Nodes {
 		n := &c.Nodes[ni]
-		if n.Closed != "" || !okCPU(n, p) || !okMemory(n, p) || !okPods(n, p) || len(n.GPUs) < want {
+		if !okOpen(n, p) || !okCPU(n, p) || !okMemory(n, p) || !okPods(n, p) || len(n.GPUs) < want {
 			continue
 		}
 		offers = offers[:0]

@@ -21,6 +21,10 @@ type Pod struct {
 	// before. Such a pod is decided node by node (never by class), and a
 	// MIG request ignores it.
 	Prefer func(c *Cluster) ([]int64, error)
+	// OpensCordoned: a node closed only as cordoned (ClosedCordoned) may
+	// take the pod (it tolerates the cordon). Such a pod is decided node
+	// by node (never by class).
+	OpensCordoned bool
 }
 
 // GPUCount is the number of GPUs the pod needs (0 for CPU-only pods).

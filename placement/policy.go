@@ -101,7 +101,7 @@ func (ch *chooser) decide(c *Cluster, p *Pod, score nodeScore) (Decision, error)
 		return ch.chooseMIG(c, p, ch.mig)
 	}
 	pf := newPodFit(p)
-	if p.Prefer != nil {
+	if p.Prefer != nil || p.OpensCordoned {
 		return ch.choosePreferred(c, &pf, score)
 	}
 	best, classes := ch.chooseClasses(c, &pf, score)

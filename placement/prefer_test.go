@@ -73,3 +73,27 @@ func TestPreferAmongTies(t *testing.T) {
 		t.Errorf("a preference that fails: no error")
 	}
 }
+
+// TestOpensCordoned: a node closed only as cordoned takes a pod that
+// tolerates the cordon, under every policy, and nothing else; a node
+// closed for another reason takes neither.
+func TestOpensCordoned(t *testing.T) {
+	for _, name := range Names() {
+		pol, err := New(name, Options{Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cluster(t, inventory.Node{Name: "cordoned", CPUMilli: 8000, MemoryMiB: 1 << 15},
+			inventory.Node{Name: "down", CPUMilli: 8000, MemoryMiB: 1 << 15})
+		c.Nodes[0].Closed, c.Nodes[1].Closed = ClosedCordoned, "node is not Ready"
+		plain := cpuPod("plain", 100)
+		if _, err := pol.Place(c, &plain); err == nil {
+			t.Errorf("%s: a pod without the toleration was placed on closed nodes", name)
+		}
+		tolerant := cpuPod("tolerant", 100)
+		tolerant.OpensCordoned = true
+		if d, err := pol.Place(c, &tolerant); err != nil || d.Node != 0 {
+			t.Errorf("%s: tolerant pod: node %d (err %v), want the cordoned node 0", name, d.Node, err)
+		}
+	}
+}

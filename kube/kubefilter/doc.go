@@ -2,9 +2,9 @@
 // (k8s.io/kubernetes v1.37.2: NodeName, NodeUnschedulable,
 // TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit,
 // VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone,
-// PodTopologySpread, InterPodAffinity) as a library, through the
-// framework runtime with kube-scheduler's default plugin arguments, over
-// kube-scheduler's own cache of the cluster, which the caller feeds
+// PodTopologySpread, InterPodAffinity, NodeDeclaredFeatures) as a
+// library, through the framework runtime with kube-scheduler's default
+// plugin arguments, over kube-scheduler's own cache of the cluster, which the caller feeds
 // (NodeHandler and PodHandler on its informers, as kube-scheduler's own
 // handlers; AddNode, AddPod, ...). For one pod and its candidate nodes
 // it answers which pass every plugin and, for each other one, the first

@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodedeclaredfeatures"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodename"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
@@ -42,6 +43,7 @@ func PluginNames() []string {
 		names.VolumeZone,
 		names.PodTopologySpread,
 		names.InterPodAffinity,
+		names.NodeDeclaredFeatures,
 	}
 }
 
@@ -50,20 +52,21 @@ func PluginNames() []string {
 func registry() frameworkruntime.Registry {
 	fts := plfeature.NewSchedulerFeaturesFromGates(feature.DefaultFeatureGate)
 	return frameworkruntime.Registry{
-		nodename.Name:            frameworkruntime.FactoryAdapter(fts, nodename.New),
-		nodeunschedulable.Name:   frameworkruntime.FactoryAdapter(fts, nodeunschedulable.New),
-		tainttoleration.Name:     frameworkruntime.FactoryAdapter(fts, tainttoleration.New),
-		nodeaffinity.Name:        frameworkruntime.FactoryAdapter(fts, nodeaffinity.New),
-		nodeports.Name:           frameworkruntime.FactoryAdapter(fts, nodeports.New),
-		noderesources.Name:       frameworkruntime.FactoryAdapter(fts, noderesources.NewFit),
-		volumerestrictions.Name:  frameworkruntime.FactoryAdapter(fts, volumerestrictions.New),
-		nodevolumelimits.CSIName: frameworkruntime.FactoryAdapter(fts, nodevolumelimits.NewCSI),
-		volumebinding.Name:       frameworkruntime.FactoryAdapter(fts, volumebinding.New),
-		volumezone.Name:          frameworkruntime.FactoryAdapter(fts, volumezone.New),
-		podtopologyspread.Name:   frameworkruntime.FactoryAdapter(fts, podtopologyspread.New),
-		interpodaffinity.Name:    frameworkruntime.FactoryAdapter(fts, interpodaffinity.New),
-		queuesort.Name:           queuesort.New,
-		defaultbinder.Name:       defaultbinder.New,
+		nodename.Name:             frameworkruntime.FactoryAdapter(fts, nodename.New),
+		nodeunschedulable.Name:    frameworkruntime.FactoryAdapter(fts, nodeunschedulable.New),
+		tainttoleration.Name:      frameworkruntime.FactoryAdapter(fts, tainttoleration.New),
+		nodeaffinity.Name:         frameworkruntime.FactoryAdapter(fts, nodeaffinity.New),
+		nodeports.Name:            frameworkruntime.FactoryAdapter(fts, nodeports.New),
+		noderesources.Name:        frameworkruntime.FactoryAdapter(fts, noderesources.NewFit),
+		volumerestrictions.Name:   frameworkruntime.FactoryAdapter(fts, volumerestrictions.New),
+		nodevolumelimits.CSIName:  frameworkruntime.FactoryAdapter(fts, nodevolumelimits.NewCSI),
+		volumebinding.Name:        frameworkruntime.FactoryAdapter(fts, volumebinding.New),
+		volumezone.Name:           frameworkruntime.FactoryAdapter(fts, volumezone.New),
+		podtopologyspread.Name:    frameworkruntime.FactoryAdapter(fts, podtopologyspread.New),
+		interpodaffinity.Name:     frameworkruntime.FactoryAdapter(fts, interpodaffinity.New),
+		nodedeclaredfeatures.Name: frameworkruntime.FactoryAdapter(fts, nodedeclaredfeatures.New),
+		queuesort.Name:            queuesort.New,
+		defaultbinder.Name:        defaultbinder.New,
 	}
 }
 

@@ -47,6 +47,9 @@ type mixPod struct {
 	gang     string // Tessera's pod group ("" for none); kube-scheduler sees a plain pod
 	gangSize int
 	queue    string
+	// constraint and app: a Kubernetes constraint among the app's
+	// replicas (bench_constrained_test.go); "" for none.
+	constraint, app string
 }
 
 // mixPlan draws n pods (seeded, the same for both schedulers): a fifth
@@ -104,6 +107,9 @@ func mixPlan(n int) []mixPod {
 func (m mixPod) object(name, ns string, tessera bool) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none"}}}}
+	if i, err := strconv.Atoi(strings.TrimPrefix(name, "p-")); err == nil {
+		defer m.applyConstraint(p, i)
+	}
 	n := resource.MustParse(strconv.Itoa(m.gpus))
 	if !tessera {
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": n}
@@ -177,6 +183,13 @@ type mixRow struct {
 // after measured in one run.
 func benchMix(b *testing.B) {
 	nodes, pods := envInt(b, "TESSERA_BENCH_NODES", 5000), envInt(b, "TESSERA_BENCH_PODS", 10000)
+	constrained := 0.0
+	if v := os.Getenv("TESSERA_BENCH_CONSTRAINED"); v != "" {
+		var err error
+		if constrained, err = strconv.ParseFloat(v, 64); err != nil || constrained < 0 || constrained > 1 {
+			b.Fatalf("TESSERA_BENCH_CONSTRAINED: %q: a share in [0, 1]", v)
+		}
+	}
 	steadyPods, rate := envInt(b, "TESSERA_BENCH_STEADY_PODS", 2000), envInt(b, "TESSERA_BENCH_RATE", 40)
 	limitNames := envList(b, "TESSERA_BENCH_LIMITS", "stock,equal,unlimited", "stock", "equal", "unlimited")
 	arrivals := envList(b, "TESSERA_BENCH_ARRIVAL", "burst,steady", "burst", "steady")
@@ -229,12 +242,17 @@ func benchMix(b *testing.B) {
 				n = steadyPods
 			}
 			plan := mixPlan(n)
+			constrain(plan, constrained)
+			if constrained > 0 {
+				b.Logf("constrained pods: %v", countConstrained(plan))
+			}
 			for _, sc := range scheds {
 				ns := fmt.Sprintf("%s-%s-%s", lim, arr, sc)
 				if _, err := setup.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 					b.Fatal(err)
 				}
 				tessera := sc != "kube-scheduler"
+				createClaims(ctx, b, setup, ns, plan)
 				watch := startBindWatch(ctx, b, setup, ns)
 				created := make([]time.Time, len(plan))
 				create := func(i int) error {
@@ -307,7 +325,7 @@ func benchMix(b *testing.B) {
 					}
 				}
 			}
-			t, k := rows[len(rows)-len(scheds)+1], rows[len(rows)-1] // tessera, kube-scheduler
+			t, k := rows[len(rows)-2], rows[len(rows)-1] // tessera, kube-scheduler (a baseline row comes before them)
 			b.ReportMetric(t.rate, fmt.Sprintf("%s-%s-tessera-pods/s", lim, arr))
 			b.ReportMetric(k.rate, fmt.Sprintf("%s-%s-kube-scheduler-pods/s", lim, arr))
 			b.ReportMetric(t.rate/k.rate, fmt.Sprintf("%s-%s-ratio", lim, arr))
@@ -586,7 +604,8 @@ func createBenchNodes(ctx context.Context, b *testing.B, c kubernetes.Interface,
 			workload.ResourceGPU: resource.MustParse("128"),
 		}
 		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%04d", i), Labels: map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "8"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%04d", i), Labels: map[string]string{nodeinventory.LabelModel: "H100", nodeinventory.LabelCount: "8",
+				"kubernetes.io/hostname": fmt.Sprintf("gpu-%04d", i), zoneKey: benchZone(i)},
 				Annotations: map[string]string{testcluster.FakeNodeAnnotation: "fake"}},
 			Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
 		}

@@ -137,9 +137,15 @@ func (s *Scheduler) podWorkOf(ctx context.Context, snap *snapshot, pod *corev1.P
 	}
 	cpu, mem := boundpods.HostRequests(pod)
 	parts[0].CPUMilli, parts[0].MemoryMiB, parts[0].Slot = cpu, mem, true
+	if tolerateCordon(pod) {
+		for i := range parts {
+			parts[i].OpensCordoned = true
+		}
+	}
 	gpus, needs := workload.SharingNeeds(gpuReqs, pod.Spec.HostIPC)
 	// The nodes that take nothing (not Ready, unschedulable) are closed in
-	// the engine's cluster. A pod that no node's taints, the pod's own node
+	// the engine's cluster (a cordoned one, placement.ClosedCordoned, to a
+	// pod tolerating the cordon too). A pod that no node's taints, the pod's own node
 	// constraints, its claims or any node's sharing rule out needs no check
 	// per node: the policy then places it on the cluster itself, by class.
 	var exclude func(int) string
@@ -225,13 +231,22 @@ func (s *Scheduler) policyFor(pod *corev1.Pod) (placement.Policy, error) {
 // tolerations, and nodeSelector plus required node affinity). Each
 // returns "" or the reason the node is ruled out.
 func usable(n *corev1.Node) string {
-	if n.Spec.Unschedulable {
-		return "node is unschedulable"
-	}
 	if !ready(n) {
 		return "node is not Ready"
 	}
+	if n.Spec.Unschedulable {
+		return placement.ClosedCordoned // a pod tolerating the cordon may use it (tolerateCordon)
+	}
 	return ""
+}
+
+// tolerateCordon reports whether pod tolerates a cordon, as
+// kube-scheduler's NodeUnschedulable plugin asks: the taint
+// node.kubernetes.io/unschedulable:NoSchedule (DaemonSet pods carry that
+// toleration).
+func tolerateCordon(pod *corev1.Pod) bool {
+	return corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &corev1.Taint{
+		Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}, false)
 }
 
 // tainted is 1 when n has a taint that keeps pods off (NoSchedule or

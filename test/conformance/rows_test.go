@@ -230,8 +230,7 @@ func rows() []row {
 		pods: []*corev1.Pod{
 			pod("us", "us-a"), pod("us", "us-b"),
 			pod("us", "us-tolerant", onNode("us-1"), tolerate(corev1.TaintNodeUnschedulable, "", corev1.TaintEffectNoSchedule)),
-		}, compare: byPod,
-		gap: "Tessera keeps every pod off a cordoned node, those tolerating node.kubernetes.io/unschedulable too"})
+		}, compare: byPod})
 
 	add(row{name: "tt", what: "TaintToleration: a NoSchedule taint keeps pods off but those tolerating it",
 		nodes: []node{{name: "tt-1", taints: []corev1.Taint{{Key: "dedicated", Value: "infer", Effect: corev1.TaintEffectNoSchedule}}}, {name: "tt-2"}},
