@@ -9,7 +9,9 @@
 // tessera ps --gpus, tessera top and the dashboard read these records, and
 // the node agent can publish them for the cluster. Tracker folds a node
 // arbiter's readings into windows and tracks the idle rule on the clock
-// of those readings.
+// of those readings. Pacer decides when a node's records are published
+// (once per period, a large change sooner, never twice within a gap), on
+// the times it is given.
 //
 // It is pure data and arithmetic: it must not import Kubernetes or host
 // types, read devices or the clock, or decide what to do with an idle
