@@ -76,3 +76,27 @@ func devices(c corev1.Container) int {
 	}
 	return int(q.Value())
 }
+
+// EnvOf returns the value each of a pod's containers sets env to (only
+// literal values; a container that does not set it is absent); found is
+// false when the pod does not exist.
+func (p Pods) EnvOf(ctx context.Context, namespace, name, env string) (values map[string]string, found bool, err error) {
+	obj, err := p.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
+	}
+	values = map[string]string{}
+	for _, list := range [][]corev1.Container{obj.Spec.InitContainers, obj.Spec.Containers} {
+		for _, c := range list {
+			for _, e := range c.Env {
+				if e.Name == env && e.ValueFrom == nil {
+					values[c.Name] = e.Value
+				}
+			}
+		}
+	}
+	return values, true, nil
+}

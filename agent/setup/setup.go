@@ -28,6 +28,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/discovery/nvmlgpu"
+	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
@@ -47,8 +48,12 @@ type Options struct {
 	// both are used only when Sharing is gpunode.SharingMPS.
 	MPSRoot, MPSControl string
 	MetricsAddr         string // "" disables the metrics server
-	Kubeconfig          string // "" = in-cluster configuration
-	InstallCRD          bool
+	// UsePeriod is how often the node's GPU use is published as its
+	// GPUUse object (a large change sooner; gpuuse.Pacer), in
+	// [gpuuse.MinPublishPeriod, gpuuse.MaxPublishPeriod]; 0 publishes none.
+	UsePeriod  time.Duration
+	Kubeconfig string // "" = in-cluster configuration
+	InstallCRD bool
 	// MIGManaged names the GPUs whose MIG layout the operator hands to
 	// Tessera: "" (none), "all" (every GPU in MIG mode) or GPU UUIDs,
 	// comma-separated (--mig-managed; discovery.MarkMIGManaged).
@@ -144,8 +149,21 @@ func Run(ctx context.Context, o Options) error {
 	// into GPU time; processes map to allocations through the agent's
 	// checkpoint, which exists once the agent does.
 	var a *agent.Agent
+	var shares *nodeShares // a's shares and, with --dra, its prepared claims'
 	var meter arbiter.Meter
+	var sim *simMeter
 	mpsMode := o.Sharing == gpunode.SharingMPS
+	if !measured && !mpsMode { // simulated GPUs: use from each container's declared load, labelled simulated
+		sim = &simMeter{allocs: func() []checkpoint.Entry {
+			if shares == nil {
+				return nil
+			}
+			return shares.Allocations()
+		}, env: func(ctx context.Context, ns, pod string) (map[string]string, bool, error) {
+			return kube.Pods{Client: core, Node: o.NodeName}.EnvOf(ctx, ns, pod, simulated.LoadEnv)
+		}, now: time.Now, log: o.Log}
+		meter = sim
+	}
 	if measured && !mpsMode { // in MPS mode MPS caps compute; the arbiter measures nothing
 		m, err := nvmlMeter(func() []checkpoint.Entry {
 			if a == nil {
@@ -178,7 +196,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	shares := &nodeShares{Agent: a}
+	shares = &nodeShares{Agent: a}
 	var stats metrics.GPUStats = metrics.Simulated{Node: shares}
 	if measured {
 		stats = metrics.NewNVML()
@@ -193,6 +211,12 @@ func Run(ctx context.Context, o Options) error {
 		}
 		defer stop()
 		o.Log.Info("serving metrics", "addr", o.MetricsAddr)
+	}
+	if sim != nil {
+		go runSimMeter(ctx, sim)
+	}
+	if o.UsePeriod > 0 {
+		go useLoop(ctx, o, arb, shares, sim, mpsMode, core, dyn).Run(ctx)
 	}
 	go func() {
 		if err := arb.Run(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/tessera-gpu/tessera/agent/setup"
 	"github.com/tessera-gpu/tessera/arbiter/mps"
 	"github.com/tessera-gpu/tessera/discovery"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
 
@@ -25,6 +27,7 @@ type agentFlags struct {
 	computeFail, cdiSpecDir, cdiBaseSpec, mpsRoot, mpsControl       string
 	migManaged, draPluginDir, draRegistryDir                        string
 	slotsPerGPU                                                     int
+	usePeriod                                                       time.Duration
 	cdi, cdiSpec, oversubscribe, installCRD, standalone, draPublish bool
 	dra                                                             bool
 	mpsRootSet                                                      bool // --mps-root given explicitly
@@ -92,9 +95,10 @@ and docs/metrics.md.`,
 	fl.StringVar(&f.draPluginDir, "dra-plugin-dir", agentdra.DefaultPluginDir, "folder of the DRA plugin's socket (with --dra); kubelet must see it at the same path")
 	fl.StringVar(&f.draRegistryDir, "dra-registry-dir", agentdra.DefaultRegistryDir, "kubelet's plugin registration folder (with --dra)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
+	fl.DurationVar(&f.usePeriod, "use-period", gpuuse.DefaultPublishPeriod, fmt.Sprintf("how often the node's GPU use (each pod's booking beside its measured or simulated use, idle marks) is published as its GPUUse object, %v to %v; a large change goes out sooner, never within %v of the last; 0 publishes none (needs RBAC on gpuuses)", gpuuse.MinPublishPeriod, gpuuse.MaxPublishPeriod, gpuuse.DefaultPublishGap))
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
 	fl.BoolVar(&f.standalone, "standalone", false, "without Kubernetes: print the discovered inventory as JSON and stream health events (real GPUs) until interrupted")
-	fl.BoolVar(&f.installCRD, "install-crd", true, "create or update the GPUNode CRD on start (needs RBAC on customresourcedefinitions)")
+	fl.BoolVar(&f.installCRD, "install-crd", true, "create or update the GPUNode and GPUUse CRDs on start (needs RBAC on customresourcedefinitions)")
 	return cmd
 }
 
@@ -144,10 +148,15 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 	if err := f.draOptions(); err != nil {
 		return setup.Options{}, err
 	}
+	if f.usePeriod != 0 {
+		if err := gpuuse.ValidatePublishPeriod("--use-period", f.usePeriod); err != nil {
+			return setup.Options{}, fmt.Errorf("%w (0 publishes none)", err)
+		}
+	}
 	return setup.Options{
 		DRA: f.dra, DRAPluginDir: f.draPluginDir, DRARegistryDir: f.draRegistryDir, DRACDIDir: f.cdiSpecDir,
 		NodeName: f.nodeName, Source: f.source, PluginDir: f.pluginDir, PodResourcesSocket: f.podResources,
-		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MPSRoot: f.mpsRoot, MPSControl: mpsControl, MetricsAddr: f.metricsAddr,
+		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MPSRoot: f.mpsRoot, MPSControl: mpsControl, MetricsAddr: f.metricsAddr, UsePeriod: f.usePeriod,
 		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, MIGManaged: f.migManaged, DRAPublish: f.draPublish || f.dra, Catalog: a.catalog, Log: a.log,
 		Paths: handoff.Paths{
 			HostStateRoot: f.runDir, HostArbiterDir: f.arbiterDir, HostInterceptLibrary: f.interceptLib,

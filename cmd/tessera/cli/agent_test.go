@@ -24,7 +24,10 @@ import (
 	"github.com/tessera-gpu/tessera/arbiter/mps/mpstest"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/discovery/simulated"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
@@ -43,6 +46,7 @@ func TestAgentFlagValidation(t *testing.T) {
 		{append(base, "--sharing", "mps", "--mps-control", "/nonexistent/nvidia-cuda-mps-control"), "--mps-control: /nonexistent/nvidia-cuda-mps-control is not an executable program"},
 		{append(base, "--state-dir", "rel/dir"), `--state-dir: must be an absolute path, got "rel/dir"`},
 		{append(base, "--compute-fail", "maybe"), `--compute-fail: must be open or closed, got "maybe"`},
+		{append(base, "--use-period", "5s"), "--use-period: must be in [10s, 30s], got 5s (0 publishes none)"},
 		{append(base, "--source", "cloud"), `--source: source "cloud": must be one of auto, local, sim:SPEC, sim:FILE.yaml`},
 	} {
 		_, errOut, code := run(t, tc.args...)
@@ -129,6 +133,7 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Annotations: map[string]string{binding.AnnotationKey: a}},
 		Spec: corev1.PodSpec{NodeName: "gpu-node-0", Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none",
+			Env:       []corev1.EnvVar{{Name: simulated.LoadEnv, Value: "busy=0.5,memory=2Gi"}},
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")}}}}},
 	}
 	if _, err := core.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -150,8 +155,46 @@ func TestAgentCommandEndToEnd(t *testing.T) {
 		return err
 	})
 	scrapeUntil(ctx, t, "metrics served", metricsAddr, `tessera_container_gpu_memory_limit_bytes{container="main",gpu=`, `source="simulated"`)
+	checkUse(ctx, t, dyn, gpu)
 	checkMPSAgent(ctx, t, c.Kubeconfig, core, dyn)
 	checkDRAAgent(ctx, t, c.Kubeconfig, core)
+}
+
+// checkUse: the agent publishes the node's GPUUse with the pod's booking
+// beside the use its declared load runs on the simulated GPU, labelled
+// simulated, and the memory it declares.
+func checkUse(ctx context.Context, t *testing.T, dyn dynamic.Interface, gpu string) {
+	t.Helper()
+	eventually(ctx, t, "GPUUse with pod p's simulated use", func() error {
+		obj, err := dyn.Resource(nodeuse.Resource()).Get(ctx, "gpu-node-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		st, err := nodeuse.FromObject(obj)
+		if err != nil {
+			return err
+		}
+		if st.Source != "sim" || !st.Rule.Metered {
+			return fmt.Errorf("source %q metered %v, want sim, metered (simulated meter)", st.Source, st.Rule.Metered)
+		}
+		for _, g := range st.GPUs {
+			if g.GPU != gpu {
+				continue
+			}
+			if len(g.Shares) != 1 {
+				return fmt.Errorf("GPU %s shares %+v, want pod p's", gpu, g.Shares)
+			}
+			s := g.Shares[0]
+			if s.Workload != "default/p" || s.Booked.GuaranteedMilli != 300 || s.Booked.LimitMilli != 600 || s.Booked.MemoryLimitMiB != 8192 {
+				return fmt.Errorf("share %+v, want default/p booked 300/600 milli, 8192 MiB cap", s)
+			}
+			if s.Use.Source != gpuuse.Simulated || s.Use.BusyMilli == nil || *s.Use.BusyMilli != 500 || s.Use.MemoryUsedMiB == nil || *s.Use.MemoryUsedMiB != 2048 {
+				return fmt.Errorf("use %+v, want simulated 500 milli busy, 2048 MiB", s.Use)
+			}
+			return nil
+		}
+		return fmt.Errorf("GPU %s not in %+v", gpu, st.GPUs)
+	})
 }
 
 // checkMPSAgent runs `tessera agent --sharing mps` (with a fake

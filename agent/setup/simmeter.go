@@ -1,0 +1,111 @@
+package setup
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tessera-gpu/tessera/agent/checkpoint"
+	"github.com/tessera-gpu/tessera/arbiter"
+	"github.com/tessera-gpu/tessera/discovery/simulated"
+)
+
+// simMeter is the node arbiter's Meter on simulated GPUs: each
+// container's GPU time is what its declared load (simulated.LoadEnv in its
+// pod spec, from its allocation) runs over the span since the last
+// reading, and its readings say Simulated, so they show as simulated and
+// never adjust a launch rate. A container that declares no load runs
+// nothing. Read only reads what Refresh learnt, so the arbiter's step
+// never waits on the API server.
+type simMeter struct {
+	allocs func() []checkpoint.Entry
+	// env returns each container's literal value of simulated.LoadEnv in
+	// a pod; found is false when the pod does not exist.
+	env func(ctx context.Context, namespace, pod string) (map[string]string, bool, error)
+	now func() time.Time
+	log *slog.Logger
+
+	mu    sync.Mutex
+	last  map[string]time.Time // per GPU UUID: the previous reading
+	loads map[string]containerLoad
+}
+
+type containerLoad struct {
+	start time.Time
+	load  simulated.Load
+}
+
+// Read implements arbiter.Meter.
+func (m *simMeter) Read(_ context.Context, uuid string, keys []string) (arbiter.Reading, error) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last == nil {
+		m.last = map[string]time.Time{}
+	}
+	prev, ok := m.last[uuid]
+	m.last[uuid] = now
+	if !ok || !now.After(prev) {
+		return arbiter.Reading{Simulated: true}, nil
+	}
+	r := arbiter.Reading{Span: now.Sub(prev), Busy: make(map[string]time.Duration, len(keys)), Simulated: true}
+	for _, k := range keys {
+		if l, ok := m.loads[k]; ok {
+			r.Busy[k] = l.load.Busy(l.start, prev, now)
+		}
+	}
+	return r, nil
+}
+
+// MemoryMiB is each allocation's declared memory, by key.
+func (m *simMeter) MemoryMiB() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int64, len(m.loads))
+	for k, l := range m.loads {
+		out[k] = l.load.MemoryMiB
+	}
+	return out
+}
+
+// Refresh learns the loads of allocations it does not know yet (one read
+// of each pod) and forgets those of ended ones.
+func (m *simMeter) Refresh(ctx context.Context) {
+	allocs := m.allocs()
+	m.mu.Lock()
+	known := make(map[string]containerLoad, len(m.loads))
+	for k, l := range m.loads {
+		known[k] = l
+	}
+	m.mu.Unlock()
+	next := make(map[string]containerLoad, len(allocs))
+	envs := map[[2]string]map[string]string{}
+	for _, e := range allocs {
+		if l, ok := known[e.Key]; ok {
+			next[e.Key] = l
+			continue
+		}
+		pod := [2]string{e.Namespace, e.Pod}
+		env, ok := envs[pod]
+		if !ok {
+			var found bool
+			var err error
+			if env, found, err = m.env(ctx, e.Namespace, e.Pod); err != nil || !found {
+				if err != nil {
+					m.log.Warn("simulated meter: cannot read the pod's load; trying again", "pod", e.Namespace+"/"+e.Pod, "err", err)
+				}
+				continue
+			}
+			envs[pod] = env
+		}
+		l, err := simulated.ParseLoad(env[e.Container])
+		if err != nil {
+			m.log.Warn("simulated meter: the container's load is not understood; it runs nothing", "pod", e.Namespace+"/"+e.Pod, "container", e.Container, "err", err)
+		}
+		next[e.Key] = containerLoad{start: e.Created, load: l}
+	}
+	m.mu.Lock()
+	m.loads = next
+	m.mu.Unlock()
+}
