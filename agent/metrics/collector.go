@@ -49,12 +49,14 @@ var (
 	descCMemUsed  = prometheus.NewDesc("tessera_container_gpu_memory_used_bytes", "GPU memory a container uses, as the node arbiter reports it.", containerLabels, nil)
 	descCShare    = prometheus.NewDesc("tessera_container_gpu_compute_share_ratio", "GPU time share the node arbiter gave a container in its last period, 0 to 1 (measured=\"true\" when calibrated by measured utilisation).", append(containerLabels, "measured"), nil)
 	descCDemand   = prometheus.NewDesc("tessera_container_gpu_compute_demand_ratio", "GPU time share the node arbiter estimates a container wants, 0 to 1.", containerLabels, nil)
+	descCBusy     = prometheus.NewDesc("tessera_container_gpu_busy_ratio", "Part of the GPU's time a container's kernels ran over the node arbiter's last use window, 0 to 1 (source=\"measured\" by NVML, or \"simulated\" from a declared load); absent until a window closed or where nothing meters.", append(containerLabels, "source"), nil)
+	descCIdle     = prometheus.NewDesc("tessera_container_gpu_idle", "1 while a container is an idle holder (its busy ratio stayed below the idle threshold for the idle time), else 0; absent where nothing meters.", append(containerLabels, "source"), nil)
 	descScrapeErr = prometheus.NewDesc("tessera_agent_metrics_source_up", "1 when the metrics source answered this scrape, 0 when it failed.", []string{"node", "source"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInfo, descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descGranted, descCReq, descCLim, descCMemReq, descCMemLim, descCMemUsed, descCShare, descCDemand, descScrapeErr} {
+	for _, d := range []*prometheus.Desc{descInfo, descHealthy, descUtil, descMemUsed, descMemTotal, descTemp, descPower, descGranted, descCReq, descCLim, descCMemReq, descCMemLim, descCMemUsed, descCShare, descCDemand, descCBusy, descCIdle, descScrapeErr} {
 		ch <- d
 	}
 }
@@ -137,6 +139,11 @@ func (c *Collector) collectContainers(ctx context.Context, ch chan<- prometheus.
 			if lv, ok := who[cg{s.Key, s.GPUUUID}]; ok {
 				ch <- gauge(descCShare, float64(s.ShareMilli)/request.Whole, append(append([]string(nil), lv...), fmt.Sprint(s.Measured))...)
 				ch <- gauge(descCDemand, float64(s.DemandMilli)/request.Whole, lv...)
+				if s.Use.Known() && s.Use.BusyMilli != nil {
+					ul := append(append([]string(nil), lv...), string(s.Use.Source))
+					ch <- gauge(descCBusy, float64(*s.Use.BusyMilli)/request.Whole, ul...)
+					ch <- gauge(descCIdle, boolf(s.Idle), ul...)
+				}
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
@@ -81,7 +82,9 @@ func TestUsageComesOnlyFromTheUsageSource(t *testing.T) {
 type fakeArbiter struct{ fakeUsage }
 
 func (fakeArbiter) ComputeShares() []ContainerCompute {
-	return []ContainerCompute{{Key: "tsr-1", GPUUUID: "GPU-a", ShareMilli: 400, DemandMilli: 600}, {Key: "gone", GPUUUID: "GPU-a", ShareMilli: 1}}
+	busy := int64(30)
+	return []ContainerCompute{{Key: "tsr-1", GPUUUID: "GPU-a", ShareMilli: 400, DemandMilli: 600,
+		Use: gpuuse.Use{Source: gpuuse.Simulated, BusyMilli: &busy}, Idle: true}, {Key: "gone", GPUUUID: "GPU-a", ShareMilli: 1}}
 }
 
 func TestComputeSharesComeFromTheArbiter(t *testing.T) {
@@ -89,6 +92,9 @@ func TestComputeSharesComeFromTheArbiter(t *testing.T) {
 	for _, want := range []string{
 		`tessera_container_gpu_compute_share_ratio{container="c",gpu="0",measured="false",namespace="ns",node="n1",pod="p",uuid="GPU-a"} 0.4`,
 		`tessera_container_gpu_compute_demand_ratio{container="c",gpu="0",namespace="ns",node="n1",pod="p",uuid="GPU-a"} 0.6`,
+		// The arbiter's use window and idle mark, labelled simulated.
+		`tessera_container_gpu_busy_ratio{container="c",gpu="0",namespace="ns",node="n1",pod="p",source="simulated",uuid="GPU-a"} 0.03`,
+		`tessera_container_gpu_idle{container="c",gpu="0",namespace="ns",node="n1",pod="p",source="simulated",uuid="GPU-a"} 1`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %s", want)

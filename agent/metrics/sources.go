@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tessera-gpu/tessera/agent/checkpoint"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 )
 
@@ -51,6 +52,11 @@ type ContainerCompute struct {
 	ShareMilli  int64
 	DemandMilli int64
 	Measured    bool
+	// Use is the container's last closed use window (measured, or
+	// simulated on simulated GPUs; Source "" before the first), Idle
+	// whether it is an idle holder: the figures the node's GPUUse carries.
+	Use  gpuuse.Use
+	Idle bool
 }
 
 // ComputeShares is implemented by usage sources that also arbitrate

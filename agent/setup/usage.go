@@ -30,7 +30,8 @@ func (u arbiterUsage) Usage(ctx context.Context) ([]metrics.ContainerMemory, err
 func (u arbiterUsage) ComputeShares() []metrics.ContainerCompute {
 	var out []metrics.ContainerCompute
 	for _, s := range u.a.Snapshot() {
-		out = append(out, metrics.ContainerCompute{Key: s.Key, GPUUUID: s.GPU, ShareMilli: s.Share, DemandMilli: s.Demand, Measured: s.Measured})
+		out = append(out, metrics.ContainerCompute{Key: s.Key, GPUUUID: s.GPU, ShareMilli: s.Share, DemandMilli: s.Demand, Measured: s.Measured,
+			Use: s.Use, Idle: s.Idle != nil})
 	}
 	return out
 }
