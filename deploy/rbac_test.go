@@ -28,6 +28,7 @@ import (
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/leader"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 )
 
@@ -106,10 +107,21 @@ func testRBAC(t *testing.T, s *apiServer) {
 			})
 			slicePub.Stop()
 		}
-		// The next agent creates the GPUNode anew; the last one's stays, for
-		// the scheduler to allocate a claim on its GPU 1.
+		// The node's use: created, then patched.
+		use := &agentkube.UsePublisher{Core: core, Dynamic: dyn, Node: "rbac-node", InstallCRD: sa.installCRD}
+		for range 2 {
+			if err := use.Publish(ctx, nodeuse.Status{Source: node.Source, At: time.Now()}); err != nil {
+				t.Fatalf("agent %s: publish use: %v", sa.name, err)
+			}
+		}
+		// The next agent creates the GPUNode and GPUUse anew; the last
+		// one's GPUNode stays, for the scheduler to allocate a claim on its
+		// GPU 1.
 		if ai < len(agents)-1 {
 			if err := s.dyn.Resource(gpunode.Resource()).Delete(ctx, "rbac-node", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.dyn.Resource(nodeuse.Resource()).Delete(ctx, "rbac-node", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

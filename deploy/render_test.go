@@ -503,8 +503,8 @@ func checkPools(t *testing.T, o objects) {
 		t.Errorf("DaemonSet selectors overlap: %v", selectors)
 	}
 	rules := asYAML(nested(o.get(t, "ClusterRole", "tessera-agent").Object, "rules"))
-	if !strings.Contains(rules, "resourceNames:\n  - gpunodes.tessera.io\n  resources:\n  - customresourcedefinitions\n  verbs:\n  - get\n  - update\n") {
-		t.Errorf("agent ClusterRole with installCRD lacks get/update on the GPUNode CRD alone:\n%s", rules)
+	if !strings.Contains(rules, "resourceNames:\n  - gpunodes.tessera.io\n  - gpuuses.tessera.io\n  resources:\n  - customresourcedefinitions\n  verbs:\n  - get\n  - update\n") {
+		t.Errorf("agent ClusterRole with installCRD lacks get/update on the GPUNode and GPUUse CRDs alone:\n%s", rules)
 	}
 	if !strings.Contains(rules, "- resource.k8s.io\n  resources:\n  - resourceslices\n") {
 		t.Errorf("agent ClusterRole with draPublish lacks resourceslices:\n%s", rules)
