@@ -91,8 +91,8 @@ type Options struct {
 	// PoolLabel is the label Pools was read from, for the report.
 	PoolLabel string
 	// Use, when not nil, is each GPU's use by UUID (a host daemon's
-	// status) and adds use to the rows; GPUs absent from it are not
-	// metered.
+	// status, or the cluster's GPUUse objects) and adds use to the rows;
+	// GPUs absent from it are not metered.
 	Use map[string]gpuuse.Use
 }
 

@@ -4,7 +4,9 @@
 // lists the GPUNode objects, the Nodes (for their pool label) and the bound
 // pods, and returns inventory.Nodes whose GPUs carry what the bound pods
 // hold (kube/boundpods: the scheduler's own accounting) plus each node's
-// pool, the pure input of package gpusummary.
+// pool and each GPU's use from the nodes' GPUUse objects (kube/nodeuse; a
+// missing or stale one is not metered, and says why), the pure input of
+// package gpusummary.
 //
 // Its errors say what a kubectl user needs to fix: no kubeconfig, an
 // unknown context (with the known ones), an unreachable server (address

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/boundpods"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
@@ -35,6 +37,12 @@ type Inventory struct {
 	Nodes []inventory.Node
 	// Pools maps each of Nodes to its pool label's value ("" when unset).
 	Pools map[string]string
+	// Use is each GPU's use by UUID, from the nodes' GPUUse objects (a
+	// GPU whose node publishes none, or a stale one, is not metered and
+	// says why); nil when the cluster's GPUUse objects cannot be listed,
+	// and UseError says why.
+	Use      map[string]gpuuse.Use
+	UseError error
 	// Warnings list what was left out and why (a malformed GPUNode, one
 	// without a Node, a pod with a malformed assignment).
 	Warnings []string
@@ -48,6 +56,8 @@ type Reader struct {
 	Server string
 	// PoolLabel is the node label naming pools; empty: DefaultPoolLabel.
 	PoolLabel string
+	// Now is the clock GPUUse ages are read on (time.Now when nil).
+	Now func() time.Time
 }
 
 // Reader returns a Reader of the cluster.
@@ -59,9 +69,10 @@ func (c *Cluster) Reader(poolLabel string) (Reader, error) {
 	return Reader{Client: client, Dynamic: dyn, Server: c.Server, PoolLabel: poolLabel}, nil
 }
 
-// Read lists the Nodes, GPUNodes and pods and returns the inventory: one
-// inventory.Node per GPUNode whose Node exists (as the scheduler sees
-// them), less what the bound pods hold.
+// Read lists the Nodes, GPUNodes, pods and GPUUses and returns the
+// inventory: one inventory.Node per GPUNode whose Node exists (as the
+// scheduler sees them), less what the bound pods hold, and each GPU's use
+// as its agent published it.
 func (r Reader) Read(ctx context.Context) (Inventory, error) {
 	label := r.PoolLabel
 	if label == "" {
@@ -112,6 +123,11 @@ func (r Reader) Read(ctx context.Context) (Inventory, error) {
 		inv.Pools[n.Name] = node.Labels[label]
 	}
 	sort.Slice(inv.Nodes, func(i, j int) bool { return inv.Nodes[i].Name < inv.Nodes[j].Name })
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	inv.Use, inv.UseError = r.readUse(ctx, &inv, now())
 	return inv, nil
 }
 

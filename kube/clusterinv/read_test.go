@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 )
 
 func gpuNodeObject(name string, gpus int) runtime.Object {
@@ -52,7 +53,7 @@ func boundPod(name, node string, phase corev1.PodPhase, shares map[string]int64)
 func reader(objs []runtime.Object, gpuNodes ...runtime.Object) (Reader, *fake.Clientset, *dynfake.FakeDynamicClient) {
 	client := fake.NewClientset(objs...)
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{gpunode.Resource(): "GPUNodeList"}, gpuNodes...)
+		map[schema.GroupVersionResource]string{gpunode.Resource(): "GPUNodeList", nodeuse.Resource(): "GPUUseList"}, gpuNodes...)
 	return Reader{Client: client, Dynamic: dyn, Server: "https://k8s.example:6443"}, client, dyn
 }
 

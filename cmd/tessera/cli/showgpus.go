@@ -42,11 +42,14 @@ metered" and why.
 --source kube reads a Kubernetes cluster running Tessera: the GPUs its
 agents publish (GPUNode objects) less what the pods bound to them hold, as
 Tessera's scheduler counts them, with a breakdown per node pool (the node
-label --pool-label; nodes without it are pooled by GPU model). The cluster
-is found as kubectl finds it: --kubeconfig, else $KUBECONFIG (a list of
-files, merged), else ~/.kube/config, else the in-cluster service account;
+label --pool-label; nodes without it are pooled by GPU model), and a USED
+column from the use the agents publish (GPUUse objects: at most one
+publication period old; an agent silent for 2 minutes is not metered; each
+GPU's in -o json). The
+cluster is found as kubectl finds it: --kubeconfig, else $KUBECONFIG (a list
+of files, merged), else ~/.kube/config, else the in-cluster service account;
 --context picks a context. It needs list on nodes, pods and
-gpunodes.tessera.io. --source auto reads the cluster when one answers within
+gpunodes.tessera.io, and list on gpuuses.tessera.io for the USED column. --source auto reads the cluster when one answers within
 2 seconds, else this host, and says on stderr which it used.`,
 		Example: `  tessera show-gpus
   tessera show-gpus -a
@@ -177,6 +180,9 @@ func writeGPUTable(w io.Writer, rep gpusummary.Report) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", line, useSumWords(r.Use))
+		if rep.PoolLabel != "" {
+			continue // a cluster: the pool table breaks the use down; -o json lists each GPU's
+		}
 		for _, g := range r.GPUs { // each GPU's use under its model
 			fmt.Fprintf(tw, "  GPU %d\t\t\t\t\t\t\t\t%s\n", g.Index, useWords(g.Use)+memWords(g.Use))
 		}

@@ -79,6 +79,11 @@ func (a *app) showCluster(ctx context.Context, c *clusterinv.Cluster, k *kubeFla
 		fmt.Fprintf(a.stderr, "warning: %s\n", w)
 	}
 	opt.Pools, opt.PoolLabel = inv.Pools, k.poolLabel
+	if inv.UseError != nil {
+		fmt.Fprintf(a.stderr, "note: no USED column: %v\n", inv.UseError)
+	} else {
+		opt.Use = inv.Use
+	}
 	rep, err := gpusummary.Build(a.catalog, "kube:"+c.Context, inv.Nodes, opt)
 	if err != nil {
 		return &exitError{code: 1, msg: err.Error()}

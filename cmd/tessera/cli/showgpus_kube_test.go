@@ -20,7 +20,9 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/gpusummary"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/test/testcluster"
 )
@@ -307,4 +309,75 @@ func TestShowGPUsKube(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	})
+	t.Run("use", func(t *testing.T) { testShowGPUsKubeUse(ctx, t, dyn, c.Kubeconfig) })
+}
+
+// testShowGPUsKubeUse: with the GPUUse CRD, show-gpus --source kube adds
+// the use the agents published beside the booking: train-1's fresh
+// simulated figure, labelled simulated; train-2's publication too old,
+// infer-1 and spare-1 publishing none, each not metered.
+func testShowGPUsKubeUse(ctx context.Context, t *testing.T, dyn dynamic.Interface, kubeconfig string) {
+	if _, errOut, _ := run(t, "show-gpus", "--source", "kube", "--kubeconfig", kubeconfig); !strings.Contains(errOut, "note: no USED column: the cluster does not serve GPUUse objects") {
+		t.Errorf("without the GPUUse CRD, stderr %q lacks the note", errOut)
+	}
+	if err := nodeuse.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	busy, mem := int64(600), int64(20480)
+	publish := func(node string, at time.Time, gpus ...gpuuse.GPU) {
+		obj, err := nodeuse.Object(node, nodeuse.Status{Source: "sim", At: at, GPUs: gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(nodeuse.Resource()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := gpuuse.GPU{GPU: "GPU-train-1-0", Shares: []gpuuse.Share{{Workload: "default/whole", GPU: "GPU-train-1-0",
+		Booked: gpuuse.Booked{GuaranteedMilli: 1000, LimitMilli: 1000, MemoryMiB: 1024, MemoryLimitMiB: 1024},
+		Use:    gpuuse.Use{Source: gpuuse.Simulated, BusyMilli: &busy, MemoryUsedMiB: &mem, From: time.Now().Add(-10 * time.Second), At: time.Now()}}}}
+	held.Sum("no pod holds it")
+	bare := gpuuse.GPU{GPU: "GPU-train-1-1", Index: 1}
+	bare.Sum("no pod holds it")
+	publish("train-1", time.Now(), held, bare)
+	publish("train-2", time.Now().Add(-10*time.Minute), held)
+	out, errOut, code := run(t, "show-gpus", "--source", "kube", "--kubeconfig", kubeconfig, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep gpusummary.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.WithUse {
+		t.Fatalf("report without use:\n%s", out)
+	}
+	reasons := map[string]string{}
+	for _, r := range rep.Rows {
+		if r.Model != "H200" {
+			continue
+		}
+		u := r.Use
+		if u == nil || u.Simulated == nil || u.Measured != nil || u.Simulated.GPUs != 1 || *u.Simulated.Busy != 0.6 || *u.Simulated.MemoryUsedMiB != 20480 || u.NotMetered != 4 {
+			t.Errorf("H200 use = %+v, want 0.6 simulated (20480 MiB) on one GPU, never measured, and 4 not metered", u)
+		}
+		for _, g := range r.GPUs {
+			reasons[g.UUID] = g.Use.Reason
+		}
+	}
+	for uuid, want := range map[string]string{
+		"GPU-train-1-0": "",
+		"GPU-train-1-1": "not metered: no pod holds it",
+		"GPU-train-2-0": "not metered: the node's agent last published use 10m",
+		"GPU-spare-1-0": "not metered: the node's agent publishes no use (no GPUUse spare-1)",
+	} {
+		if got, ok := reasons[uuid]; !ok || !strings.HasPrefix(got, want) {
+			t.Errorf("%s: reason %q, want %q", uuid, got, want)
+		}
+	}
+	table, _, _ := run(t, "show-gpus", "--source", "kube", "--kubeconfig", kubeconfig)
+	t.Logf("show-gpus --source kube with use:\n%s", table)
+	if !strings.Contains(table, "USED") || !strings.Contains(table, "0.6 simulated (20 GiB) + 4 not metered") {
+		t.Errorf("table lacks the H200 row's use:\n%s", table)
+	}
 }
