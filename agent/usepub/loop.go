@@ -2,6 +2,7 @@ package usepub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -51,7 +52,7 @@ func (l *Loop) Step(ctx context.Context, now time.Time) (gpuuse.Why, error) {
 }
 
 // Run steps every Check until ctx ends; a failed publication is logged
-// and tried again a pacer's gap later.
+// (a repeated failure once) and tried again a pacer's gap later.
 func (l *Loop) Run(ctx context.Context) error {
 	clk, check := l.Clock, l.Check
 	if clk == nil {
@@ -66,9 +67,18 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	t := clk.NewTicker(check)
 	defer t.Stop()
+	failing := "" // the last failure's words: a lasting one (a CRD not installed) is warned about once
 	for {
-		if _, err := l.Step(ctx, clk.Now()); err != nil && ctx.Err() == nil {
-			log.Warn("GPU use not published; trying again", "err", err)
+		why, err := l.Step(ctx, clk.Now())
+		switch {
+		case err != nil && ctx.Err() == nil && errors.Unwrap(err).Error() != failing: // the sink's words, whatever the reason to publish
+			failing = errors.Unwrap(err).Error()
+			log.Warn("GPU use not published; trying again every gap until it is", "err", err, "gap", l.gap())
+		case err != nil:
+			log.Debug("GPU use still not published", "err", err)
+		case why != "" && failing != "":
+			failing = ""
+			log.Info("GPU use published again")
 		}
 		select {
 		case <-ctx.Done():
@@ -76,4 +86,11 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-t.C():
 		}
 	}
+}
+
+func (l *Loop) gap() time.Duration {
+	if l.Pacer.Gap > 0 {
+		return l.Pacer.Gap
+	}
+	return gpuuse.DefaultPublishGap
 }
