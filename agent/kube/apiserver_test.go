@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -19,9 +20,11 @@ import (
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
@@ -42,6 +45,48 @@ func TestAgainstRealAPIServer(t *testing.T) {
 	t.Run("read pods bound to the node", func(t *testing.T) { testPods(ctx, t, core, node.Name) })
 	t.Run("publish DRA slices", func(t *testing.T) { testSlices(ctx, t, core, dyn, node) })
 	t.Run("publish the MIG layout", func(t *testing.T) { testPublishMIG(ctx, t, core, dyn, node) })
+	t.Run("publish use", func(t *testing.T) { testPublishUse(ctx, t, core, dyn, node) })
+}
+
+// testPublishUse: the UsePublisher installs the GPUUse CRD, creates the
+// node's object (owned by the Node) and then patches it; a share gone
+// from the records is gone from the object, and figures read back as
+// written, simulated ones labelled so.
+func testPublishUse(ctx context.Context, t *testing.T, core kubernetes.Interface, dyn dynamic.Interface, node inventory.Node) {
+	pub := &UsePublisher{Core: core, Dynamic: dyn, Node: node.Name, InstallCRD: true}
+	at := time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC)
+	busy, mem := int64(420), int64(2048)
+	share := func(pod string) gpuuse.Share {
+		return gpuuse.Share{Workload: "ml/" + pod, GPU: node.GPUs[0].UUID, Booked: gpuuse.Booked{GuaranteedMilli: 250, LimitMilli: 500, MemoryMiB: 1024, MemoryLimitMiB: 4096},
+			Use: gpuuse.Use{Source: gpuuse.Simulated, BusyMilli: &busy, MemoryUsedMiB: &mem, From: at.Add(-10 * time.Second), At: at}}
+	}
+	status := func(shares ...gpuuse.Share) nodeuse.Status {
+		g := gpuuse.GPU{GPU: node.GPUs[0].UUID, Shares: shares}
+		g.Sum("no pod holds it")
+		return nodeuse.Status{Source: "sim", At: at, Rule: nodeuse.Rule{WindowSeconds: 10, Metered: true}, GPUs: []gpuuse.GPU{g}}
+	}
+	if err := pub.Publish(ctx, status(share("a"), share("b"))); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	want := status(share("b"))
+	want.At = at.Add(15 * time.Second)
+	if err := pub.Publish(ctx, want); err != nil {
+		t.Fatalf("publish again: %v", err)
+	}
+	obj, err := dyn.Resource(nodeuse.Resource()).Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := nodeuse.FromObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GPUUse reads back\n%+v\nwant\n%+v", got, want)
+	}
+	if owners := obj.GetOwnerReferences(); len(owners) != 1 || owners[0].Kind != "Node" || owners[0].Name != node.Name {
+		t.Errorf("owner references = %v, want the Node", owners)
+	}
 }
 
 // testPublishMIG: the MIG instances the agent publishes after it created
