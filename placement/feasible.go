@@ -30,6 +30,10 @@ func Feasible(n *Node, p *Pod) (ok bool, reason string) {
 	return ok, r.Reason
 }
 
+// Fits is Feasible without the reason (nothing is formatted: cheap
+// enough to ask of every node).
+func Fits(n *Node, p *Pod) bool { return feasible(n, p) }
+
 // feasible is Feasible without the reason.
 func feasible(n *Node, p *Pod) bool {
 	for _, u := range units() {

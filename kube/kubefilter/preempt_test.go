@@ -24,7 +24,7 @@ func TestFitsWithout(t *testing.T) {
 	ctx := context.Background()
 
 	wants := with(pod("wants-port", "", nil, nil), hostPort(8080))
-	ex, preempt, concerned, err := f.Exclude(ctx, wants, nodes, nil)
+	ex, preempt, concerned, err := f.Exclude(ctx, wants, nodes, nil, nil)
 	if err != nil || !concerned {
 		t.Fatalf("concerned %v, err %v", concerned, err)
 	}

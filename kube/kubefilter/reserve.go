@@ -18,20 +18,30 @@ import (
 // (by position): own alone, unchanged, when Concerns(pod) is false (the
 // pod keeps the by-class path and no plugin runs); otherwise own first,
 // then the first plugin's rejection ("Plugin: its message") from one
-// Check over every node, and concerned is true. preempt is the exclusion
-// where victims are looked for: own, then only the rejections no
-// preemption could resolve (Rejection.Unresolvable). An error is a
-// plugin's or the snapshot's failure.
-func (f *Filter) Exclude(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, own func(int) string) (exclude, preempt func(int) string, concerned bool, err error) {
+// Check over the candidates, and concerned is true. The candidates are
+// the nodes own does not rule out and candidate (nil: every node) keeps:
+// the caller's own measure of what could take the pod now (its GPUs and
+// host resources free), so that the plugins run only where the pod could
+// go. A node left out is not ruled out here: whatever later picks it
+// for the pod (room freed in the cycle, victims) must check it again
+// (Reserve with check, FitsWithout). preempt is the exclusion where
+// victims are looked for: own, then only the rejections no preemption
+// could resolve (Rejection.Unresolvable). An error is a plugin's or the
+// snapshot's failure.
+func (f *Filter) Exclude(ctx context.Context, pod *corev1.Pod, nodes []*corev1.Node, own func(int) string, candidate func(int) bool) (exclude, preempt func(int) string, concerned bool, err error) {
 	if f == nil {
 		return own, own, false, nil
 	}
 	if concerned, err = f.Concerns(pod); err != nil || !concerned {
 		return own, own, false, err
 	}
-	names := make([]string, len(nodes))
+	names := make([]string, 0, len(nodes))
+	at := make([]int, 0, len(nodes))
 	for i, n := range nodes {
-		names[i] = n.Name
+		if (own != nil && own(i) != "") || (candidate != nil && !candidate(i)) {
+			continue
+		}
+		names, at = append(names, n.Name), append(at, i)
 	}
 	v, err := f.Check(ctx, pod, names)
 	if err != nil {
@@ -39,9 +49,9 @@ func (f *Filter) Exclude(ctx context.Context, pod *corev1.Pod, nodes []*corev1.N
 	}
 	why := make([]string, len(nodes))
 	hard := make([]bool, len(nodes))
-	for i, n := range names {
+	for k, n := range names {
 		if r, ok := v.Rejected[n]; ok {
-			why[i], hard[i] = r.String(), r.Unresolvable
+			why[at[k]], hard[at[k]] = r.String(), r.Unresolvable
 		}
 	}
 	first := func(i int, mayPreempt bool) string {
@@ -72,6 +82,12 @@ func (f *Filter) Reserve(ctx context.Context, pod *corev1.Pod, node string, chec
 	if f == nil {
 		return "", nil
 	}
+	f.amu.Lock()
+	held, ok := f.assumed[pod.UID]
+	f.amu.Unlock()
+	if ok {
+		return "", fmt.Errorf("kubefilter: reserve %s on %s: already reserved on %s", key(pod), node, held.Spec.NodeName)
+	}
 	// A copy (ForFramework's, or shallow: the cache and the plugins read
 	// pods, never write them) with the pick as its node.
 	var p *corev1.Pod
@@ -99,9 +115,6 @@ func (f *Filter) Reserve(ctx context.Context, pod *corev1.Pod, node string, chec
 	p.Spec.NodeName = node
 	f.amu.Lock()
 	defer f.amu.Unlock()
-	if _, ok := f.assumed[p.UID]; ok {
-		return "", fmt.Errorf("kubefilter: reserve %s on %s: already reserved on %s", key(pod), node, f.assumed[p.UID].Spec.NodeName)
-	}
 	if !check {
 		f.assumed[p.UID], f.deferred[p.UID] = p, true
 		return "", nil

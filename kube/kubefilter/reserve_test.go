@@ -81,12 +81,12 @@ func TestExcludeFastPath(t *testing.T) {
 	f, _ := fedFilter(t, nodes)
 	plain := pod("plain", "", web, nil)
 	for _, fl := range []*Filter{f, nil} {
-		ex, _, concerned, err := fl.Exclude(context.Background(), plain, nodes, nil)
+		ex, _, concerned, err := fl.Exclude(context.Background(), plain, nodes, nil, nil)
 		if err != nil || ex != nil || concerned {
 			t.Errorf("filter %p: plain pod got exclude %v, concerned %v, err %v; want none", fl, ex != nil, concerned, err)
 		}
 		own := func(i int) string { return fmt.Sprintf("own %d", i) }
-		ex, _, _, _ = fl.Exclude(context.Background(), plain, nodes, own)
+		ex, _, _, _ = fl.Exclude(context.Background(), plain, nodes, own, nil)
 		if ex == nil || ex(2) != "own 2" {
 			t.Errorf("filter %p: the caller's exclusion was not kept", fl)
 		}
@@ -126,7 +126,7 @@ func TestReserveInCycle(t *testing.T) {
 		}
 		return ""
 	}
-	ex, _, concerned, err := f.Exclude(context.Background(), r4, nodes, own)
+	ex, _, concerned, err := f.Exclude(context.Background(), r4, nodes, own, nil)
 	if err != nil || !concerned {
 		t.Fatalf("web-4: concerned %v, err %v", concerned, err)
 	}
@@ -187,7 +187,7 @@ func TestPodHandlerOtherSchedulers(t *testing.T) {
 	}
 	newcomer := pod("newcomer", "", map[string]string{"app": "newcomer"}, nil)
 	eventually(t, "the newcomer is concerned", func() error {
-		ex, _, concerned, err := f.Exclude(context.Background(), newcomer, nodes, nil)
+		ex, _, concerned, err := f.Exclude(context.Background(), newcomer, nodes, nil, nil)
 		if err != nil || !concerned {
 			return fmt.Errorf("concerned %v, err %v", concerned, err)
 		}
@@ -276,5 +276,31 @@ func TestReserveVolumes(t *testing.T) {
 	}
 	if err := f.PreBind(ctx, plain.UID); err != nil {
 		t.Errorf("plain: PreBind: %v", err)
+	}
+}
+
+// TestExcludeCandidates: the plugins run only on the candidates; a node
+// the caller's own measure leaves out is not ruled out by them (whoever
+// picks it later checks it again), and its own reason still comes first.
+func TestExcludeCandidates(t *testing.T) {
+	nodes := three()
+	f, _ := fedFilter(t, nodes)
+	reserveOn(t, f, with(pod("web-1", "", web, nil), antiAffinity(term("app", "web", hostname))), "n1")
+	reserveOn(t, f, with(pod("web-2", "", web, nil), antiAffinity(term("app", "web", hostname))), "n2")
+	third := with(pod("web-3", "", web, nil), antiAffinity(term("app", "web", hostname)))
+	const refused = "InterPodAffinity: node(s) didn't match pod anti-affinity rules"
+	onlyN1 := func(i int) bool { return i == 0 }
+	ex, _, concerned, err := f.Exclude(context.Background(), third, nodes, nil, onlyN1)
+	if err != nil || !concerned {
+		t.Fatalf("concerned %v, err %v", concerned, err)
+	}
+	for i, want := range []string{refused, "", ""} {
+		if got := ex(i); got != want {
+			t.Errorf("%s: %q, want %q", nodes[i].Name, got, want)
+		}
+	}
+	// The pick of an unchecked node is checked when it is reserved.
+	if why := reserveOn(t, f, third, "n2"); why != refused {
+		t.Errorf("web-3 reserved on n2 beside web-2: %q, want %q", why, refused)
 	}
 }

@@ -88,9 +88,12 @@ func TestFastPathUntouched(t *testing.T) {
 			if got.w.Exclude != nil && got.w.Exclude(i) != want.w.Exclude(i) {
 				t.Errorf("%s on node %d: %q, without the plugins %q", what, i, got.w.Exclude(i), want.w.Exclude(i))
 			}
+			if got.w.PreemptExclude != nil && got.w.PreemptExclude(i) != want.w.Exclude(i) {
+				t.Errorf("%s on node %d for preemption: %q, without the plugins %q", what, i, got.w.PreemptExclude(i), want.w.Exclude(i))
+			}
 		}
 		gw, ww := got.w, want.w
-		gw.Exclude, ww.Exclude = nil, nil
+		gw.Exclude, ww.Exclude, gw.PreemptExclude, ww.PreemptExclude = nil, nil, nil, nil
 		if !reflect.DeepEqual(gw, ww) || !reflect.DeepEqual(got.reqs, want.reqs) {
 			t.Errorf("%s: workload %+v, without the plugins %+v", what, gw, ww)
 		}

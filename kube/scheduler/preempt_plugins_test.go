@@ -69,7 +69,7 @@ func TestPreemptionUnderPlugins(t *testing.T) {
 		return rowEnds(ctx, client, "pp-", 1, []string{"pp-1"}, "")
 	})
 	waitFor(t, "pa-client waits", func() error {
-		return hasCondition(ctx, client, "pa-client", corev1.PodReasonUnschedulable, "Insufficient cpu")
+		return hasCondition(ctx, client, "pa-client", corev1.PodReasonUnschedulable, "insufficient CPU")
 	})
 	// Ten more cycles: pa-db is never evicted for pa-client.
 	seen := cycles.Load()
@@ -79,7 +79,7 @@ func TestPreemptionUnderPlugins(t *testing.T) {
 		}
 		return nil
 	})
-	if err := rowEnds(ctx, client, "pa-", 1, []string{"pa-1"}, "Insufficient cpu"); err != nil {
+	if err := rowEnds(ctx, client, "pa-", 1, []string{"pa-1"}, "insufficient CPU"); err != nil {
 		t.Error(err)
 	}
 	if err := gone(ctx, client, "pa-db"); err == nil {

@@ -165,7 +165,12 @@ func (s *Scheduler) podWorkOf(ctx context.Context, snap *snapshot, pod *corev1.P
 			return workload.SharingRule(gpus, needs, snap.sharing[i])
 		}
 	}
-	exclude, preemptExclude, filtered, err := s.filter.Exclude(ctx, pod, snap.nodes, exclude)
+	// The plugins run only on the nodes whose GPUs and host resources
+	// could take the pod now; a node that frees room later in the cycle
+	// (a gang's step given back) or by preemption is checked when it is
+	// picked (the planner's Reserve, FitsWithout).
+	candidate := func(i int) bool { return placement.Fits(&snap.cluster.Nodes[i], &parts[0]) }
+	exclude, preemptExclude, filtered, err := s.filter.Exclude(ctx, pod, snap.nodes, exclude, candidate)
 	if err != nil {
 		return podWork{}, schedulerError{err}
 	}
