@@ -204,6 +204,13 @@ func testRBAC(t *testing.T, s *apiServer) {
 		}
 		return true
 	})
+	// The cluster view reads the nodes' GPUUse objects (list and watch
+	// gpuuses): the last agent's stays.
+	ok = ok && waitFor(wctx, t, "the cluster view with rbac-node's GPUUse", func() bool {
+		v, ok := sched.View()
+		_, has := v.Use["rbac-node"]
+		return ok && has
+	})
 	ok = ok && waitFor(wctx, t, "a FailedScheduling event", func() bool {
 		ev, err := s.core.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
 		return err == nil && len(ev.Items) > 0

@@ -160,7 +160,7 @@ type GPU struct {
 	LimitMilli int64 `json:"limitMilli"`
 	// Use is the GPU's use, the sum of its shares' (gpuuse.GPU.Sum):
 	// measured, simulated, or not metered and why; nil where the source
-	// reads no use (the cluster view).
+	// reads no use.
 	Use *gpuuse.Use `json:"use,omitempty"`
 	// MeasuredMilli is Use's busy fraction when measured (NVML), and
 	// SimulatedMilli when simulated: never one for the other.
@@ -237,6 +237,11 @@ type Queue struct {
 	LimitMemoryMiB      int64 `json:"limitMemoryMiB"`
 	UsedMilli           int64 `json:"usedMilli"`
 	UsedMemoryMiB       int64 `json:"usedMemoryMiB"`
+	// MeasuredMilli and SimulatedMilli sum the use of its workloads'
+	// shares (with its children's), measured and simulated apart; nil when
+	// none of them carries that figure (Summarize fills them from GPUs).
+	MeasuredMilli  *int64 `json:"measuredMilli,omitempty"`
+	SimulatedMilli *int64 `json:"simulatedMilli,omitempty"`
 	// Share is the fair-share position: below 1 the part of its
 	// guarantee in use, above it 1 plus its over-quota share per weight.
 	Share   float64 `json:"share"`
@@ -389,10 +394,47 @@ func (s *Snapshot) Summarize() {
 	}
 	t.Waiting = len(s.Pending)
 	s.Totals = t
+	s.sumQueueUse()
 	s.Models = make([]ModelSummary, 0, len(models))
 	slices.Sort(models)
 	for _, name := range models {
 		s.Models = append(s.Models, *byModel[name])
+	}
+}
+
+// sumQueueUse fills each queue's measured and simulated use from the
+// shares' use on s.GPUs: a share counts in its queue and that queue's
+// parents, as their Used does.
+func (s *Snapshot) sumQueueUse() {
+	byName := make(map[string]int, len(s.Queues))
+	for i := range s.Queues {
+		byName[s.Queues[i].Name] = i
+		s.Queues[i].MeasuredMilli, s.Queues[i].SimulatedMilli = nil, nil
+	}
+	for _, g := range s.GPUs {
+		for _, sh := range g.Shares {
+			if sh.Use == nil || sh.Use.BusyMilli == nil || !sh.Use.Known() {
+				continue
+			}
+			busy := *sh.Use.BusyMilli
+			// seen stops a parent cycle (the queue tree refuses one; the
+			// page must not hang on it either).
+			seen := map[string]bool{}
+			for name := sh.Queue; name != "" && !seen[name]; {
+				seen[name] = true
+				i, ok := byName[name]
+				if !ok {
+					break
+				}
+				q := &s.Queues[i]
+				if sh.Use.Source == gpuuse.Measured {
+					q.MeasuredMilli = addPtr(q.MeasuredMilli, busy)
+				} else {
+					q.SimulatedMilli = addPtr(q.SimulatedMilli, busy)
+				}
+				name = q.Parent
+			}
+		}
 	}
 }
 

@@ -22,12 +22,15 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	agentkube "github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/clusterview"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/scheduler"
 	"github.com/tessera-gpu/tessera/kube/workload"
@@ -62,6 +65,9 @@ func TestBrowserClusterView(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := queues.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeuse.InstallCRD(ctx, dyn); err != nil {
 		t.Fatal(err)
 	}
 	// Nodes: 4x H200 (GPU 3 unhealthy), 4x A100-80GB, and 2x L4 from node
@@ -156,6 +162,7 @@ func TestBrowserClusterView(t *testing.T) {
 	var guaranteed int64
 	usedBy, podsOn := map[string]int64{}, map[string]int{}
 	running := 0
+	queueOf := map[string]string{}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == "" {
 			continue
@@ -170,6 +177,7 @@ func TestBrowserClusterView(t *testing.T) {
 		if q == "" {
 			q = "default"
 		}
+		queueOf["default/"+p.Name] = q
 		for _, c := range a.Containers {
 			for _, sh := range c.GPUs {
 				shares = append(shares, shareOf{pod: "default/" + p.Name, node: p.Spec.NodeName, sh: sh})
@@ -184,6 +192,51 @@ func TestBrowserClusterView(t *testing.T) {
 	for _, q := range view.Queues {
 		shareOfQueue[q.Name] = q.Share
 	}
+
+	// The simulated agents publish each node's use (GPUUse), as
+	// agent/usepub builds it: every share a figure of its own, measured on
+	// the H200 node and simulated on the A100 node; the L4 node has no
+	// agent. train-0 is nearly idle, not yet an idle holder.
+	const idler = "default/train-0"
+	pubs := map[string]*agentkube.UsePublisher{}
+	published := map[string]nodeuse.Status{}
+	publish := func(idleSince *gpuuse.Idle) {
+		t.Helper()
+		at := time.Now()
+		for _, in := range []inventory.Node{h200, a100} {
+			src := gpuuse.Measured
+			if in.Name == a100.Name {
+				src = gpuuse.Simulated
+			}
+			st := nodeuse.Status{Source: in.Source, At: at, Rule: nodeuse.Rule{WindowSeconds: 10, IdleBelowMilli: 50, IdleAfterSeconds: 600, Metered: true}}
+			for _, g := range in.GPUs {
+				ug := gpuuse.GPU{GPU: g.UUID, Index: g.Index}
+				for k, sh := range shares {
+					if sh.node != in.Name || sh.sh.UUID != g.UUID {
+						continue
+					}
+					busy, mem := int64(100+53*k), int64(1+k)*1024
+					rec := gpuuse.Share{Workload: sh.pod, GPU: g.UUID, Index: g.Index,
+						Booked: gpuuse.Booked{GuaranteedMilli: sh.sh.ComputeMilli, LimitMilli: sh.sh.ComputeLimitMilli, MemoryMiB: sh.sh.MemoryMiB, MemoryLimitMiB: sh.sh.MemoryLimitMiB}}
+					if sh.pod == idler {
+						busy, rec.Idle = 10, idleSince
+					}
+					rec.Use = gpuuse.Use{Source: src, BusyMilli: &busy, From: at.Add(-10 * time.Second), At: at, MemoryUsedMiB: &mem}
+					ug.Shares = append(ug.Shares, rec)
+				}
+				ug.Sum("no pod holds it")
+				st.GPUs = append(st.GPUs, ug)
+			}
+			if pubs[in.Name] == nil {
+				pubs[in.Name] = &agentkube.UsePublisher{Core: client, Dynamic: dyn, Node: in.Name}
+			}
+			if err := pubs[in.Name].Publish(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+			published[in.Name] = st
+		}
+	}
+	publish(nil)
 
 	const wait = 30 * time.Second
 	poll := func(what, expr string) {
@@ -257,16 +310,73 @@ func TestBrowserClusterView(t *testing.T) {
 		}
 	}
 	notes := strings.Join(eval("notes", `Array.from(document.querySelectorAll('#notes .note')).map(n => n.textContent)`), "\n")
-	for _, want := range []string{"not measured", "gpu-l4-0", "gpu-h200-0 GPU 3"} {
+	for _, want := range []string{"over 10s windows", "1 node(s) publish no GPU use", "gpu-l4-0", "gpu-h200-0 GPU 3"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	// Use: each queue's published use beside its guarantee, the total
+	// measured (the simulated node's figures are not measured).
+	var measured, simulated int64
+	for _, g := range published[h200.Name].GPUs {
+		if g.Use.BusyMilli != nil {
+			measured += *g.Use.BusyMilli
+		}
+	}
+	for _, g := range published[a100.Name].GPUs {
+		if g.Use.BusyMilli != nil {
+			simulated += *g.Use.BusyMilli
+		}
+	}
+	poll("the published use", fmt.Sprintf(`document.querySelector('#card-measured .value').textContent === %q`,
+		quantity.FormatShare(measured)+" measured + "+quantity.FormatShare(simulated)+" simulated"))
+	var sels, wants []string
+	for _, q := range view.Queues {
+		var meas, sim int64
+		var anyMeas, anySim bool
+		for _, st := range published {
+			for _, g := range st.GPUs {
+				for _, sh := range g.Shares {
+					if queueOf[sh.Workload] != q.Name {
+						continue
+					}
+					if sh.Use.Source == gpuuse.Measured {
+						meas, anyMeas = meas+*sh.Use.BusyMilli, true
+					} else {
+						sim, anySim = sim+*sh.Use.BusyMilli, true
+					}
+				}
+			}
+		}
+		var parts []string
+		if anyMeas {
+			parts = append(parts, quantity.FormatShare(meas)+" measured")
+		}
+		if anySim {
+			parts = append(parts, quantity.FormatShare(sim)+" simulated")
+		}
+		want := strings.Join(parts, " + ")
+		switch {
+		case q.Running == 0:
+			want = "–"
+		case len(parts) == 0:
+			want = "not metered"
+		case len(parts) == 1 && q.Guaranteed.GPUMilli > 0:
+			want += fmt.Sprintf(" (%d%% of guarantee)", int64(math.Round(100*float64(meas+sim)/float64(q.Guaranteed.GPUMilli))))
+		}
+		sels = append(sels, fmt.Sprintf(`#queues tr[data-queue=%q] td.measured`, q.Name))
+		wants = append(wants, want)
+	}
+	for i, got := range read(sels...) {
+		if got != wants[i] {
+			t.Errorf("%s shows %q, want %q (the published use of its pods)", sels[i], got, wants[i])
 		}
 	}
 	b.DocScreenshot("overview", "dashboard-cluster-overview.png")
 
 	// GPUs: every share of the API on its GPU, with its fraction and limit.
 	b.Do("open the GPU view", wait, chromedp.Click(chromedp.ID("tab-gpus"), chromedp.NodeVisible))
-	var sels, wants []string
+	sels, wants = nil, nil
 	for _, sh := range shares {
 		row := fmt.Sprintf(`.gpu[data-gpu="%s/%d"] tr.share-row[data-job=%q]`, sh.node, sh.sh.Index, sh.pod)
 		sels = append(sels, row+" td.guaranteed", row+" td.limit")
@@ -284,6 +394,45 @@ func TestBrowserClusterView(t *testing.T) {
 	if got := text(`.gpu[data-gpu="gpu-h200-0/3"] .health`); !strings.Contains(got, "Unhealthy") {
 		t.Errorf("GPU 3 of gpu-h200-0 health %q, want Unhealthy", got)
 	}
+	// Use beside booking: each share's published busy fraction (labelled
+	// measured or simulated), memory in use, no idle mark yet; each GPU's
+	// the agent's sum; the L4 node's says why nothing measures it.
+	checkUse := func(idleText string) {
+		t.Helper()
+		sels, wants = nil, nil
+		for name, st := range published {
+			for _, g := range st.GPUs {
+				card := fmt.Sprintf(`.gpu[data-gpu="%s/%d"]`, name, g.Index)
+				sels = append(sels, card+" .use-text")
+				wants = append(wants, "used "+useWords(g.Use))
+				for _, sh := range g.Shares {
+					row := fmt.Sprintf(`%s tr.share-row[data-job=%q]`, card, sh.Workload)
+					idle := "–"
+					if sh.Idle != nil {
+						idle = idleText
+					}
+					sels = append(sels, row+" td.measured", row+" td.used", row+" td.idle")
+					wants = append(wants, useWords(sh.Use), quantity.FormatMiB(*sh.Use.MemoryUsedMiB), idle)
+				}
+			}
+		}
+		sels = append(sels, `.gpu[data-node="gpu-l4-0"] tr.share-row td.measured`)
+		wants = append(wants, "not metered: the node's agent publishes no use (no GPUUse gpu-l4-0)")
+		for i, got := range read(sels...) {
+			if got != wants[i] {
+				t.Errorf("%s shows %q, want %q (what the agent published)", sels[i], got, wants[i])
+			}
+		}
+	}
+	checkUse("")
+	// The agent marks train-0 idle: the page flags it, and only it.
+	since := time.Now().Add(-11 * time.Minute).Truncate(time.Second)
+	publish(&gpuuse.Idle{Since: since})
+	idleText := "idle since " + since.Format("15:04:05")
+	poll("train-0's idle mark", fmt.Sprintf(`Array.from(document.querySelectorAll('tr.share-row[data-job=%q] td.idle')).some(td => td.textContent === %q)`, idler, idleText))
+	checkUse(idleText)
+	// The documentation's picture: the measured node, with the idle mark.
+	b.Do("pick gpu-h200-0", wait, chromedp.Click(chromedp.CSS(`#nodes a[data-node="gpu-h200-0"]`), chromedp.NodeVisible))
 	b.DocScreenshot("gpus", "dashboard-cluster-gpus.png")
 	// A node's link in the nodes table shows only that node's GPUs.
 	b.Do("pick gpu-l4-0", wait, chromedp.Click(chromedp.CSS(`#nodes a[data-node="gpu-l4-0"]`), chromedp.NodeVisible))
@@ -324,10 +473,24 @@ func TestBrowserClusterView(t *testing.T) {
 			t.Errorf("%s shows %q, want %s (the pod's assignment)", sels[i], got, wants[i])
 		}
 	}
+	// Only the idle holder carries the idle badge in the list.
+	badges := eval("idle badges", `Array.from(document.querySelectorAll('#workloads tr[data-job] .badge.idle')).map(b => b.closest('tr').dataset.job + ': ' + b.textContent)`)
+	if !slices.Equal(badges, []string{idler + ": " + idleText}) {
+		t.Errorf("idle badges in the workload list %q, want only %s: %s", badges, idler, idleText)
+	}
 	b.Screenshot("workloads")
 	b.CheckConsole()
 	// Leave the page: its event stream would hold srv.Close.
 	b.Do("leave", wait, chromedp.Navigate("about:blank"))
+}
+
+// useWords is a use figure as the page words it: "0.42 measured", "0.3
+// simulated", or why nothing measures it.
+func useWords(u gpuuse.Use) string {
+	if u.BusyMilli == nil {
+		return u.Reason
+	}
+	return quantity.FormatShare(*u.BusyMilli) + " " + string(u.Source)
 }
 
 // gpuNode creates a KWOK node and its GPUNode object (as the agent

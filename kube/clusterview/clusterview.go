@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/request"
 	"github.com/tessera-gpu/tessera/webui"
@@ -66,9 +67,12 @@ func Translate(v View, now time.Time) webui.Snapshot {
 		}
 		s.Fragmentation = &webui.Fragmentation{Milli: int64(math.Round(v.FragmentationMilli)), FreeMilli: free, TypicalShapes: v.Typical}
 	}
-	s.Notes = append(s.Notes, "GPU utilisation and memory in use are not measured in the cluster view (GPUNode objects carry each node's GPUs, health and MIG layout, not their use): the measured columns say \"not metered\". The agents' metrics have the node arbiters' grants.")
 	var labelled, unhealthy []string
+	uses := make(map[string]nodeUse, len(v.Nodes))
 	for _, n := range v.Nodes {
+		st, ok := v.Use[n.Name]
+		nu := useOf(n.Name, st, ok, now)
+		uses[n.Name] = nu
 		if n.Source == labelSource && len(n.GPUs) > 0 {
 			labelled = append(labelled, n.Name)
 		}
@@ -81,7 +85,9 @@ func Translate(v View, now time.Time) webui.Snapshot {
 			CPUMilli: n.CPUMilli, FreeCPUMilli: n.FreeCPUMilli, MemoryMiB: n.MemoryMiB, FreeMemoryMiB: n.FreeMemoryMiB, Pods: len(n.Pods)})
 		gpuStart := len(s.GPUs)
 		for _, g := range n.GPUs {
-			s.GPUs = append(s.GPUs, gpuOf(n, g))
+			wg := gpuOf(n, g)
+			wg.SetUse(nu.gpu(g.UUID))
+			s.GPUs = append(s.GPUs, wg)
 		}
 		gpus := s.GPUs[gpuStart:]
 		for _, p := range n.Pods {
@@ -89,19 +95,39 @@ func Translate(v View, now time.Time) webui.Snapshot {
 			// (Shares are sorted below: a cycle lists its bookings in no
 			// particular order.)
 			w.State, w.Node = webui.StateRunning, n.Name
+			// The pod is an idle holder when it is one on every GPU it
+			// holds, since the last of them went idle (as a host job).
+			var idle *gpuuse.Idle
+			busy := false
 			if p.Assignment != nil {
 				for _, c := range p.Assignment.Containers {
 					for _, sh := range c.GPUs {
 						w.GPUs = append(w.GPUs, webui.WorkloadGPU{Index: sh.Index, GuaranteedMilli: sh.ComputeMilli, LimitMilli: sh.ComputeLimitMilli, MIGProfile: sh.MIGProfile})
-						if g := findGPU(gpus, sh); g != nil {
-							addShare(g, w, sh)
+						g := findGPU(gpus, sh)
+						if g == nil {
+							continue
+						}
+						u, i, again := nu.share(w.ID, g.UUID)
+						addShare(g, w, sh, u, i)
+						if again {
+							continue // the pod's first share of this GPU has its mark
+						}
+						switch {
+						case i == nil:
+							busy = true
+						case idle == nil || i.Since.After(idle.Since):
+							idle = &gpuuse.Idle{Since: i.Since}
 						}
 					}
 				}
 			}
+			if !busy {
+				w.Idle = idle
+			}
 			s.Workloads = append(s.Workloads, w)
 		}
 	}
+	s.Notes = append(s.Notes, useNotes(v, uses)...)
 	for i := range s.GPUs {
 		slices.SortStableFunc(s.GPUs[i].Shares, func(a, b webui.Share) int { return strings.Compare(a.Workload, b.Workload) })
 	}
@@ -215,11 +241,11 @@ func findGPU(gpus []webui.GPU, sh binding.Share) *webui.GPU {
 	return nil
 }
 
-// addShare puts a pod's share on its GPU; a MIG share marks its instance
-// in use.
-func addShare(g *webui.GPU, w webui.Workload, sh binding.Share) {
+// addShare puts a pod's share on its GPU with its use and idle mark; a
+// MIG share marks its instance in use.
+func addShare(g *webui.GPU, w webui.Workload, sh binding.Share, use gpuuse.Use, idle *gpuuse.Idle) {
 	g.Shares = append(g.Shares, webui.Share{Workload: w.ID, Queue: w.Queue, GuaranteedMilli: sh.ComputeMilli, LimitMilli: sh.ComputeLimitMilli,
-		MemoryMiB: sh.MemoryMiB, MemoryLimitMiB: sh.MemoryLimitMiB, MIGProfile: sh.MIGProfile})
+		MemoryMiB: sh.MemoryMiB, MemoryLimitMiB: sh.MemoryLimitMiB, MIGProfile: sh.MIGProfile, Use: &use, Idle: idle, MemoryUsedMiB: use.MemoryUsedMiB})
 	g.LimitMilli = min(request.Whole, g.LimitMilli+sh.ComputeLimitMilli)
 	if g.Unschedulable {
 		g.GuaranteedMilli = min(request.Whole, g.GuaranteedMilli+sh.ComputeMilli)

@@ -9,9 +9,14 @@
 // core's books, each share is a pod's assignment, each queue's use and
 // fair-share position the books' ledger, and each waiting pod's reason the
 // words the scheduler wrote into its PodScheduled condition. So the page
-// cannot disagree with the scheduler.
+// cannot disagree with the scheduler. Use beside booking (use.go) is the
+// nodes' GPUUse objects (kube/nodeuse) as the agents last published them,
+// read from the scheduler's informer when the view is read: each GPU's and
+// each pod's busy fraction, memory in use and idle mark, labelled measured
+// or simulated as published; a node without a GPUUse, or with one older
+// than clusterinv.StaleUse, is not metered and says why.
 //
-// It must not decide anything (no placement, queueing or fair-share
+// It must not decide anything (no placement, queueing, fair-share or idle
 // policy), call the API server, or keep state beyond the last cycle
 // published.
 package clusterview

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/inventory"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/queueing"
 	"github.com/tessera-gpu/tessera/request"
 )
@@ -41,6 +42,12 @@ type View struct {
 	// none yet, or uses none, and FragmentationMilli is 0).
 	FragmentationMilli float64
 	Typical            int
+	// Use is each node's GPUUse status as its agent last published it, by
+	// node name (ReadUse; a node without one publishes no use), UseErrors
+	// what could not be read. The scheduler reads them when the view is
+	// read, not at the cycle: they are the agents' latest.
+	Use       map[string]nodeuse.Status
+	UseErrors []string
 }
 
 // NodeView is one node as the cycle saw it.

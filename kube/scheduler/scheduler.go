@@ -24,6 +24,7 @@ import (
 	"github.com/tessera-gpu/tessera/kube/kubefilter"
 	"github.com/tessera-gpu/tessera/kube/membership"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/kube/podbind"
 	"github.com/tessera-gpu/tessera/kube/podgroups"
 	"github.com/tessera-gpu/tessera/kube/podstatus"
@@ -68,6 +69,10 @@ type Scheduler struct {
 
 	// queueObjects lists Queue objects (none without a dynamic client).
 	queueObjects func() []*unstructured.Unstructured
+	// useObjects lists the nodes' GPUUse objects for the cluster view
+	// (none without a dynamic client); set by Run, read by View under
+	// snapMu.
+	useObjects func() ([]*unstructured.Unstructured, error)
 	// members reads a pod's gang and queue from the pod, its Job and its
 	// PodGroup (kube/membership): Jobs once Run watches them, PodGroups
 	// with a dynamic client.
@@ -145,6 +150,7 @@ func New(cfg Config) (*Scheduler, error) {
 		events: podstatus.New(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[string]*corev1.Pod{}, pending: map[string]*corev1.Pod{},
 		dra:     draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}),
 		metrics: schedmetrics.New(cfg.Metrics), core: core, queueObjects: func() []*unstructured.Unstructured { return nil },
+		useObjects: func() ([]*unstructured.Unstructured, error) { return nil, nil },
 	}, nil
 }
 
@@ -203,6 +209,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 			return objs
 		}
+		// The nodes' GPU use, for the cluster view only: no handler, so a
+		// use write never wakes the loop; the informer starts at the
+		// view's first read (crdwatch), so no dashboard, no watch.
+		uw := crdwatch.New(ctx, nodeuse.Resource(), s.cfg.Client, s.cfg.Dynamic, cache.ResourceEventHandlerFuncs{})
+		s.snapMu.Lock()
+		s.useObjects = (&clusterview.UseReader{List: uw.List, Wait: 2 * time.Second}).Read
+		s.snapMu.Unlock()
 		if defaultInventory {
 			gw := crdwatch.New(ctx, gpunode.Resource(), s.cfg.Client, s.cfg.Dynamic, ev.inventoryEvents(poke))
 			s.cfg.Inventory = nodeinventory.GPUNodes{Get: gw.Get, Fallback: s.cfg.Inventory}

@@ -31,10 +31,17 @@ func (s *Scheduler) publishView(at time.Time, snap *snapshot, tree *queueing.Tre
 // differs from the last (its nodes or pods changed).
 func (s *Scheduler) ViewChanged() <-chan struct{} { return s.views.Changed() }
 
-// View returns what the last cycle decided from; ok is false before the
-// first cycle (and on a replica that is not the leader).
+// View returns what the last cycle decided from, with the nodes' GPU use
+// as their agents last published it; ok is false before the first cycle
+// (and on a replica that is not the leader).
 func (s *Scheduler) View() (clusterview.View, bool) {
 	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
-	return s.views.View()
+	v, ok := s.views.View()
+	uses := s.useObjects
+	s.snapMu.Unlock()
+	if ok {
+		// Out of snapMu: the first read starts and syncs the informer.
+		v.ReadUse(uses())
+	}
+	return v, ok
 }

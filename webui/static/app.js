@@ -153,11 +153,13 @@
     return i ? 'idle since ' + when(i.since) : '';
   }
 
-  // totalUse is a Capacity's use: measured, else simulated, else not metered.
+  // totalUse is a Capacity's (or a queue's) use: measured and simulated
+  // apart, never added together, or not metered.
   function totalUse(c) {
-    if (c.measuredMilli !== undefined) { return share(c.measuredMilli) + ' measured'; }
-    if (c.simulatedMilli !== undefined) { return share(c.simulatedMilli) + ' simulated'; }
-    return 'not metered';
+    var parts = [];
+    if (c.measuredMilli !== undefined) { parts.push(share(c.measuredMilli) + ' measured'); }
+    if (c.simulatedMilli !== undefined) { parts.push(share(c.simulatedMilli) + ' simulated'); }
+    return parts.length ? parts.join(' + ') : 'not metered';
   }
 
   function renderCards(s) {
@@ -171,7 +173,7 @@
         pct(t.guaranteedMilli, t.capacityMilli) + ' of the compute, booked by running workloads', 'card-guaranteed'),
       card('Burst limit', share(t.limitMilli), 'GPUs the running workloads may use when others idle', 'card-burst'),
       card('Used', totalUse(t),
-        t.measuredMilli !== undefined ? 'GPU time the running workloads used, measured (NVML)' :
+        t.measuredMilli !== undefined ? 'GPU time the running workloads used, measured (NVML)' + (t.simulatedMilli !== undefined ? '; simulated GPUs apart' : '') :
           (t.simulatedMilli !== undefined ? 'simulated from the jobs\' declared load, not measured' : 'no GPU utilisation meter here'), 'card-measured'),
       card('Memory booked', mib(t.memoryBookedMiB) + ' / ' + mib(t.memoryMiB), pct(t.memoryBookedMiB, t.memoryMiB), 'card-memory'),
       card('Running', String(t.running), t.finished + ' finished', 'card-running'),
@@ -217,6 +219,17 @@
     return parts.length ? parts.join(', ') : none;
   }
 
+  // queueUse is what a queue's running workloads used of their GPUs
+  // (measured, else simulated), beside its guarantee.
+  function queueUse(q) {
+    if (!q.running) { return '–'; }
+    var u = totalUse(q);
+    // The part of the guarantee used, when one kind of figure makes it.
+    var v = q.measuredMilli === undefined ? q.simulatedMilli : (q.simulatedMilli === undefined ? q.measuredMilli : undefined);
+    if (v !== undefined && q.guaranteedMilli > 0) { u += ' (' + pct(v, q.guaranteedMilli) + ' of guarantee)'; }
+    return u;
+  }
+
   function renderQueues(s) {
     var tb = $('queues').tBodies[0];
     clear(tb);
@@ -229,12 +242,13 @@
         el('td', { className: 'num' }, amount(q.guaranteedMilli, q.guaranteedMemoryMiB, '–')),
         el('td', { className: 'num' }, amount(q.limitMilli, q.limitMemoryMiB, 'none')),
         el('td', null, q.guaranteedMilli > 0 ? barCell(q.usedMilli, q.guaranteedMilli, used + ' (' + pct(q.usedMilli, q.guaranteedMilli) + ' of guarantee)') : used),
+        el('td', { className: 'num measured' }, queueUse(q)),
         el('td', { className: 'num share' }, q.share.toFixed(2)),
         el('td', { className: 'num' }, String(q.running)),
         el('td', { className: 'num' }, String(q.waiting))
       ]));
     });
-    if (!s.queues.length) { emptyRow(tb, 9, 'no queues in use'); }
+    if (!s.queues.length) { emptyRow(tb, 10, 'no queues in use'); }
   }
 
   function renderPending(s) {
