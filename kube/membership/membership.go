@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,49 @@ type Reader struct {
 	PodGroup func(namespace, name string) (podgroups.Group, bool, error)
 	// VolcanoGroup reads a Volcano PodGroup (nil: none).
 	VolcanoGroup func(namespace, name string) (podgroups.VolcanoGroup, bool, error)
+	// SchedulerPluginsGroup reads a scheduler-plugins PodGroup (nil: none).
+	SchedulerPluginsGroup func(namespace, name string) (podgroups.Group, bool, error)
+	// WorkloadGroup reads a Workload API PodGroup (scheduling.k8s.io; nil:
+	// none).
+	WorkloadGroup func(namespace, name string) (podgroups.WorkloadGroup, bool, error)
+}
+
+func (r Reader) schedulerPluginsGroup(namespace, name string) (podgroups.Group, bool, error) {
+	if r.SchedulerPluginsGroup == nil {
+		return podgroups.Group{}, false, nil
+	}
+	return r.SchedulerPluginsGroup(namespace, name)
+}
+
+func (r Reader) workloadGroup(namespace, name string) (podgroups.WorkloadGroup, bool, error) {
+	if r.WorkloadGroup == nil {
+		return podgroups.WorkloadGroup{}, false, nil
+	}
+	return r.WorkloadGroup(namespace, name)
+}
+
+// SchedulingGroup is the Workload API PodGroup a pod names in
+// spec.schedulingGroup.podGroupName ("" when none).
+func SchedulingGroup(p *corev1.Pod) string {
+	if g := p.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+		return *g.PodGroupName
+	}
+	return ""
+}
+
+// workloadGang reports whether the Workload API PodGroup a pod names makes
+// it a gang member: a gang policy, or a group that cannot be read (missing
+// or malformed: MinMember says why, and the members wait). A basic policy
+// does not: such a pod is read by the other rules (a Job controller with
+// the WorkloadWithJob gate gives every Job's pods a basic group unless the
+// Job asks for a gang).
+func (r Reader) workloadGang(p *corev1.Pod) (string, bool) {
+	name := SchedulingGroup(p)
+	if name == "" {
+		return "", false
+	}
+	g, found, err := r.workloadGroup(p.Namespace, name)
+	return name, err != nil || !found || g.Gang
 }
 
 func (r Reader) podGroup(namespace, name string) (podgroups.Group, bool, error) {
@@ -55,15 +99,24 @@ func (r Reader) volcanoGroup(namespace, name string) (podgroups.VolcanoGroup, bo
 
 // Gang returns the pod's gang key, or "" for a pod outside any gang:
 // the LabelPodGroup label, else the Volcano PodGroup its
-// scheduling.k8s.io/group-name annotation names, else the Job that
-// controls the pod when the Job runs more than one pod at a time (an
-// automatic gang of its parallelism, or of KAI's batch-min-member).
+// scheduling.k8s.io/group-name annotation names, else the scheduler-plugins
+// PodGroup its scheduling.x-k8s.io/pod-group label names, else the
+// Workload API PodGroup its spec.schedulingGroup names when that group is
+// a gang, else the Job that controls the pod when the Job runs more than
+// one pod at a time (an automatic gang of its parallelism, or of KAI's
+// batch-min-member).
 func (r Reader) Gang(p *corev1.Pod) string {
 	if name := p.Labels[LabelPodGroup]; name != "" {
 		return p.Namespace + "/" + name
 	}
 	if name := p.Annotations[workload.VolcanoAnnotationGroupName]; name != "" {
 		return p.Namespace + "/volcano:" + name
+	}
+	if name := p.Labels[workload.SchedulerPluginsLabelPodGroup]; name != "" {
+		return p.Namespace + "/x-k8s:" + name
+	}
+	if name, ok := r.workloadGang(p); ok {
+		return p.Namespace + "/podgroup:" + name
 	}
 	if job, ok := r.jobOf(p); ok && Parallelism(job) > 1 {
 		return p.Namespace + "/job:" + job.Name
@@ -72,14 +125,22 @@ func (r Reader) Gang(p *corev1.Pod) string {
 }
 
 // MinMember reads a member's minimum: the PodGroup's or the annotation
-// for labelled gangs, the Volcano PodGroup's minMember for Volcano's, and
-// for automatic ones KAI's batch-min-member (on the Job, else on the pod)
-// or else the Job's parallelism.
+// for labelled gangs, the Volcano PodGroup's minMember for Volcano's, the
+// scheduler-plugins PodGroup's minMember, the Workload API PodGroup's
+// gang minCount, and for automatic ones KAI's batch-min-member (on the
+// Job, else on the pod) or else the Job's parallelism.
 func (r Reader) MinMember(p *corev1.Pod) (int, error) {
 	name := p.Labels[LabelPodGroup]
 	if name == "" {
 		if vg := p.Annotations[workload.VolcanoAnnotationGroupName]; vg != "" {
 			return r.volcanoMinMember(p.Namespace, vg)
+		}
+		if sg := p.Labels[workload.SchedulerPluginsLabelPodGroup]; sg != "" {
+			g, err := r.schedulerPluginsMember(p.Namespace, sg)
+			return g.MinMember, err
+		}
+		if wg, ok := r.workloadGang(p); ok {
+			return r.workloadMinMember(p.Namespace, wg)
 		}
 		if job, ok := r.jobOf(p); ok {
 			return JobMinMember(job, p)
@@ -109,6 +170,31 @@ func (r Reader) volcanoMinMember(namespace, name string) (int, error) {
 	}
 	if !found {
 		return 0, fmt.Errorf("annotation %s: Volcano PodGroup %s/%s not found (Tessera reads the gang's minMember from it; Volcano's Job controller creates it, with Volcano's CRDs installed): create it, or remove the annotation", workload.VolcanoAnnotationGroupName, namespace, name)
+	}
+	return g.MinMember, nil
+}
+
+// schedulerPluginsMember reads the scheduler-plugins PodGroup a pod names.
+func (r Reader) schedulerPluginsMember(namespace, name string) (podgroups.Group, error) {
+	g, found, err := r.schedulerPluginsGroup(namespace, name)
+	if err != nil {
+		return podgroups.Group{}, fmt.Errorf("label %s: %w", workload.SchedulerPluginsLabelPodGroup, err)
+	}
+	if !found {
+		return podgroups.Group{}, fmt.Errorf("label %s: PodGroup %s/%s (scheduling.x-k8s.io) not found (Tessera reads the gang's minMember from it; Kubeflow's training operator creates it with scheduler-plugins' CRD installed): create it, or remove the label", workload.SchedulerPluginsLabelPodGroup, namespace, name)
+	}
+	return g, nil
+}
+
+// workloadMinMember reads the gang minimum of the Workload API PodGroup a
+// pod names.
+func (r Reader) workloadMinMember(namespace, name string) (int, error) {
+	g, found, err := r.workloadGroup(namespace, name)
+	if err != nil {
+		return 0, fmt.Errorf("spec.schedulingGroup.podGroupName: %w", err)
+	}
+	if !found {
+		return 0, fmt.Errorf("spec.schedulingGroup.podGroupName: PodGroup %s/%s (scheduling.k8s.io) not found (Tessera reads the gang's minCount from it; a Workload controller such as the Job controller creates it, where kube-apiserver serves scheduling.k8s.io/v1beta1 with the GenericWorkload gate): create it", namespace, name)
 	}
 	return g.MinMember, nil
 }
@@ -165,10 +251,8 @@ func (r Reader) GangSpecs(pending []*corev1.Pod) map[string]dispatch.GangSpec {
 			continue
 		}
 		g, ok := out[k]
-		if !ok && p.Labels[LabelPodGroup] != "" {
-			if pg, found, _ := r.podGroup(p.Namespace, p.Labels[LabelPodGroup]); found {
-				g.Timeout = pg.Timeout
-			}
+		if !ok {
+			g.Timeout = r.timeout(p)
 		}
 		n, err := r.MinMember(p)
 		switch {
@@ -185,12 +269,34 @@ func (r Reader) GangSpecs(pending []*corev1.Pod) map[string]dispatch.GangSpec {
 	return out
 }
 
+// timeout is the schedule timeout of the PodGroup (Tessera's or
+// scheduler-plugins') that a gang member names by label (0: none).
+func (r Reader) timeout(p *corev1.Pod) time.Duration {
+	if name := p.Labels[LabelPodGroup]; name != "" {
+		pg, _, _ := r.podGroup(p.Namespace, name)
+		return pg.Timeout
+	}
+	if p.Annotations[workload.VolcanoAnnotationGroupName] != "" {
+		return 0
+	}
+	if name := p.Labels[workload.SchedulerPluginsLabelPodGroup]; name != "" {
+		pg, _, _ := r.schedulerPluginsGroup(p.Namespace, name)
+		return pg.Timeout
+	}
+	return 0
+}
+
 // GangFromJob reports whether Gang reads p's gang from its Job (whose
 // parallelism may change without the pod changing).
 func GangFromJob(p *corev1.Pod) bool { return !namesGroup(p) && jobControlled(p) }
 
+// GangFromGroup reports whether Gang reads p's gang from the Workload API
+// PodGroup it names (which may be made, or made again, after the pod).
+func GangFromGroup(p *corev1.Pod) bool { return !namesGroup(p) && SchedulingGroup(p) != "" }
+
 func namesGroup(p *corev1.Pod) bool {
-	return p.Labels[LabelPodGroup] != "" || p.Annotations[workload.VolcanoAnnotationGroupName] != ""
+	return p.Labels[LabelPodGroup] != "" || p.Annotations[workload.VolcanoAnnotationGroupName] != "" ||
+		p.Labels[workload.SchedulerPluginsLabelPodGroup] != ""
 }
 
 func jobControlled(p *corev1.Pod) bool {

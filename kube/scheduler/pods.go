@@ -125,8 +125,8 @@ func (s *Scheduler) takePods(snap *snapshot, all bool) error {
 }
 
 // relabelVolatile reads again the queue and gang of the booked pods that
-// take them from another object (a Volcano PodGroup, a Job), which may
-// change without the pod.
+// take them from another object (a Volcano PodGroup, a Job, a Workload
+// API PodGroup), which may change without the pod.
 func (s *Scheduler) relabelVolatile(snap *snapshot) {
 	for id := range snap.volatile {
 		p := snap.pods[id]
@@ -193,7 +193,7 @@ func (s *Scheduler) bookPod(snap *snapshot, p *corev1.Pod) {
 	if err != nil {
 		s.cfg.Log.Warn("bound pod has a malformed assignment; its GPUs are not counted", "pod", id, "err", err)
 	}
-	if membership.QueueFromGroup(p) || membership.GangFromJob(p) {
+	if membership.QueueFromGroup(p) || membership.GangFromJob(p) || membership.GangFromGroup(p) {
 		snap.volatile[id] = true
 	} else {
 		delete(snap.volatile, id)

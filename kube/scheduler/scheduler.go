@@ -201,6 +201,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		s.members.PodGroup = membership.FromObjects(watch(podgroups.Resource()).GetIn, podgroups.FromObject)
 		s.members.VolcanoGroup = membership.FromObjects(watch(podgroups.VolcanoResource()).GetIn, podgroups.FromVolcano)
+		s.members.SchedulerPluginsGroup = membership.FromObjects(watch(podgroups.SchedulerPluginsResource()).GetIn, podgroups.FromSchedulerPlugins)
+		// Kubernetes' own PodGroups are served only with the GenericWorkload
+		// gate: watched as the CRDs are, from when the API server serves them.
+		s.members.WorkloadGroup = membership.FromObjects(watch(podgroups.WorkloadResource()).GetIn, podgroups.FromWorkload)
 		qw := watch(queues.Resource())
 		s.queueObjects = func() []*unstructured.Unstructured {
 			objs, err := qw.List()

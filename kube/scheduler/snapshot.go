@@ -47,7 +47,8 @@ type snapshot struct {
 	tainted int
 	// pods are the pods booked (bound, or assumed by this scheduler) by
 	// workload ID, and volatile those whose queue or gang is read from
-	// another object (a Volcano PodGroup, a Job), read again each cycle.
+	// another object (a Volcano PodGroup, a Job, a Workload API
+	// PodGroup), read again each cycle.
 	pods     map[string]*corev1.Pod
 	volatile map[string]bool
 	// claims are the allocated claims of Tessera's driver, booked.

@@ -171,7 +171,8 @@ func firstKey(m map[string]string, keys ...string) string {
 
 // CheckGangKeys refuses the queue and gang keys of other systems that the
 // scheduler could not read as written: KAI's batch-min-member on a pod no
-// Job controls, a Volcano PodGroup next to a Tessera one, and a KAI queue
+// Job controls, a Volcano or scheduler-plugins PodGroup next to a Tessera
+// one, a scheduler-plugins PodGroup next to a Volcano one, and a KAI queue
 // that disagrees with tessera.io/queue. The webhook refuses such a pod at
 // admission; the scheduler leaves one that reached it unrewritten pending
 // with the same message.
@@ -184,6 +185,14 @@ func CheckGangKeys(pod *corev1.Pod) error {
 	if g, ok := pod.Annotations[VolcanoAnnotationGroupName]; ok {
 		if own := pod.Labels[labelPodGroup]; own != "" {
 			return &Error{Key: VolcanoAnnotationGroupName, Message: fmt.Sprintf("names Volcano PodGroup %q while label %s names %q: a pod is in one gang; keep one of them", g, labelPodGroup, own)}
+		}
+	}
+	if g, ok := pod.Labels[SchedulerPluginsLabelPodGroup]; ok {
+		if own := pod.Labels[labelPodGroup]; own != "" {
+			return &Error{Key: SchedulerPluginsLabelPodGroup, Message: fmt.Sprintf("names PodGroup %q while label %s names %q: a pod is in one gang; keep one of them", g, labelPodGroup, own)}
+		}
+		if vg := pod.Annotations[VolcanoAnnotationGroupName]; vg != "" {
+			return &Error{Key: SchedulerPluginsLabelPodGroup, Message: fmt.Sprintf("names PodGroup %q while annotation %s names Volcano PodGroup %q: a pod is in one gang; keep one of them", g, VolcanoAnnotationGroupName, vg)}
 		}
 	}
 	if kq, ok := pod.Labels[KAILabelQueue]; ok {

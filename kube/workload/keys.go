@@ -73,6 +73,10 @@ const (
 	// VolcanoAnnotationGroupName names the pod's Volcano PodGroup
 	// (scheduling.volcano.sh), as Volcano's Job controller writes it.
 	VolcanoAnnotationGroupName = "scheduling.k8s.io/group-name"
+	// SchedulerPluginsLabelPodGroup names the pod's PodGroup of
+	// scheduler-plugins' coscheduling (scheduling.x-k8s.io), as Kubeflow's
+	// training operator and JobSet write it.
+	SchedulerPluginsLabelPodGroup = "scheduling.x-k8s.io/pod-group"
 	// nvshare: one virtual GPU with the whole card's memory, through
 	// managed memory (NvshareFields, AnnotationOversubscribe).
 	NvshareResourceGPU = "nvshare.com/gpu"

@@ -53,7 +53,7 @@ func (e *Error) Error() string {
 	switch {
 	case slices.Contains(gpuResourceKeys(), e.Key):
 		where = "resource " + e.Key
-	case e.Key == KAILabelQueue:
+	case e.Key == KAILabelQueue || e.Key == SchedulerPluginsLabelPodGroup:
 		where = "label " + e.Key
 	}
 	if e.Container != "" {

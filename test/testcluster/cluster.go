@@ -71,6 +71,12 @@ type Options struct {
 	// their --controllers names, e.g. persistentvolume-binder-controller),
 	// with or without Workloads.
 	Controllers []string
+	// FeatureGates are given to kube-apiserver and kube-controller-manager
+	// (--feature-gates, each "Name=true"), and RuntimeConfig to
+	// kube-apiserver (--runtime-config, each "group/version=true"): for
+	// APIs behind a gate, such as the Workload API (GenericWorkload,
+	// scheduling.k8s.io/v1beta1).
+	FeatureGates, RuntimeConfig []string
 }
 
 // Start builds (or takes from the cache) etcd and kube-apiserver and starts
@@ -190,6 +196,12 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, port 
 		// Webhooks are called at their Service's endpoints, not its
 		// cluster IP: no kube-proxy runs.
 		args = append(args, "--enable-aggregator-routing=true")
+	}
+	if len(opt.FeatureGates) > 0 {
+		args = append(args, "--feature-gates="+strings.Join(opt.FeatureGates, ","))
+	}
+	if len(opt.RuntimeConfig) > 0 {
+		args = append(args, "--runtime-config="+strings.Join(opt.RuntimeConfig, ","))
 	}
 	if opt.AuditPolicy != "" {
 		policy := filepath.Join(c.Dir, "audit-policy.yaml")

@@ -61,11 +61,14 @@ func (c *Cluster) startControllerManager(ctx context.Context, opt Options) error
 	// The API server's self-signed serving certificate file holds its CA
 	// too: that bundle is what pods get as the cluster's root CA.
 	rootCA := filepath.Join(c.Dir, "certs", "apiserver.crt")
-	p, err := startProcess("kube-controller-manager", bin, c.Dir,
-		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
-		"--controllers="+strings.Join(controllers, ","), "--leader-elect=false",
-		"--root-ca-file="+rootCA, "--use-service-account-credentials=false",
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]), "--v=0")
+	args := []string{"--kubeconfig=" + c.Kubeconfig, "--authentication-kubeconfig=" + c.Kubeconfig, "--authorization-kubeconfig=" + c.Kubeconfig,
+		"--controllers=" + strings.Join(controllers, ","), "--leader-elect=false",
+		"--root-ca-file=" + rootCA, "--use-service-account-credentials=false",
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[0]), "--v=0"}
+	if len(opt.FeatureGates) > 0 {
+		args = append(args, "--feature-gates="+strings.Join(opt.FeatureGates, ","))
+	}
+	p, err := startProcess("kube-controller-manager", bin, c.Dir, args...)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@
 // server on the same etcd and port, compacting etcd so that watches expire,
 // extra users (one identity per client in the audit log), an audit log, and
 // processes started next to the control plane that a test can freeze or kill.
+// Options turn on APIs behind feature gates (FeatureGates, RuntimeConfig).
 //
 // A real node is here too (StartRealNode): kubelet built from tools/cluster
 // and containerd 2 built from tools/containerd (CDI on), with runc and the
