@@ -125,8 +125,10 @@ func TestSchedulerPluginsGangs(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		join: func(p *corev1.Pod, group string) { p.Labels = map[string]string{workload.SchedulerPluginsLabelPodGroup: group} },
-		key:  func(group string) string { return "default/x-k8s:" + group },
+		join: func(p *corev1.Pod, group string) {
+			p.Labels = map[string]string{workload.SchedulerPluginsLabelPodGroup: group}
+		},
+		key: func(group string) string { return "default/x-k8s:" + group },
 	}
 	runGangScenario(ctx, t, client, api, func() func() { return startScheduler(ctx, t, client, dyn, nil) })
 }
