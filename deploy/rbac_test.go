@@ -268,8 +268,8 @@ var notExercised = map[string]string{
 	"scheduler: delete pods":                  "kube/scheduler/preempt.go evicts preemption victims",
 	"scheduler: patch events":                 "client-go's event recorder patches the count of a repeated event",
 	"agent: create customresourcedefinitions": "kube/crd.Install creates the GPUNode CRD when it is missing (the chart's crds/ made it here)",
-	"scheduler: list podgroups":               "kube/crdwatch (for kube/scheduler) starts the PodGroup informer at the first pod of a gang",
-	"scheduler: watch podgroups":              "kube/crdwatch (for kube/scheduler) starts the PodGroup informer at the first pod of a gang",
+	"scheduler: list podgroups":               "kube/crdwatch (for kube/scheduler) starts a PodGroup informer (Tessera's, Volcano's, scheduler-plugins', Kubernetes') at the first pod naming one",
+	"scheduler: watch podgroups":              "kube/crdwatch (for kube/scheduler) starts a PodGroup informer (Tessera's, Volcano's, scheduler-plugins', Kubernetes') at the first pod naming one",
 	"agent: delete resourceslices":            "the resourceslice helper (agent/kube/draslices.go) deletes a slice the node no longer needs",
 	"scheduler: update persistentvolumes": "kube/kubefilter PreBind (VolumeBinding) binds a claim to the volume it chose; " +
 		"driven in kube/scheduler TestVolumeConstraints and on the real node (test/e2enode)",
