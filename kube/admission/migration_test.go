@@ -125,6 +125,9 @@ func migrationCases() []migrationCase {
 			want: map[string]request.GPU{"main": shareOf(1, 250, 1000, 0)}},
 		{name: "Volcano group with a Tessera group", pod: labelled(testPod(map[string]string{"scheduling.k8s.io/group-name": "job-1"}, ctr("main", limits("volcano.sh/vgpu-number", "1"))), "tessera.io/pod-group", "g"),
 			denied: `annotation scheduling.k8s.io/group-name: names Volcano PodGroup "job-1" while label tessera.io/pod-group names "g"`},
+		// scheduler-plugins (Kubeflow, JobSet).
+		{name: "scheduler-plugins group with a Volcano group", pod: labelled(testPod(map[string]string{"scheduling.k8s.io/group-name": "job-1"}, ctr("main", limits("volcano.sh/vgpu-number", "1"))), "scheduling.x-k8s.io/pod-group", "pg"),
+			denied: `label scheduling.x-k8s.io/pod-group: names PodGroup "pg" while annotation scheduling.k8s.io/group-name names Volcano PodGroup "job-1"`},
 		// nvshare: a tenth of a GPU guaranteed, the whole card's compute and
 		// memory as the limit, on a node that oversubscribes memory.
 		{name: "nvshare", pod: testPod(nil, ctr("main", limits("nvshare.com/gpu", "1"))),

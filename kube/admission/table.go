@@ -95,6 +95,8 @@ func Table() []Row {
 			"as HAMi's gpucores", Exact, "Volcano vgpu"},
 		{"Volcano", workload.VolcanoAnnotationGroupName, OnAnnotation, "the pod's PodGroup (scheduling.volcano.sh), written by Volcano's Job controller",
 			"the scheduler reads the PodGroup's minMember (the gang minimum) and queue; it must not be combined with tessera.io/pod-group", Scheduler, "Volcano group with a Tessera group"},
+		{"scheduler-plugins", workload.SchedulerPluginsLabelPodGroup, OnLabel, "the pod's PodGroup (scheduling.x-k8s.io) of the coscheduling plugin, as Kubeflow's training operator and JobSet write it",
+			"the scheduler reads the PodGroup's minMember (the gang minimum) and scheduleTimeoutSeconds; it must not be combined with tessera.io/pod-group or Volcano's group", Scheduler, "scheduler-plugins group with a Volcano group"},
 		{"nvshare", workload.NvshareResourceGPU, OnResource, "1: one of the (by default 10) virtual GPUs of the node's GPU, with the whole card's memory through managed memory and no guarantee, taking exclusive turns while the working sets do not fit",
 			"tessera.io/gpu: 1 with gpu-fraction.<container> 0.1 (a guarantee nvshare lacks: at most 10 per GPU), gpu-fraction-limit 1 and gpu-memory-limit 100% (the whole card), and tessera.io/oversubscribe: \"true\" (only nodes whose agent runs with --oversubscribe; the arbiter's exclusive slices while working sets do not fit); other counts are refused", Exact, "nvshare"},
 	}
