@@ -40,8 +40,9 @@ type gangAPI struct {
 // says why, and binds all 3 once a second GPU node appears; a gang mixing a
 // GPU pod, a CPU-only pod and a pod whose claim is bound to a local volume
 // on a node not there yet binds none (the two that would fit alone wait)
-// and binds all 3, the volume's pod on its node, once that node appears.
-// The scheduler runs from start() on.
+// and binds all 3, the volume's pod on its node, once that node appears;
+// a member of a group that does not exist is not bound and says so. The
+// scheduler runs from start() on.
 func runGangScenario(ctx context.Context, t *testing.T, client kubernetes.Interface, api gangAPI, start func() (stop func())) {
 	t.Helper()
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
@@ -99,6 +100,14 @@ func runGangScenario(ctx context.Context, t *testing.T, client kubernetes.Interf
 	p, err := client.CoreV1().Pods("default").Get(ctx, "mix-vol", metav1.GetOptions{})
 	if err != nil || p.Spec.NodeName != "vol-0" {
 		t.Fatalf("mix-vol on %q (err %v), want vol-0, its volume's node", p.Spec.NodeName, err)
+	}
+	// A member of a group never made waits, saying so (it would fit alone).
+	member("lost-0", "lost", nil, nil)
+	waitFor(t, "a missing group reported", func() error {
+		return hasCondition(ctx, client, "lost-0", reasonInvalid, "PodGroup default/lost ")
+	})
+	if err := hasCondition(ctx, client, "lost-0", reasonInvalid, " not found"); err != nil {
+		t.Fatal(err)
 	}
 }
 
