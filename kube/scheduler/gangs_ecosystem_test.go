@@ -41,8 +41,8 @@ type gangAPI struct {
 // GPU pod, a CPU-only pod and a pod whose claim is bound to a local volume
 // on a node not there yet binds none (the two that would fit alone wait)
 // and binds all 3, the volume's pod on its node, once that node appears;
-// a member of a group that does not exist is not bound and says so. The
-// scheduler runs from start() on.
+// a member of a group that does not exist is not bound and says so, and
+// is bound once the group is made. The scheduler runs from start() on.
 func runGangScenario(ctx context.Context, t *testing.T, client kubernetes.Interface, api gangAPI, start func() (stop func())) {
 	t.Helper()
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
@@ -109,6 +109,8 @@ func runGangScenario(ctx context.Context, t *testing.T, client kubernetes.Interf
 	if err := hasCondition(ctx, client, "lost-0", reasonInvalid, " not found"); err != nil {
 		t.Fatal(err)
 	}
+	api.makeGroup("lost", 1)
+	waitFor(t, "the member bound once its group is made", func() error { return countBound(ctx, client, "lost-", 1) })
 }
 
 // TestSchedulerPluginsGangs: pods labelled scheduling.x-k8s.io/pod-group,
