@@ -30,15 +30,10 @@ type SimMeter struct {
 	Now func() time.Time
 	Log *slog.Logger
 
+	window simulated.Window
 	mu     sync.Mutex
-	last   map[string]time.Time // per GPU UUID: the previous reading
-	loads  map[string]jobLoad
+	loads  map[string]simulated.Started
 	readAt time.Time
-}
-
-type jobLoad struct {
-	start time.Time
-	load  simulated.Load
 }
 
 // Read implements arbiter.Meter.
@@ -47,31 +42,20 @@ func (m *SimMeter) Read(ctx context.Context, uuid string, keys []string) (arbite
 	if m.Now != nil {
 		now = m.Now()
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.last == nil {
-		m.last = map[string]time.Time{}
-	}
-	prev, ok := m.last[uuid]
-	m.last[uuid] = now
-	if !ok || !now.After(prev) {
-		return arbiter.Reading{Simulated: true}, nil
-	}
-	loads, err := m.jobLoads(ctx, now)
+	span, busy, err := m.window.Busy(uuid, now, keys, func() (map[string]simulated.Started, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.jobLoads(ctx, now)
+	})
 	if err != nil {
 		return arbiter.Reading{}, fmt.Errorf("simulated meter: %w", err)
 	}
-	r := arbiter.Reading{Span: now.Sub(prev), Busy: make(map[string]time.Duration, len(keys)), Simulated: true}
-	for _, k := range keys {
-		if l, ok := loads[k]; ok {
-			r.Busy[k] = l.load.Busy(l.start, prev, now)
-		}
-	}
-	return r, nil
+	return arbiter.Reading{Span: span, Busy: busy, Simulated: true}, nil
 }
 
-// jobLoads reads the running jobs' loads, at most once per jobRootsTTL.
-func (m *SimMeter) jobLoads(ctx context.Context, now time.Time) (map[string]jobLoad, error) {
+// jobLoads reads the running jobs' loads, at most once per jobRootsTTL
+// (m.mu held).
+func (m *SimMeter) jobLoads(ctx context.Context, now time.Time) (map[string]simulated.Started, error) {
 	d := m.Jobs.d.Load()
 	if d == nil {
 		return nil, nil
@@ -86,7 +70,7 @@ func (m *SimMeter) jobLoads(ctx context.Context, now time.Time) (map[string]jobL
 	if err != nil {
 		return nil, err
 	}
-	loads := map[string]jobLoad{}
+	loads := map[string]simulated.Started{}
 	for _, j := range jobs {
 		if j.State != api.Running || j.Started == nil {
 			continue
@@ -98,7 +82,7 @@ func (m *SimMeter) jobLoads(ctx context.Context, now time.Time) (map[string]jobL
 			}
 			continue
 		}
-		loads[j.ID] = jobLoad{start: *j.Started, load: l}
+		loads[j.ID] = simulated.Started{Start: *j.Started, Load: l}
 	}
 	m.loads, m.readAt = loads, now
 	return loads, nil

@@ -26,36 +26,19 @@ type simMeter struct {
 	now func() time.Time
 	log *slog.Logger
 
-	mu    sync.Mutex
-	last  map[string]time.Time // per GPU UUID: the previous reading
-	loads map[string]containerLoad
-}
-
-type containerLoad struct {
-	start time.Time
-	load  simulated.Load
+	window simulated.Window
+	mu     sync.Mutex
+	loads  map[string]simulated.Started // replaced whole by Refresh, never changed in place
 }
 
 // Read implements arbiter.Meter.
 func (m *simMeter) Read(_ context.Context, uuid string, keys []string) (arbiter.Reading, error) {
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.last == nil {
-		m.last = map[string]time.Time{}
-	}
-	prev, ok := m.last[uuid]
-	m.last[uuid] = now
-	if !ok || !now.After(prev) {
-		return arbiter.Reading{Simulated: true}, nil
-	}
-	r := arbiter.Reading{Span: now.Sub(prev), Busy: make(map[string]time.Duration, len(keys)), Simulated: true}
-	for _, k := range keys {
-		if l, ok := m.loads[k]; ok {
-			r.Busy[k] = l.load.Busy(l.start, prev, now)
-		}
-	}
-	return r, nil
+	span, busy, _ := m.window.Busy(uuid, m.now(), keys, func() (map[string]simulated.Started, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.loads, nil
+	})
+	return arbiter.Reading{Span: span, Busy: busy, Simulated: true}, nil
 }
 
 // MemoryMiB is each allocation's declared memory, by key.
@@ -64,7 +47,7 @@ func (m *simMeter) MemoryMiB() map[string]int64 {
 	defer m.mu.Unlock()
 	out := make(map[string]int64, len(m.loads))
 	for k, l := range m.loads {
-		out[k] = l.load.MemoryMiB
+		out[k] = l.Load.MemoryMiB
 	}
 	return out
 }
@@ -74,12 +57,12 @@ func (m *simMeter) MemoryMiB() map[string]int64 {
 func (m *simMeter) Refresh(ctx context.Context) {
 	allocs := m.allocs()
 	m.mu.Lock()
-	known := make(map[string]containerLoad, len(m.loads))
+	known := make(map[string]simulated.Started, len(m.loads))
 	for k, l := range m.loads {
 		known[k] = l
 	}
 	m.mu.Unlock()
-	next := make(map[string]containerLoad, len(allocs))
+	next := make(map[string]simulated.Started, len(allocs))
 	envs := map[[2]string]map[string]string{}
 	for _, e := range allocs {
 		if l, ok := known[e.Key]; ok {
@@ -103,7 +86,7 @@ func (m *simMeter) Refresh(ctx context.Context) {
 		if err != nil {
 			m.log.Warn("simulated meter: the container's load is not understood; it runs nothing", "pod", e.Namespace+"/"+e.Pod, "container", e.Container, "err", err)
 		}
-		next[e.Key] = containerLoad{start: e.Created, load: l}
+		next[e.Key] = simulated.Started{Start: e.Created, Load: l}
 	}
 	m.mu.Lock()
 	m.loads = next

@@ -4,8 +4,8 @@
 // of Tessera can run and be tested on it.
 //
 // Load (TESSERA_SIM_LOAD) is a job's declared use of simulated GPUs, from
-// which the host daemon's simulated meter derives figures labelled
-// simulated.
+// which the host daemon's and the node agent's simulated meters derive
+// figures labelled simulated; Window is the windowing both share.
 //
 // It only fabricates inventory and load; it must not schedule or enforce
 // anything.
