@@ -57,7 +57,7 @@ func TestPacerDue(t *testing.T) {
 }
 
 func TestPacerFirstAndRetry(t *testing.T) {
-	var p Pacer // defaults: 15 s, 5 s, 200 milli
+	var p Pacer // defaults: 30 s, 5 s, 200 milli
 	gpus := node(milli(100), false)
 	if got := p.Due(t0, gpus); got != WhyFirst {
 		t.Fatalf("first Due = %q, want %q", got, WhyFirst)
@@ -84,7 +84,7 @@ func TestPacerBound(t *testing.T) {
 		name  string
 		swing bool
 		want  int
-	}{{"swinging", true, 12}, {"quiet", false, 4}} {
+	}{{"swinging", true, int(time.Minute / DefaultPublishGap)}, {"quiet", false, int(time.Minute / DefaultPublishPeriod)}} {
 		t.Run(c.name, func(t *testing.T) {
 			var p Pacer
 			n := 0
