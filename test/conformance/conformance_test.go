@@ -14,7 +14,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -57,11 +59,18 @@ func TestSameOutcomeAsKubeScheduler(t *testing.T) {
 		t.Skip("starts a control plane and both schedulers")
 	}
 	// The PV binder binds claims to volumes and hands a
-	// WaitForFirstConsumer claim's picked node to its provisioner.
-	ctx, cluster, cfg := testcluster.ForTestWith(t, true, testcluster.Options{Controllers: []string{testcluster.PVBinderController}})
+	// WaitForFirstConsumer claim's picked node to its provisioner; the
+	// gang rows' PodGroups are the Workload API's.
+	ctx, cluster, cfg := testcluster.ForTestWith(t, true, testcluster.Options{Controllers: []string{testcluster.PVBinderController},
+		FeatureGates: []string{workloadGate}, RuntimeConfig: []string{schedulingv1beta1.SchemeGroupVersion.String() + "=true"}})
 	cfg.QPS, cfg.Burst = 200, 400
 	client := kubernetes.NewForConfigOrDie(cfg)
 	rs := rows()
+	for _, pc := range priorityClasses() {
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, sc := range storageClasses() {
 		if _, err := client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -92,7 +101,7 @@ func TestSameOutcomeAsKubeScheduler(t *testing.T) {
 	}
 	testcluster.Eventually(t, "nodes Ready", time.Minute, func() error { return nodesReady(ctx, client, names) })
 
-	if err := cluster.StartKubeScheduler(ctx, 0, 0); err != nil {
+	if err := cluster.StartKubeScheduler(ctx, 0, 0, "--feature-gates="+workloadGate); err != nil {
 		t.Fatal(err)
 	}
 	oracle := corev1.DefaultSchedulerName
@@ -112,7 +121,7 @@ func TestSameOutcomeAsKubeScheduler(t *testing.T) {
 
 	var cycles atomic.Int64
 	asked := &binds{by: map[string]int{}}
-	stop := startTessera(ctx, t, bindCounter{Interface: client, binds: asked}, func(scheduler.CycleStats) { cycles.Add(1) })
+	stop := startTessera(ctx, t, bindCounter{Interface: client, binds: asked}, dynamic.NewForConfigOrDie(cfg), func(scheduler.CycleStats) { cycles.Add(1) })
 	defer stop()
 	tessera := scheduler.DefaultName
 	createRun(ctx, t, client, rs, tessera, nil)
@@ -200,10 +209,11 @@ func (p bindPods) Bind(ctx context.Context, b *corev1.Binding, opts metav1.Creat
 }
 
 // startTessera runs Tessera's scheduler (quick resync and backoffs, as
-// kube/scheduler's own tests do) until the returned stop is called.
-func startTessera(ctx context.Context, t *testing.T, client kubernetes.Interface, cycleDone func(scheduler.CycleStats)) (stop func()) {
+// kube/scheduler's own tests do; dyn reads the PodGroups) until the
+// returned stop is called.
+func startTessera(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, cycleDone func(scheduler.CycleStats)) (stop func()) {
 	t.Helper()
-	s, err := scheduler.New(scheduler.Config{Client: client,
+	s, err := scheduler.New(scheduler.Config{Client: client, Dynamic: dyn,
 		Log:    slog.New(slog.NewTextHandler(testcluster.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Resync: 200 * time.Millisecond, PodInitialBackoff: 100 * time.Millisecond, PodMaxBackoff: 400 * time.Millisecond, CycleDone: cycleDone})
 	if err != nil {
@@ -225,6 +235,7 @@ func startTessera(ctx context.Context, t *testing.T, client kubernetes.Interface
 func createRun(ctx context.Context, t *testing.T, c kubernetes.Interface, rs []row, sched string, edit func(*corev1.Pod)) {
 	t.Helper()
 	createStorage(ctx, t, c, rs, sched)
+	createGroups(ctx, t, c, rs, sched)
 	for _, r := range rs {
 		for _, p := range r.pods {
 			p = p.DeepCopy()
@@ -253,15 +264,30 @@ func withoutGPU(p *corev1.Pod) {
 }
 
 // decided returns each row's outcome of sched's run once every pod of it
-// is bound or told why not (PodScheduled false: unschedulable, or gated).
+// is bound or told why not (PodScheduled false: unschedulable, or gated);
+// in a row that preempts, once no pod of it is being deleted or pending
+// with a nominated node (kube-scheduler's preemptor waiting for its
+// victims), and a pod no longer listed is gone.
 func decided(ctx context.Context, c kubernetes.Interface, rs []row, sched string) (map[string]outcome, error) {
 	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: runLabel + "=" + sched})
 	if err != nil {
 		return nil, err
 	}
+	preempts := map[string]bool{}
+	for _, r := range rs {
+		preempts[r.name] = r.preempts
+	}
 	out := map[string]outcome{}
 	for _, p := range pods.Items {
 		res := result{node: p.Spec.NodeName}
+		if preempts[p.Labels[rowLabel]] {
+			if p.DeletionTimestamp != nil {
+				return nil, fmt.Errorf("pod %s being deleted", p.Name)
+			}
+			if res.node == "" && p.Status.NominatedNodeName != "" {
+				return nil, fmt.Errorf("pod %s pending, nominated to node %s", p.Name, p.Status.NominatedNodeName)
+			}
+		}
 		if res.node == "" {
 			if res.why = whyNot(&p); res.why == "" {
 				return nil, fmt.Errorf("pod %s neither bound nor told why not (conditions %+v)", p.Name, p.Status.Conditions)
@@ -274,6 +300,14 @@ func decided(ctx context.Context, c kubernetes.Interface, rs []row, sched string
 		out[r][p.Name] = res
 	}
 	for _, r := range rs {
+		for _, p := range r.pods {
+			if _, listed := out[r.name][p.Name]; !listed && r.preempts {
+				if out[r.name] == nil {
+					out[r.name] = outcome{}
+				}
+				out[r.name][p.Name] = result{why: gone}
+			}
+		}
 		if len(out[r.name]) != len(r.pods) {
 			return nil, fmt.Errorf("row %s: %d of its %d pods listed", r.name, len(out[r.name]), len(r.pods))
 		}
@@ -348,12 +382,14 @@ func split(o outcome) (on, why []string) {
 	return on, why
 }
 
-// describe writes an outcome as "pod→node, pod pending (reason)", in pod
-// order.
+// describe writes an outcome as "pod→node, pod pending (reason), pod
+// evicted (deleted)", in pod order.
 func describe(o outcome) string {
 	var parts []string
 	for _, p := range slices.Sorted(maps.Keys(o)) {
-		if r := o[p]; r.node == "" {
+		if r := o[p]; r.why == gone {
+			parts = append(parts, p+" "+gone)
+		} else if r.node == "" {
 			parts = append(parts, p+" pending ("+r.why+")")
 		} else {
 			parts = append(parts, p+"→"+r.node)
@@ -383,6 +419,7 @@ func deleteRun(ctx context.Context, t *testing.T, c kubernetes.Interface, sched 
 		return nil
 	})
 	deleteStorage(ctx, t, c, sched)
+	deleteGroups(ctx, t, c, sched)
 }
 
 func nodesReady(ctx context.Context, c kubernetes.Interface, names []string) error {

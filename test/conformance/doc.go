@@ -8,6 +8,9 @@
 // the outcome of its other constraint. A row's claims and volumes are made
 // for each run and deleted with its pods; kube-controller-manager's PV
 // binder binds them, and the test plays the external provisioner of a
-// dynamic WaitForFirstConsumer class. It holds no product code and must
-// not be imported.
+// dynamic WaitForFirstConsumer class. Preemption rows end once no pod of
+// theirs is being deleted or waits nominated to a node (a victim ends
+// gone); gang rows' Workload API PodGroups (the GenericWorkload gate, on
+// the API server and kube-scheduler) are made per run as the claims are.
+// It holds no product code and must not be imported.
 package conformance

@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -57,7 +58,14 @@ type row struct {
 	pods     []*corev1.Pod
 	volumes  []*corev1.PersistentVolume
 	claims   []*corev1.PersistentVolumeClaim
-	compare  compare
+	// groups are Workload API PodGroups, made for each run as its claims
+	// are.
+	groups  []*schedulingv1beta1.PodGroup
+	compare compare
+	// preempts: the row's outcome waits for preemption to settle (no pod
+	// of it pending with a nominated node or being deleted), and a pod
+	// deleted (a victim) ends gone.
+	preempts bool
 	// check, when set, is what else each run must end with beside its
 	// pods' outcome (a claim bound, on its pod's node).
 	check func(context.Context, kubernetes.Interface, outcome) error
@@ -339,7 +347,8 @@ func rows() []row {
 	}
 	add(row{name: "pc", what: "NodeResourcesFit: a node with pods: 3 allocatable, 5 pods (Too many pods)",
 		nodes: []node{{name: "pc-1", alloc: corev1.ResourceList{corev1.ResourcePods: q("3")}}}, pods: pc, compare: byCount})
-	return out
+	out = append(out, preemptionRows()...)
+	return append(out, gangRows()...)
 }
 
 // nodeObject is n as a KWOK node of row.
