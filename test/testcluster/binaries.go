@@ -27,12 +27,18 @@ const toolsModule = "tools/cluster"
 // with (and so rebuild every program of toolsModule).
 const containerdModule = "tools/containerd"
 
+// kueueModule pins Kueue, the job queueing controller the tests put in
+// front of Tessera: a module of its own, since Kueue's Kubernetes libraries
+// are older than the ones kube-apiserver is built with.
+const kueueModule = "tools/kueue"
+
 // Version stamps (-X ldflags), as the projects' release builds set them:
 // without them kubelet and kube-apiserver report v0.0.0-master and
 // containerd 2.x.y+unknown.
 const (
 	versionFlag           = "k8s.io/component-base/version.gitVersion"
 	containerdVersionFlag = "github.com/containerd/containerd/v2/version.Version"
+	kueueVersionFlag      = "sigs.k8s.io/kueue/pkg/version.GitVersion"
 )
 
 // tool describes one program of a tools module.
@@ -57,12 +63,16 @@ func knownTools() map[string]tool {
 		"containerd":              {module: containerdModule, pkg: ctrd + "/cmd/containerd", pinned: ctrd},
 		"containerd-shim-runc-v2": {module: containerdModule, pkg: ctrd + "/cmd/containerd-shim-runc-v2", pinned: ctrd},
 		"ctr":                     {module: containerdModule, pkg: ctrd + "/cmd/ctr", pinned: ctrd},
+		"kueue":                   {module: kueueModule, pkg: "sigs.k8s.io/kueue/cmd/kueue", pinned: "sigs.k8s.io/kueue"},
 	}
 }
 
 // buildFlags are the `go build` flags of a tools module's programs, given
 // the versions of its pinned modules.
 func buildFlags(module string, versions map[string]string) []string {
+	if module == kueueModule {
+		return []string{"-ldflags", "-X " + kueueVersionFlag + "=" + versions["kueue"]}
+	}
 	if module == containerdModule {
 		// no_btrfs: the btrfs snapshotter needs cgo (CGO_ENABLED=0 would
 		// leave it out anyway; the tag says so). urfave_cli_no_docs drops
@@ -75,7 +85,8 @@ func buildFlags(module string, versions map[string]string) []string {
 // Binary returns the path of a cached binary of one of the tools modules'
 // programs ("etcd", "kube-apiserver", "kube-scheduler",
 // "kube-controller-manager", "kubelet", "kwok", "helm" from tools/cluster;
-// "containerd", "containerd-shim-runc-v2", "ctr" from tools/containerd).
+// "containerd", "containerd-shim-runc-v2", "ctr" from tools/containerd;
+// "kueue" from tools/kueue).
 // When the cache has no build of the module's pinned versions, it first
 // builds every program of that module the cache lacks, in one `go build`
 // (static: CGO_ENABLED=0). Concurrent callers, also in other processes,
