@@ -23,5 +23,9 @@
 // the node's own RealNode.CDIDir. It needs root; RealNodeUnavailable says
 // why it cannot run.
 //
+// Kueue's controller manager (StartKueue), built from tools/kueue with its
+// CRDs read from that module in the module cache, queues Jobs in front of
+// the scheduler under test; it needs root (a fixed certificate path).
+//
 // It is test infrastructure only: nothing outside tests may import it.
 package testcluster
