@@ -87,13 +87,16 @@ func TestConcernsPlacedAntiAffinity(t *testing.T) {
 	}
 }
 
-// TestForFramework: the plugins' copy lacks GPU resources, the caller's
+// TestForFramework: the plugins' copy lacks GPU resources (and
+// tessera.io/gpu-milli, which no node advertises), the caller's
 // pod keeps them, and a pod without any is passed as is.
 func TestForFramework(t *testing.T) {
-	p := pod("g", "", nil, corev1.ResourceList{"tessera.io/gpu": q("1"), "rdma/hca": q("1")})
+	p := pod("g", "", nil, corev1.ResourceList{"tessera.io/gpu": q("1"), "tessera.io/gpu-milli": q("250"), "rdma/hca": q("1")})
 	c := ForFramework(p)
-	if _, ok := c.Spec.Containers[0].Resources.Limits["tessera.io/gpu"]; ok {
-		t.Error("the plugins' copy still asks tessera.io/gpu")
+	for _, n := range []corev1.ResourceName{"tessera.io/gpu", "tessera.io/gpu-milli"} {
+		if _, ok := c.Spec.Containers[0].Resources.Limits[n]; ok {
+			t.Errorf("the plugins' copy still asks %s", n)
+		}
 	}
 	if _, ok := c.Spec.Containers[0].Resources.Limits["rdma/hca"]; !ok {
 		t.Error("the plugins' copy lost rdma/hca")

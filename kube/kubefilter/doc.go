@@ -22,8 +22,8 @@
 // constraints, Prefers tells whether a pod has any, and Scores rates nodes
 // for it with kube-scheduler's own score plugins (SoftScorers).
 //
-// GPU resources (workload.GPUResources: tessera.io/gpu and the migration
-// keys) are removed from the pod the plugins see: a fractional
+// GPU resources (workload.GPUResources: tessera.io/gpu, the migration
+// keys and tessera.io/gpu-milli, a quota count no node advertises) are removed from the pod the plugins see: a fractional
 // tessera.io/gpu: 1 is a share that Tessera's placement engine places,
 // not one of the node's allocatable units, and NodeResourcesFit would
 // otherwise refuse every node that does not advertise the name, or count

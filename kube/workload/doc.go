@@ -1,6 +1,8 @@
 // Package workload reads what a Kubernetes pod asks of GPUs and turns it into
 // Tessera requests (request.GPU), one per container. It accepts Tessera's own
-// keys (the tessera.io/gpu resource and tessera.io/ annotations) and, so that
+// keys (the tessera.io/gpu resource and tessera.io/ annotations; the
+// tessera.io/gpu-milli resource, which counts the share for quota systems
+// such as Kueue, is checked against them) and, so that
 // users can switch by changing only schedulerName, the keys of other GPU
 // sharing systems: plain nvidia.com/gpu; KAI-Scheduler's gpu-fraction,
 // gpu-memory, gpu-fraction-num-devices and gpu-fraction-container-name

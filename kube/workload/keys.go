@@ -8,6 +8,15 @@ const (
 	// the number of GPUs (whole, or shared with a fraction) a container uses.
 	ResourceGPU = "tessera.io/gpu"
 
+	// ResourceGPUMilli is an accounting resource for quota systems that
+	// count requests (Kueue): the thousandths of GPU compute a container is
+	// guaranteed, over all its GPUs (tessera.io/gpu: 1 with a fraction of
+	// 0.25 is 250). Optional; when present it must equal that share. No
+	// device plugin serves it and no node advertises it: kubelet's
+	// admission leaves out an extended resource its node does not
+	// advertise, and Tessera hides it from kube-scheduler's plugins.
+	ResourceGPUMilli = "tessera.io/gpu-milli"
+
 	// Annotation keys. Each applies to every container that asks for GPUs;
 	// KEY.<container> overrides it for one container.
 	AnnotationCompute      = "tessera.io/gpu-fraction"

@@ -126,6 +126,9 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 			conv = KAI
 			fields, keyOf, err = kaiFields(pod)
 		default:
+			if hasGPUMilli(c) {
+				return nil, &Error{Key: ResourceGPUMilli, Container: c.Name, Message: "counts the share of the container's " + ResourceGPU + " for quotas: add resources.limits[" + ResourceGPU + "] to the container, or remove it"}
+			}
 			continue
 		}
 		if err != nil {
@@ -141,6 +144,9 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 		}
 		r, err := parse(c.Name, conv, fields, keyOf, cat)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkGPUMilli(c, r); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -173,12 +179,13 @@ func FromPod(pod *corev1.Pod, cat *catalog.Catalog) ([]ContainerRequest, error) 
 }
 
 // GPUResources are the container resource names that ask for GPUs, in
-// every convention FromPod accepts: Tessera places them, not the node's
-// extended-resource counts.
+// every convention FromPod accepts, and ResourceGPUMilli, which counts
+// them for quotas: Tessera places them, not the node's extended-resource
+// counts.
 func GPUResources() []string { return gpuResourceKeys() }
 
 func gpuResourceKeys() []string {
-	return []string{ResourceGPU, ResourceNVIDIAGPU, HAMiResourceMemory, HAMiResourceMemoryPercent, HAMiResourceCores,
+	return []string{ResourceGPU, ResourceGPUMilli, ResourceNVIDIAGPU, HAMiResourceMemory, HAMiResourceMemoryPercent, HAMiResourceCores,
 		VolcanoResourceNumber, VolcanoResourceMemory, VolcanoResourceMemoryPercent, VolcanoResourceCores, NvshareResourceGPU}
 }
 
@@ -538,4 +545,35 @@ func hasAny(m map[string]string, keys ...string) bool {
 		}
 	}
 	return false
+}
+
+func hasGPUMilli(c corev1.Container) bool {
+	_, inLimits := c.Resources.Limits[ResourceGPUMilli]
+	_, inRequests := c.Resources.Requests[ResourceGPUMilli]
+	return inLimits || inRequests
+}
+
+// checkGPUMilli refuses a tessera.io/gpu-milli that is not the share the
+// container's request books: a quota counting it would count a lie.
+func checkGPUMilli(c corev1.Container, r ContainerRequest) error {
+	if !hasGPUMilli(c) {
+		return nil
+	}
+	if r.Convention != Tessera {
+		return &Error{Key: ResourceGPUMilli, Container: c.Name, Message: "counts the share of " + ResourceGPU + " for quotas: write the container's GPUs as " + ResourceGPU + " to use it"}
+	}
+	if r.GPU.ComputeMilli == 0 {
+		return &Error{Key: ResourceGPUMilli, Container: c.Name, Message: "needs a compute share fixed before placement: set " + AnnotationCompute + " (a share in proportion to memory is known only on the chosen GPU)"}
+	}
+	want := int64(r.GPU.Count) * r.GPU.ComputeMilli
+	for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		q, ok := l[ResourceGPUMilli]
+		if !ok {
+			continue
+		}
+		if v, exact := q.AsInt64(); !exact || v != want {
+			return &Error{Key: ResourceGPUMilli, Container: c.Name, Message: fmt.Sprintf("must equal the thousandths of GPU compute the container asks, %d (%d GPUs x %d), got %s", want, r.GPU.Count, r.GPU.ComputeMilli, q.String())}
+		}
+	}
+	return nil
 }
