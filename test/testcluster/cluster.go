@@ -44,6 +44,9 @@ type Cluster struct {
 	apiBin    string
 	apiArgs   []string
 	extra     []*process // started by StartProcess
+	// cleanups run at Stop, after the processes stopped (files a
+	// component needed outside the cluster's folder).
+	cleanups []func()
 }
 
 // Options tunes Start.
@@ -265,7 +268,8 @@ func (c *Cluster) Stop() {
 		return
 	}
 	c.mu.Lock()
-	extra, api := c.extra, c.apiserver
+	extra, api, cleanups := c.extra, c.apiserver, c.cleanups
+	c.cleanups = nil
 	c.mu.Unlock()
 	for _, p := range extra {
 		p.stop(5 * time.Second)
@@ -275,6 +279,9 @@ func (c *Cluster) Stop() {
 	c.kwok.stop(5 * time.Second)
 	api.stop(10 * time.Second)
 	c.etcd.stop(5 * time.Second)
+	for _, f := range cleanups {
+		f()
+	}
 }
 
 // Logs returns the tail of a component's log ("etcd", "kube-apiserver",

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/http"
@@ -50,12 +51,21 @@ const kueueMetricsCerts = "/etc/kueue/metrics/certs"
 // would have done. extra is appended to the Configuration (YAML at the top
 // level, e.g. a resources: section). Kueue reads its metrics certificate
 // from the fixed /etc/kueue/metrics/certs, so StartKueue writes a
-// self-signed one there when none is: it needs root for that. Stop stops
-// Kueue with the rest.
+// self-signed one there when none is: it needs root for that, and Stop
+// removes what it made there. Stop stops Kueue with the rest.
 func (c *Cluster) StartKueue(ctx context.Context, extra string) (*Process, error) {
 	bin, err := Binary(ctx, "kueue")
 	if err != nil {
 		return nil, err
+	}
+	// The fixed path's top folder, when this makes it, goes at Stop: a
+	// test leaves nothing in /etc (one there already, a real Kueue's, is
+	// used and left alone).
+	top := filepath.Dir(filepath.Dir(kueueMetricsCerts))
+	if _, err := os.Stat(top); errors.Is(err, fs.ErrNotExist) {
+		c.mu.Lock()
+		c.cleanups = append(c.cleanups, func() { _ = os.RemoveAll(top) })
+		c.mu.Unlock()
 	}
 	if err := ensureCert(kueueMetricsCerts); err != nil {
 		return nil, fmt.Errorf("kueue's metrics certificate (a fixed path: run as root): %w", err)
