@@ -5,8 +5,8 @@
 // the placement engine; a gang is placed all or nothing. A workload that
 // fits nowhere, or a gang whose members do not fit together, may name
 // running workloads to stop for it (preempt within a queue by priority,
-// reclaim a queue's guarantee from a queue above its own: package
-// preemption's rules), planned on what-if releases; a gang's plan spans
+// reclaim a queue's guarantee from a queue above its own, stop an idle
+// holder of a queue that asks for it: package preemption's rules), planned on what-if releases; a gang's plan spans
 // as many nodes as its members need. The room a plan counts on is held
 // for it (Snapshot.Nominations, and for the rest of the run that made it):
 // workloads of its priority or lower may not take it. Every

@@ -25,6 +25,9 @@ type Running struct {
 	// started later (preemption.Candidate.Order).
 	Started time.Time
 	Order   uint64
+	// IdleSince is when it became an idle holder (zero: it is not one), for
+	// the queues that reclaim idle holders (queueing.Queue.IdleReclaimAfter).
+	IdleSince time.Time
 	// Parts and Decisions are what it holds, as it was placed.
 	Parts     []placement.Pod
 	Decisions []placement.Decision
@@ -35,21 +38,22 @@ type Running struct {
 // Preemption turns on the preempt and reclaim actions: a workload placed
 // alone that fits nowhere may name running workloads whose stopping lets
 // it fit on one node (package preemption's rules: a lower priority in its
-// own queue, or reclaim of its queue's guarantee from a queue above its
-// own).
+// own queue, reclaim of its queue's guarantee from a queue above its own,
+// or an idle holder of a queue that reclaims them).
 type Preemption struct {
 	// MinRuntime protects workloads that have run less than this.
 	MinRuntime time.Duration
 	// Now is the time the runtimes are measured at.
 	Now time.Time
-	// NoReclaim allows priority preemption within a queue only.
+	// NoReclaim turns off reclaim of guarantees across queues (priority
+	// preemption, and idle reclaim where a queue asks for it, remain).
 	NoReclaim bool
 }
 
 // rules are the preemption rules of the run, with fairness read from
-// ledger unless reclaim is off.
+// ledger unless reclaim is off, and each queue's idle-reclaim time.
 func (r *run) rules(ledger *queueing.Ledger) preemption.Rules {
-	rules := preemption.Rules{MinRuntime: r.snap.Preemption.MinRuntime}
+	rules := preemption.Rules{MinRuntime: r.snap.Preemption.MinRuntime, IdleAfter: r.tree.IdleReclaimAfter}
 	if !r.snap.Preemption.NoReclaim {
 		rules.Fair = &preemption.Fairness{Tree: r.tree, Ledger: ledger}
 	}
@@ -311,7 +315,10 @@ func (r *run) candidates() (map[int][]preemption.Candidate, map[string]int) {
 			continue
 		}
 		n := run.Decisions[0].Node
-		r.perNode[n] = append(r.perNode[n], preemption.Candidate{ID: run.ID, Queue: run.Queue, Priority: run.Priority, Started: run.Started, Order: run.Order, Group: run.Gang})
+		r.perNode[n] = append(r.perNode[n], preemption.Candidate{ID: run.ID, Queue: run.Queue, Priority: run.Priority, Started: run.Started, Order: run.Order, Group: run.Gang, IdleSince: run.IdleSince})
+		if !run.IdleSince.IsZero() && r.tree.IdleReclaimAfter(run.Queue) > 0 {
+			r.idleHolders = true
+		}
 		q := queueing.QueueOr(run.Queue)
 		if p, ok := r.lowest[q]; !ok || run.Priority < p {
 			if r.lowest == nil {
@@ -325,10 +332,14 @@ func (r *run) candidates() (map[int][]preemption.Candidate, map[string]int) {
 }
 
 // mayName reports whether any candidate could be eligible for waiting by
-// the rules' queue and priority tests alone (not its runtime, node, or
-// being named already): when none could, the search over the nodes is
-// spared. It changes no outcome.
+// the rules' queue and priority tests alone, or as an idle holder of a
+// queue that reclaims them (not its runtime, node, idle time or being
+// named already): when none could, the search over the nodes is spared.
+// It changes no outcome.
 func (r *run) mayName(waiting preemption.Waiting, rules preemption.Rules) bool {
+	if r.idleHolders && rules.IdleAfter != nil {
+		return true
+	}
 	own := queueing.QueueOr(waiting.Queue)
 	for q, low := range r.lowest {
 		if q == own {

@@ -208,7 +208,7 @@ type Victim struct {
 	// ID is the Running workload's ID.
 	ID string
 	// Kind says which rule allows it: preemption by priority within a
-	// queue, or reclaim of a queue's guarantee.
+	// queue, reclaim of a queue's guarantee, or an idle holder reclaimed.
 	Kind preemption.Kind
 	// Node is the node its stopping frees for the waiting workload.
 	Node int
@@ -369,8 +369,11 @@ type run struct {
 	// gangs' surplus, worked out on first use (candidates).
 	perNode map[int][]preemption.Candidate
 	surplus map[string]int
-	// lowest is each queue's lowest candidate priority (candidates).
-	lowest map[string]int32
+	// lowest is each queue's lowest candidate priority (candidates);
+	// idleHolders: some candidate is an idle holder of a queue that
+	// reclaims them.
+	lowest      map[string]int32
+	idleHolders bool
 	// refusedByHold: the last placement saw a Reserver refuse a node.
 	refusedByHold bool
 	// holds are the nominations in force, in order, heldNodes how many

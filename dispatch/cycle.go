@@ -37,6 +37,9 @@ func (c *Core) Cycle(now time.Time, f Frame) (Ready, error) {
 	if own {
 		f = c.onBooks(f)
 	}
+	if f.IdleSince != nil && c.cfg.Preemption {
+		f.Running = withIdle(f.Running, f.IdleSince)
+	}
 	c.teach(f)
 	units := c.units(now)
 	rd.Order = make([]string, 0, len(c.items))
@@ -332,6 +335,16 @@ func (c *Core) onBooks(f Frame) Frame {
 		f.Running = c.books.Running()
 	}
 	return f
+}
+
+// withIdle is a copy of running with each workload's idle mark from since
+// (a copy: the books' entries must not keep a mark past this cycle).
+func withIdle(running []cycle.Running, since func(id string) time.Time) []cycle.Running {
+	out := slices.Clone(running)
+	for i := range out {
+		out[i].IdleSince = since(out[i].ID)
+	}
+	return out
 }
 
 // countRunning gives every pending gang its running members and every

@@ -101,6 +101,12 @@ type Frame struct {
 	// Running are the workloads booked on Cluster: preemption candidates,
 	// and the gangs' running members.
 	Running []cycle.Running
+	// IdleSince, when set, says since when a running workload has been an
+	// idle holder (zero: it is not one), for the queues that reclaim idle
+	// holders; the cycle applies it to a copy of Running, so marks are
+	// never kept in the books. Nil: no running workload is idle. A front
+	// door sets it only when some queue reclaims idle holders.
+	IdleSince func(id string) time.Time
 	// Translate works a waiting workload out for this cycle: its parts,
 	// constraints and Reserver. An Unready error makes it wait; any other
 	// error refuses it. A translation with AwaitingVictims set names no

@@ -2,7 +2,7 @@
 // door uses when waiting work does not fit: which running workloads may be
 // stopped for it, in what order, and which plan (set of victims) is best.
 //
-// Two rules make a running workload a candidate victim for a waiting one:
+// Three rules make a running workload a candidate victim for a waiting one:
 //
 //   - priority preemption: the victim is in the same queue and has a lower
 //     priority (priorities order work within a queue; across queues the
@@ -10,7 +10,12 @@
 //     guarantee);
 //   - reclaim: the waiting workload's queue, taking what it needs, stays
 //     within its guaranteed share, while the victim's queue (another one)
-//     is above its own guarantee. Priorities do not matter then.
+//     is above its own guarantee. Priorities do not matter then;
+//   - idle reclaim (off unless the victim's queue sets a time,
+//     Rules.IdleAfter): the victim has held its GPUs idle at least that
+//     long; any waiting workload that needs its room may stop it. It is
+//     named only when neither rule above applies, so outcomes without the
+//     setting are unchanged.
 //
 // A workload that has run less than the minimum runtime is never a victim,
 // nor is a gang member whose eviction would take its gang below its

@@ -20,6 +20,9 @@ const (
 	// ByReclaim: the waiting workload's queue takes back its guarantee
 	// from a queue above its own.
 	ByReclaim
+	// ByIdle: the victim's queue reclaims idle holders (Rules.IdleAfter)
+	// and it has held its GPUs idle at least that long.
+	ByIdle
 )
 
 func (k Kind) String() string {
@@ -28,6 +31,8 @@ func (k Kind) String() string {
 		return "priority"
 	case ByReclaim:
 		return "reclaim"
+	case ByIdle:
+		return "idle"
 	}
 	return "not eligible"
 }
@@ -54,6 +59,9 @@ type Candidate struct {
 	Order uint64
 	// Group names its gang ("" when it is in none); see Surplus.
 	Group string
+	// IdleSince is when it became an idle holder (its GPUs' compute near
+	// zero ever since); zero: it is not one.
+	IdleSince time.Time
 }
 
 // Rules are the preemption settings of one decision.
@@ -62,6 +70,10 @@ type Rules struct {
 	MinRuntime time.Duration
 	// Fair enables reclaim across queues; nil allows priority preemption only.
 	Fair *Fairness
+	// IdleAfter is, per queue, how long a workload of it must be an idle
+	// holder before any waiting workload may stop it (ByIdle); nil, or 0
+	// for a queue: never.
+	IdleAfter func(queue string) time.Duration
 }
 
 // RanLongEnough reports whether a workload started at started has run the
@@ -84,7 +96,20 @@ func (r Rules) Why(w Waiting, c Candidate, now time.Time) Kind {
 	if r.Fair.MayReclaim(w.Queue, w.Need, c.Queue) {
 		return ByReclaim
 	}
+	if r.IdleLongEnough(c, now) {
+		return ByIdle
+	}
 	return NotEligible
+}
+
+// IdleLongEnough reports whether c has been an idle holder, by now, at
+// least as long as its queue's IdleAfter asks (never when it sets none).
+func (r Rules) IdleLongEnough(c Candidate, now time.Time) bool {
+	if c.IdleSince.IsZero() || r.IdleAfter == nil {
+		return false
+	}
+	after := r.IdleAfter(c.Queue)
+	return after > 0 && now.Sub(c.IdleSince) >= after
 }
 
 // Eligible returns the candidates that may be stopped for w, in eviction

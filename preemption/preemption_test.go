@@ -29,6 +29,14 @@ func TestWhy(t *testing.T) {
 		{Name: "poor", Guaranteed: gpus(4)},
 	}, map[string]queueing.Resources{"owner": gpus(1), "borrower": gpus(3), "poor": gpus(2)})
 	started := t0.Add(-time.Hour)
+	// Queue "notebooks" reclaims idle holders after 2h; the others never.
+	idle := func(q string) time.Duration {
+		if q == "notebooks" {
+			return 2 * time.Hour
+		}
+		return 0
+	}
+	idleFor := func(d time.Duration) time.Time { return t0.Add(-d) }
 	tests := []struct {
 		name  string
 		rules Rules
@@ -53,6 +61,14 @@ func TestWhy(t *testing.T) {
 		{"no reclaim within one queue", Rules{Fair: fair}, Waiting{Queue: "owner", Need: gpus(1)}, Candidate{Queue: "owner", Started: started}, NotEligible},
 		{"no reclaim for a queue without a guarantee", Rules{Fair: fair}, Waiting{Queue: "borrower", Need: gpus(1)}, Candidate{Queue: "owner", Started: started}, NotEligible},
 		{"reclaim respects the minimum runtime", Rules{Fair: fair, MinRuntime: 2 * time.Hour}, Waiting{Queue: "owner", Need: gpus(1)}, Candidate{Queue: "borrower", Started: started}, NotEligible},
+		{"idle past its queue's time, any waiting workload", Rules{IdleAfter: idle}, Waiting{Queue: "other", Priority: -5}, Candidate{Queue: "notebooks", Priority: 100, Started: started, IdleSince: idleFor(2 * time.Hour)}, ByIdle},
+		{"idle, not yet its queue's time", Rules{IdleAfter: idle}, Waiting{Queue: "other"}, Candidate{Queue: "notebooks", Started: started, IdleSince: idleFor(2*time.Hour - time.Second)}, NotEligible},
+		{"idle long, queue without the setting", Rules{IdleAfter: idle}, Waiting{Queue: "other"}, Candidate{Queue: "batch", Started: started, IdleSince: idleFor(100 * time.Hour)}, NotEligible},
+		{"idle long, setting off (nil)", Rules{}, Waiting{Queue: "other"}, Candidate{Queue: "notebooks", Started: started, IdleSince: idleFor(100 * time.Hour)}, NotEligible},
+		{"not idle, queue with the setting", Rules{IdleAfter: idle}, Waiting{Queue: "other"}, Candidate{Queue: "notebooks", Started: started}, NotEligible},
+		{"idle respects the minimum runtime", Rules{IdleAfter: idle, MinRuntime: 6 * time.Hour}, Waiting{Queue: "other"}, Candidate{Queue: "notebooks", Started: t0.Add(-5 * time.Hour), IdleSince: idleFor(3 * time.Hour)}, NotEligible},
+		{"priority before idle", Rules{IdleAfter: idle}, Waiting{Queue: "notebooks", Priority: 10}, Candidate{Queue: "notebooks", Priority: 5, Started: started, IdleSince: idleFor(3 * time.Hour)}, ByPriority},
+		{"reclaim before idle", Rules{Fair: fair, IdleAfter: func(string) time.Duration { return time.Hour }}, Waiting{Queue: "owner", Need: gpus(1)}, Candidate{Queue: "borrower", Started: started, IdleSince: idleFor(3 * time.Hour)}, ByReclaim},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

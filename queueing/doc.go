@@ -1,8 +1,9 @@
 // Package queueing holds the fair-share rules every Tessera front door uses
 // to decide whose pending work goes next: hierarchical queues with a
-// guaranteed quota, an over-quota weight, a hard limit and a priority; usage
-// measured over GPU compute, GPU memory, CPU and memory; and Dominant
-// Resource Fairness (DRF) to order queues.
+// guaranteed quota, an over-quota weight, a hard limit, a priority and an
+// optional idle-reclaim time (off by default; package preemption applies
+// it); usage measured over GPU compute, GPU memory, CPU and memory; and
+// Dominant Resource Fairness (DRF) to order queues.
 //
 // Spec is a queue as people write it (the Queue resource's fields, the
 // host daemon's --config file), converted with errors that name the field.

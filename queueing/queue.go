@@ -3,6 +3,7 @@ package queueing
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // DefaultQueue is where work that names no queue goes. It exists implicitly
@@ -35,6 +36,30 @@ type Queue struct {
 	Weight int32 `json:"weight,omitempty"`
 	// Limit is a hard cap on the queue's usage; a zero component means none.
 	Limit Resources `json:"limit"`
+	// IdleReclaimAfter, when set, lets any waiting workload that needs the
+	// room stop a workload of this queue that has held its GPUs idle this
+	// long (package preemption's ByIdle); 0: never (the default). In JSON,
+	// nanoseconds.
+	IdleReclaimAfter time.Duration `json:"idleReclaimAfter,omitempty"`
+}
+
+// The range of Queue.IdleReclaimAfter. The floor is well above the idle
+// mark's own 10 minutes (gpuuse): a mark says only that compute was near
+// zero, and a job loading data, waiting on its CPU preprocessing or on a
+// person (a notebook) looks just as idle; stopping one loses its work, so
+// the policy must wait far longer than the mark takes to appear. The
+// ceiling is a week: longer is "never" in practice, which 0 says.
+const (
+	MinIdleReclaimAfter = 30 * time.Minute
+	MaxIdleReclaimAfter = 168 * time.Hour
+)
+
+// checkIdleReclaimAfter checks d against the range; path names the field.
+func checkIdleReclaimAfter(path string, d time.Duration) error {
+	if d != 0 && (d < MinIdleReclaimAfter || d > MaxIdleReclaimAfter) {
+		return fmt.Errorf("%s: must be 0 (off) or in [30m, 168h], got %s", path, d)
+	}
+	return nil
 }
 
 func validName(s string) bool { return ValidName(s) }
@@ -64,7 +89,8 @@ type Tree struct {
 
 // NewTree validates queues: names unique and DNS-like, parents defined, no
 // cycles, depth at most MaxDepth, non-negative amounts, weight >= 0 (0 means
-// 1), a child's guarantee within its parent's limit. The default queue is
+// 1), a child's guarantee within its parent's limit, IdleReclaimAfter 0 or
+// within its range. The default queue is
 // added when missing.
 func NewTree(queues []Queue) (*Tree, error) {
 	t := &Tree{queues: map[string]*Queue{}, kids: map[string][]string{}}
@@ -91,6 +117,9 @@ func NewTree(queues []Queue) (*Tree, error) {
 		}
 		if !q.Guaranteed.Fits(q.Limit) {
 			return nil, fmt.Errorf("%s.guaranteed: must be within %s.limit", path, path)
+		}
+		if err := checkIdleReclaimAfter(path+".idleReclaimAfter", q.IdleReclaimAfter); err != nil {
+			return nil, err
 		}
 		t.queues[q.Name] = &q
 	}
@@ -127,6 +156,31 @@ func (t *Tree) Queue(name string) (Queue, bool) {
 		return Queue{}, false
 	}
 	return *q, true
+}
+
+// IdleReclaimAfter is how long a workload of queue name must hold its GPUs
+// idle before it may be stopped for others (0: never); an unknown name is
+// the default queue's. It suits preemption.Rules.IdleAfter.
+func (t *Tree) IdleReclaimAfter(name string) time.Duration {
+	q, ok := t.queues[QueueOr(name)]
+	if !ok {
+		q = t.queues[DefaultQueue]
+	}
+	if q == nil {
+		return 0
+	}
+	return q.IdleReclaimAfter
+}
+
+// IdleReclaims reports whether any queue sets IdleReclaimAfter: front doors
+// read idle marks only then.
+func (t *Tree) IdleReclaims() bool {
+	for _, q := range t.queues {
+		if q.IdleReclaimAfter > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Names lists every queue, sorted.

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 func gpus(n int64) Resources { return Resources{GPUMilli: n * 1000} }
@@ -20,11 +21,37 @@ func TestNewTreeErrors(t *testing.T) {
 		{[]Queue{{Name: "a", Guaranteed: gpus(4), Limit: gpus(2)}}, "queues[0].guaranteed: must be within queues[0].limit"},
 		{[]Queue{{Name: "a", Parent: "nope"}}, `queue a: parent "nope" is not defined`},
 		{[]Queue{{Name: "a", Parent: "b"}, {Name: "b", Parent: "a"}}, "is a cycle or deeper than 8"},
+		{[]Queue{{Name: "a", IdleReclaimAfter: 29 * time.Minute}}, "queues[0].idleReclaimAfter: must be 0 (off) or in [30m, 168h], got 29m0s"},
 	}
 	for _, tc := range tests {
 		if _, err := NewTree(tc.qs); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewTree(%+v) = %v, want %q", tc.qs, err, tc.want)
 		}
+	}
+}
+
+func TestTreeIdleReclaimAfter(t *testing.T) {
+	tree, err := NewTree([]Queue{{Name: "notebooks", IdleReclaimAfter: time.Hour}, {Name: "batch"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tree.IdleReclaims() {
+		t.Error("IdleReclaims = false with notebooks set")
+	}
+	for q, want := range map[string]time.Duration{"notebooks": time.Hour, "batch": 0, "": 0, "unknown": 0} {
+		if got := tree.IdleReclaimAfter(q); got != want {
+			t.Errorf("IdleReclaimAfter(%q) = %v, want %v", q, got, want)
+		}
+	}
+	def, err := NewTree([]Queue{{Name: DefaultQueue, IdleReclaimAfter: 3 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := def.IdleReclaimAfter("unknown"); got != 3*time.Hour {
+		t.Errorf("an unknown queue is the default one's: got %v", got)
+	}
+	if plain, _ := NewTree(nil); plain.IdleReclaims() {
+		t.Error("IdleReclaims = true with no queue set")
 	}
 }
 

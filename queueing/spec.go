@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/tessera-gpu/tessera/quantity"
 )
@@ -19,6 +20,8 @@ type Spec struct {
 	Weight     int64   `json:"weight,omitempty"`
 	Guaranteed Amounts `json:"guaranteed,omitempty"`
 	Limit      Amounts `json:"limit,omitempty"`
+	// IdleReclaimAfter is a duration ("2h", "90m"; "" or "0": off).
+	IdleReclaimAfter string `json:"idleReclaimAfter,omitempty"`
 }
 
 // Amounts are quantities of each resource fair share measures.
@@ -75,6 +78,16 @@ func (s Spec) Queue(path string) (Queue, error) {
 	}
 	if !q.Guaranteed.Fits(q.Limit) {
 		return Queue{}, fmt.Errorf("%s.guaranteed: must be within %s.limit", path, path)
+	}
+	if s.IdleReclaimAfter != "" {
+		d, err := time.ParseDuration(s.IdleReclaimAfter)
+		if err != nil {
+			return Queue{}, fmt.Errorf("%s.idleReclaimAfter: must be a duration such as 2h or 90m, 0 (off) or in [30m, 168h], got %q", path, s.IdleReclaimAfter)
+		}
+		if err := checkIdleReclaimAfter(path+".idleReclaimAfter", d); err != nil {
+			return Queue{}, err
+		}
+		q.IdleReclaimAfter = d
 	}
 	return q, nil
 }

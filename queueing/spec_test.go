@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSpecQueue(t *testing.T) {
 	var specs []Spec
 	in := `[{"name":"team","parent":"org","priority":5,"weight":2,
 		"guaranteed":{"gpu":4,"gpuMemory":"320Gi","cpu":"64","memory":"512Gi"},
-		"limit":{"gpu":"8000m"}}]`
+		"limit":{"gpu":"8000m"},"idleReclaimAfter":"2h"}]`
 	if err := json.Unmarshal([]byte(in), &specs); err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +21,7 @@ func TestSpecQueue(t *testing.T) {
 	}
 	want := Queue{Name: "team", Parent: "org", Priority: 5, Weight: 2,
 		Guaranteed: Resources{GPUMilli: 4000, GPUMemoryMiB: 320 * 1024, CPUMilli: 64000, MemoryMiB: 512 * 1024},
-		Limit:      Resources{GPUMilli: 8000}}
+		Limit:      Resources{GPUMilli: 8000}, IdleReclaimAfter: 2 * time.Hour}
 	if q != want {
 		t.Fatalf("Queue = %+v\nwant %+v", q, want)
 	}
@@ -38,10 +39,24 @@ func TestSpecErrors(t *testing.T) {
 		{Spec{Name: "a", Guaranteed: Amounts{GPU: "-1"}}, `queues[3].guaranteed.gpu: must be a number of GPUs`},
 		{Spec{Name: "a", Limit: Amounts{Memory: "1TB"}}, `queues[3].limit.memory: must be a size such as 512Gi, got "1TB"`},
 		{Spec{Name: "a", Guaranteed: Amounts{GPU: "2"}, Limit: Amounts{GPU: "1"}}, "queues[3].guaranteed: must be within queues[3].limit"},
+		{Spec{Name: "a", IdleReclaimAfter: "soon"}, `queues[3].idleReclaimAfter: must be a duration such as 2h or 90m, 0 (off) or in [30m, 168h], got "soon"`},
+		{Spec{Name: "a", IdleReclaimAfter: "10m"}, "queues[3].idleReclaimAfter: must be 0 (off) or in [30m, 168h], got 10m0s"},
+		{Spec{Name: "a", IdleReclaimAfter: "169h"}, "queues[3].idleReclaimAfter: must be 0 (off) or in [30m, 168h], got 169h0m0s"},
+		{Spec{Name: "a", IdleReclaimAfter: "-1h"}, "queues[3].idleReclaimAfter: must be 0 (off) or in [30m, 168h], got -1h0m0s"},
 	}
 	for _, tc := range tests {
 		if _, err := tc.spec.Queue("queues[3]"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Queue(%+v) = %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+// The range's ends and 0 are accepted; 0 is off.
+func TestSpecIdleReclaimAfterRange(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "0": 0, "30m": 30 * time.Minute, "168h": 168 * time.Hour, "2h30m": 150 * time.Minute} {
+		q, err := Spec{Name: "a", IdleReclaimAfter: in}.Queue("queues[0]")
+		if err != nil || q.IdleReclaimAfter != want {
+			t.Errorf("idleReclaimAfter %q: got %v, %v; want %v", in, q.IdleReclaimAfter, err, want)
 		}
 	}
 }
