@@ -19,11 +19,13 @@ import (
 //	    weight: 2
 //	  - name: batch
 //	    limit: {gpu: 4}
+//	    idleReclaimAfter: 2h
 //	preemption:
 //	  minRuntime: 5m
 //
 // A queue has the fields of the cluster's Queue resource (parent,
-// priority, guaranteed, weight, limit). Unknown fields are errors.
+// priority, guaranteed, weight, limit, idleReclaimAfter: off unless set,
+// see docs/host.md for its risks). Unknown fields are errors.
 type ConfigFile struct {
 	Queues     []queueing.Spec  `json:"queues,omitempty"`
 	Preemption PreemptionConfig `json:"preemption,omitempty"`

@@ -20,6 +20,7 @@ queues:
     parent: research
     priority: -5
     limit: {gpu: "0.5"}
+    idleReclaimAfter: 2h
 preemption:
   minRuntime: 90s
 `))
@@ -28,7 +29,7 @@ preemption:
 	}
 	want := []queueing.Queue{
 		{Name: "research", Weight: 2, Guaranteed: queueing.Resources{GPUMilli: 1000, GPUMemoryMiB: 80 * 1024}},
-		{Name: "batch", Parent: "research", Priority: -5, Limit: queueing.Resources{GPUMilli: 500}},
+		{Name: "batch", Parent: "research", Priority: -5, Limit: queueing.Resources{GPUMilli: 500}, IdleReclaimAfter: 2 * time.Hour},
 	}
 	if len(s.Queues) != 2 || s.Queues[0] != want[0] || s.Queues[1] != want[1] {
 		t.Errorf("queues = %+v\nwant %+v", s.Queues, want)
@@ -57,6 +58,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"preemption:\n  minRuntime: soon\n", `preemption.minRuntime: must be a duration >= 0 such as 90s or 5m, got "soon"`},
 		{"preemption:\n  minRuntime: -1m\n", `preemption.minRuntime: must be a duration >= 0`},
 		{"queues: {name: a}\n", "parse:"},
+		{"queues:\n  - name: a\n    idleReclaimAfter: 10m\n", "queues[0].idleReclaimAfter: must be 0 (off) or in [30m, 168h], got 10m0s"},
 	}
 	for _, tt := range tests {
 		if _, err := ParseConfig([]byte(tt.yaml)); err == nil || !strings.Contains(err.Error(), tt.want) {

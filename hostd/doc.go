@@ -27,10 +27,11 @@
 // Queues, fair share and preemption follow the cluster's rules through the
 // same pure packages: queueing (queues from the --config file, see
 // ConfigFile; fair-share order through dispatch) and preemption (which
-// running jobs a waiting one may stop: a lower priority in its queue, or
-// reclaim by a queue below its guarantee). This package only applies the
-// decisions: it marks victims, stops them through their supervisors and
-// re-queues restartable ones.
+// running jobs a waiting one may stop: a lower priority in its queue,
+// reclaim by a queue below its guarantee, or a job idle on all its GPUs
+// past its queue's idleReclaimAfter, from the arbiter's marks: idle.go).
+// This package only applies the decisions: it marks victims, stops them
+// through their supervisors and re-queues restartable ones.
 //
 // Each running job's supervisor is tended (tend.go): a stop it has not
 // carried out by the stop grace is carried out by the daemon, which kills

@@ -30,6 +30,8 @@ func (d *Daemon) preemptLocked(w api.Job, victims []cycle.Victim, jobs []api.Job
 		switch victim.Kind {
 		case preemption.ByReclaim:
 			p.Reason = fmt.Sprintf("preempted by %s of queue %s, which is below its guaranteed share, to reclaim GPU capacity from queue %s, which is above its own", w.ID, queueing.QueueOr(w.Queue), queueing.QueueOr(v.Queue))
+		case preemption.ByIdle:
+			p.Reason = fmt.Sprintf("stopped for %s of queue %s: this job held its GPUs idle longer than its queue %s reclaims idle holders after (idleReclaimAfter %v)", w.ID, queueing.QueueOr(w.Queue), queueing.QueueOr(v.Queue), d.idleReclaimAfter(v.Queue))
 		default:
 			p.Reason = fmt.Sprintf("preempted by %s (priority %d) of queue %s; this job's priority is %d", w.ID, w.Priority, queueing.QueueOr(w.Queue), v.Priority)
 		}

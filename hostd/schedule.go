@@ -133,7 +133,8 @@ func queueOf(j api.Job) string {
 // frameLocked is the world a cycle decides on (jobs are every job): the
 // policy, the queues in use and each queued job's workload; with the
 // queued jobs by ID. The bookings, what the queues' running jobs hold and
-// the running jobs (preemption's candidates) are the core's books. While
+// the running jobs (preemption's candidates) are the core's books, with
+// their idle marks where a queue reclaims idle holders (idle.go). While
 // a victim is on its way out no job names more: each waits for it
 // (AwaitingVictims).
 func (d *Daemon) frameLocked(jobs []api.Job) (dispatch.Frame, map[string]api.Job) {
@@ -161,6 +162,7 @@ func (d *Daemon) frameLocked(jobs []api.Job) (dispatch.Frame, map[string]api.Job
 		j, ok := queued[id]
 		return nil, []placement.Pod{podOf(j)}, ok
 	}
+	d.idleMarksLocked(&f, jobs)
 	return f, queued
 }
 

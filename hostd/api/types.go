@@ -145,8 +145,10 @@ type Job struct {
 type Preemption struct {
 	// By is the waiting job the victim makes room for.
 	By string `json:"by"`
-	// Kind is "priority" (a higher-priority job of the same queue) or
-	// "reclaim" (a queue below its guarantee takes it back from one above).
+	// Kind is "priority" (a higher-priority job of the same queue),
+	// "reclaim" (a queue below its guarantee takes it back from one above)
+	// or "idle" (the victim held its GPUs idle past its queue's
+	// idleReclaimAfter).
 	Kind string `json:"kind"`
 	// Reason is the sentence tessera ps and tessera queue show.
 	Reason string    `json:"reason"`

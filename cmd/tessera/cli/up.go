@@ -183,7 +183,7 @@ Jobs keep running across daemon restarts.`,
 	f.StringVar(&o.policy, "policy", "", fmt.Sprintf("placement policy: one of %s, or %s (the same as %s, the default)", strings.Join(placement.Names(), ", "), placement.DefaultAlias, placement.DefaultPolicy))
 	f.StringVar(&o.interceptLib, "intercept-lib", "", "interception library to preload into jobs (default: "+interceptLibName+" from intercept/build or /usr/local/lib/tessera, when found)")
 	f.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "time a stopped job has between SIGTERM and SIGKILL")
-	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
+	f.StringVar(&o.config, "config", "", "YAML file declaring queues (name, parent, priority, guaranteed, weight, limit, idleReclaimAfter: the fields of the cluster's Queue) and preemption settings; see docs/host.md")
 	f.DurationVar(&o.minRuntime, "preemption-min-runtime", time.Minute, "jobs that have run less than this are never preempted (wins over the config file)")
 	f.BoolVar(&o.noPreempt, "disable-preemption", false, "never stop running jobs to make room for waiting ones")
 	f.StringVar(&o.contain, "contain", "auto", "how each job's processes are kept together so all of them end before its GPU share is freed: cgroup (a cgroup v2 per job; refuse to start without a writable hierarchy), mark (an environment mark found in /proc; a process that clears its environment escapes) or auto (cgroup where possible, else mark)")
