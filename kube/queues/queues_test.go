@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -30,14 +31,14 @@ func TestFromObject(t *testing.T) {
 	q, err := FromObject(obj(map[string]any{
 		"parent": "org", "priority": int64(5), "weight": int64(2),
 		"guaranteed": map[string]any{"gpu": "4", "gpuMemory": "320Gi", "cpu": int64(64), "memory": "512Gi"},
-		"limit":      map[string]any{"gpu": "8"},
+		"limit":      map[string]any{"gpu": "8"}, "idleReclaimAfter": "2h",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := queueing.Queue{Name: "team", Parent: "org", Priority: 5, Weight: 2,
 		Guaranteed: queueing.Resources{GPUMilli: 4000, GPUMemoryMiB: 320 * 1024, CPUMilli: 64000, MemoryMiB: 512 * 1024},
-		Limit:      queueing.Resources{GPUMilli: 8000}}
+		Limit:      queueing.Resources{GPUMilli: 8000}, IdleReclaimAfter: 2 * time.Hour}
 	if q != want {
 		t.Fatalf("FromObject = %+v\nwant %+v", q, want)
 	}
@@ -53,6 +54,8 @@ func TestFromObject(t *testing.T) {
 		{map[string]any{"guaranteed": map[string]any{"gpu": "lots"}}, `queue team: spec.guaranteed.gpu: must be a number of GPUs such as 4 or 0.5, got "lots"`},
 		{map[string]any{"limit": map[string]any{"memory": "1TB"}}, `queue team: spec.limit.memory: must be a size such as 512Gi, got "1TB"`},
 		{map[string]any{"limit": "none"}, "queue team: spec.limit: must be an object, got a string"},
+		{map[string]any{"idleReclaimAfter": "5m"}, "queue team: spec.idleReclaimAfter: must be 0 (off) or in [30m, 168h], got 5m0s"},
+		{map[string]any{"idleReclaimAfter": int64(3600)}, "queue team: spec.idleReclaimAfter: must be a string, got a number"},
 	} {
 		if _, err := FromObject(obj(tc.spec)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("FromObject(%v) = %v, want %q", tc.spec, err, tc.want)

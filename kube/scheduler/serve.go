@@ -55,7 +55,8 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	// On the core's books (snap.books): their cluster, usage, capacity and
 	// running pods; what the cycle binds is assumed there until commit
 	// books the pod.
-	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang, Arrival: cw.arrival}
+	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang, Arrival: cw.arrival,
+		IdleSince: s.idleMarks(tree, start)}
 	rd, err := s.core.Cycle(start, f)
 	if err != nil {
 		for id, pn := range cw.plans { // never bound: neither their claims nor kube-scheduler's cache keep them
@@ -139,8 +140,11 @@ func (s *Scheduler) evict(ctx context.Context, snap *snapshot, pod *corev1.Pod, 
 		}
 		at := snap.nodes[v.Node].Name
 		msg := fmt.Sprintf("Preempted by %s/%s (priority %d) to free GPU shares on node %s; this pod's priority is %d", pod.Namespace, pod.Name, prio, at, priority(vp))
-		if v.Kind == preemption.ByReclaim {
+		switch v.Kind {
+		case preemption.ByReclaim:
 			msg = fmt.Sprintf("Preempted by %s/%s of queue %s, which is below its guaranteed share, to reclaim GPU shares on node %s from queue %s, which is above its own", pod.Namespace, pod.Name, s.members.Queue(pod), at, s.members.Queue(vp))
+		case preemption.ByIdle:
+			msg = fmt.Sprintf("Stopped for %s/%s to free GPU shares on node %s: this pod held its GPUs idle longer than its queue %s reclaims idle holders after (spec.idleReclaimAfter)", pod.Namespace, pod.Name, at, s.members.Queue(vp))
 		}
 		s.events.Preempted(vp, msg)
 		err := s.cfg.Client.CoreV1().Pods(vp.Namespace).Delete(ctx, vp.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &vp.UID}})

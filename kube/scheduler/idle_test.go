@@ -1,0 +1,138 @@
+package scheduler
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"maps"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tessera-gpu/tessera/binding"
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/dispatch"
+	"github.com/tessera-gpu/tessera/gpuuse"
+	"github.com/tessera-gpu/tessera/kube/clusterinv"
+	"github.com/tessera-gpu/tessera/kube/nodeinventory"
+	"github.com/tessera-gpu/tessera/kube/nodeuse"
+	"github.com/tessera-gpu/tessera/kube/queues"
+	"github.com/tessera-gpu/tessera/kube/workload"
+)
+
+// idleSince: a pod is an idle holder when every share it has is marked
+// idle, since the latest mark; a node's GPUUse older than StaleUse marks
+// nothing; an object that does not read is left out with its error.
+func TestIdleSince(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	idle := func(pod string, since time.Time) gpuuse.Share {
+		return gpuuse.Share{Workload: pod, Use: gpuuse.Use{Source: gpuuse.Simulated}, Idle: &gpuuse.Idle{Since: since}}
+	}
+	busy := func(pod string) gpuuse.Share {
+		return gpuuse.Share{Workload: pod, Use: gpuuse.Use{Source: gpuuse.Simulated}}
+	}
+	obj := func(node string, at time.Time, gpus ...[]gpuuse.Share) *unstructured.Unstructured {
+		st := nodeuse.Status{Source: "sim", At: at}
+		for i, shares := range gpus {
+			st.GPUs = append(st.GPUs, gpuuse.GPU{GPU: node + "-gpu" + string(rune('0'+i)), Index: i, Use: gpuuse.Use{Source: gpuuse.Simulated}, Shares: shares})
+		}
+		u, err := nodeuse.Object(node, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	h1, h2 := now.Add(-2*time.Hour), now.Add(-time.Hour)
+	bad := obj("bad", now, []gpuuse.Share{idle("ns/on-bad", h1)})
+	bad.Object["status"].(map[string]any)["gpus"].([]any)[0].(map[string]any)["use"].(map[string]any)["source"] = "guessed"
+	objs := []*unstructured.Unstructured{
+		obj("a", now.Add(-time.Minute),
+			[]gpuuse.Share{idle("ns/two-gpus", h1), idle("ns/half-busy", h1), idle("ns/one", h2)},
+			[]gpuuse.Share{idle("ns/two-gpus", h2), busy("ns/half-busy")}),
+		obj("stale", now.Add(-clusterinv.StaleUse-time.Second), []gpuuse.Share{idle("ns/on-stale", h1)}),
+		obj("edge", now.Add(-clusterinv.StaleUse), []gpuuse.Share{idle("ns/on-edge", h1)}),
+		bad,
+	}
+	got, errs := idleSince(objs, now)
+	want := map[string]time.Time{"ns/two-gpus": h2, "ns/one": h2, "ns/on-edge": h1}
+	if !maps.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("idle pods %v, want %v", got, want)
+	}
+	if len(errs) != 1 {
+		t.Errorf("errors %v, want the bad object's", errs)
+	}
+}
+
+// A pod of a queue that reclaims idle holders after an hour holds the
+// only GPU; a pod of another queue, of no higher priority, waits. The
+// cycle reads the nodes' GPUUse only while a queue sets the time, and
+// stops the holder (deleted, with an event saying why) once its GPUUse
+// marks it idle an hour, not a minute before.
+func TestServeReclaimsIdleHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setting string
+		idleFor time.Duration
+		evicted bool
+		reads   int
+	}{
+		{"idle 59 min", "1h", 59 * time.Minute, false, 1},
+		{"idle an hour", "1h", time.Hour + time.Second, true, 1},
+		{"setting off: GPUUse not read", "", 24 * time.Hour, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			holder := boundPod("nb", "a", &binding.Assignment{Version: binding.Version, Node: "a", Containers: []binding.Container{{Name: "main",
+				GPUs: []binding.Share{{UUID: "a/gpu0", Index: 0, ComputeMilli: 1000, ComputeLimitMilli: 1000, MemoryMiB: 4096, MemoryLimitMiB: 4096}}}}})
+			holder.UID, holder.Spec.SchedulerName = "nb", DefaultName
+			holder.Labels = map[string]string{queues.LabelQueue: "notebooks"}
+			holder.Status.StartTime = &metav1.Time{Time: now.Add(-48 * time.Hour)}
+			waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "p", Labels: map[string]string{queues.LabelQueue: "batch"}},
+				Spec: corev1.PodSpec{SchedulerName: DefaultName, Containers: []corev1.Container{{Name: "main",
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}}}}}
+			client := fake.NewClientset(holder, waiting)
+			s, err := New(Config{Client: client, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			use, err := nodeuse.Object("a", nodeuse.Status{Source: "sim", At: now, GPUs: []gpuuse.GPU{{GPU: "a/gpu0", Use: gpuuse.Use{Source: gpuuse.Simulated},
+				Shares: []gpuuse.Share{{Workload: "ns/nb", GPU: "a/gpu0", Use: gpuuse.Use{Source: gpuuse.Simulated}, Idle: &gpuuse.Idle{Since: now.Add(-tc.idleFor)}}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads := 0
+			s.useObjects = func() ([]*unstructured.Unstructured, error) { reads++; return []*unstructured.Unstructured{use}, nil }
+			spec := map[string]any{}
+			if tc.setting != "" {
+				spec["idleReclaimAfter"] = tc.setting
+			}
+			nb := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "notebooks"}, "spec": spec}}
+			batch := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "batch"}, "spec": map[string]any{}}}
+			tree, skipped, err := queues.Tree([]*unstructured.Unstructured{nb, batch})
+			if err != nil || len(skipped) > 0 {
+				t.Fatal(err, skipped)
+			}
+			node := labelNode("a", "1", "H200")
+			node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+			snap := s.syncTo(nodeinventory.Labels{Catalog: catalog.Default()}, []*corev1.Node{node}, []*corev1.Pod{holder}, nil)
+			s.core.Add(s.itemOf(waiting))
+			var st CycleStats
+			if err := s.serve(context.Background(), snap, tree, []*corev1.Pod{waiting}, map[string]dispatch.GangSpec{}, &st); err != nil {
+				t.Fatal(err)
+			}
+			if reads != tc.reads {
+				t.Errorf("GPUUse read %d times, want %d", reads, tc.reads)
+			}
+			_, err = client.CoreV1().Pods("ns").Get(context.Background(), "nb", metav1.GetOptions{})
+			if gone := apierrors.IsNotFound(err); gone != tc.evicted {
+				t.Fatalf("holder deleted: %v (%v), want %v", gone, err, tc.evicted)
+			}
+		})
+	}
+}
