@@ -338,11 +338,15 @@ func (c *Core) onBooks(f Frame) Frame {
 }
 
 // withIdle is a copy of running with each workload's idle mark from since
-// (a copy: the books' entries must not keep a mark past this cycle).
+// (a copy: the books' entries must not keep a mark past this cycle). A
+// mark from before a workload started is an earlier one's of the same ID
+// (a pod made again under its name, as an agent last published it): none.
 func withIdle(running []cycle.Running, since func(id string) time.Time) []cycle.Running {
 	out := slices.Clone(running)
 	for i := range out {
-		out[i].IdleSince = since(out[i].ID)
+		if t := since(out[i].ID); !t.Before(out[i].Started) {
+			out[i].IdleSince = t
+		}
 	}
 	return out
 }

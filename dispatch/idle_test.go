@@ -23,11 +23,15 @@ func TestIdleReclaim(t *testing.T) {
 		marks   bool
 		wait    time.Duration
 		want    []string
+		// early: it started after its mark (the mark is an earlier
+		// workload's of its ID).
+		early bool
 	}{
-		{"a second short of the time", after, true, time.Minute - time.Second, nil},
-		{"at the time", after, true, time.Minute, []string{"p:nb"}},
-		{"setting off, idle a day", 0, true, 24 * time.Hour, nil},
-		{"no marks given, a day later", after, false, 24 * time.Hour, nil},
+		{"a second short of the time", after, true, time.Minute - time.Second, nil, false},
+		{"at the time", after, true, time.Minute, []string{"p:nb"}, false},
+		{"setting off, idle a day", 0, true, 24 * time.Hour, nil, false},
+		{"no marks given, a day later", after, false, 24 * time.Hour, nil, false},
+		{"a mark from before it started (an earlier workload of its ID)", after, true, 24 * time.Hour, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, Config{Preemption: true, PreemptorWait: time.Minute}, gpuNode("a", 1))
@@ -36,7 +40,11 @@ func TestIdleReclaim(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.queues = tree
-			w.run("nb", 5, 0, []int{0}, t0.Add(-48*time.Hour))
+			started := t0.Add(-48 * time.Hour)
+			if tc.early {
+				started = idleFrom.Add(time.Second)
+			}
+			w.run("nb", 5, 0, []int{0}, started)
 			w.running[0].Queue = "notebooks"
 			w.arrive("p", 1, queue("batch"))
 			w.advance(tc.wait)
