@@ -182,6 +182,11 @@ func (s *apiServer) webhookTLS(t *testing.T, ns string) map[string][]byte {
 		t.Fatal(err)
 	}
 	out := map[string][]byte{"caBundle": mwc.Webhooks[0].ClientConfig.CABundle}
+	for _, h := range mwc.Webhooks[1:] {
+		if string(h.ClientConfig.CABundle) != string(out["caBundle"]) {
+			t.Errorf("webhook %s has another caBundle than %s", h.Name, mwc.Webhooks[0].Name)
+		}
+	}
 	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		if len(sec.Data[k]) == 0 {
 			t.Fatalf("Secret lacks %s", k)

@@ -282,9 +282,14 @@ func checkChartCertificate(t *testing.T, o objects, host string) {
 	}
 	mwc := o.get(t, "MutatingWebhookConfiguration", "tessera-webhook")
 	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
-	bundle, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "caBundle")
-	if ca, _ := base64.StdEncoding.DecodeString(bundle); string(ca) != string(data["ca.crt"]) {
-		t.Errorf("caBundle differs from the Secret's ca.crt")
+	if len(hooks) != 2 {
+		t.Errorf("%d webhooks, want 2 (pods and Jobs)", len(hooks))
+	}
+	for _, h := range hooks {
+		bundle, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "caBundle")
+		if ca, _ := base64.StdEncoding.DecodeString(bundle); string(ca) != string(data["ca.crt"]) {
+			t.Errorf("webhook %v: caBundle differs from the Secret's ca.crt", h.(map[string]any)["name"])
+		}
 	}
 	if err := verifyCert(data["tls.crt"], data["ca.crt"], host); err != nil {
 		t.Error(err)
@@ -651,7 +656,8 @@ func checkCustomImage(t *testing.T, o objects) {
 	if a := args(container(t, podSpec(t, o.get(t, "Deployment", "tessera-webhook")), "webhook")); !slices.Contains(a, "--scheduler-name=gpu") {
 		t.Errorf("webhook args %v", a)
 	}
-	if mc := asYAML(nested(o.get(t, "MutatingWebhookConfiguration", "tessera-webhook").Object, "webhooks")); !strings.Contains(mc, "object.spec.schedulerName == 'gpu'") {
+	if mc := asYAML(nested(o.get(t, "MutatingWebhookConfiguration", "tessera-webhook").Object, "webhooks")); !strings.Contains(mc, "object.spec.schedulerName == 'gpu'") ||
+		!strings.Contains(mc, "object.spec.template.spec.schedulerName == 'gpu'") {
 		t.Errorf("match conditions do not name scheduler gpu:\n%s", mc)
 	}
 	if r := asYAML(nested(o.get(t, "Role", "tessera-scheduler").Object, "rules")); !strings.Contains(r, "- gpu-scheduler\n") {

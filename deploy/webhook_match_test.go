@@ -8,9 +8,9 @@ import (
 	"github.com/tessera-gpu/tessera/kube/admission"
 )
 
-// TestWebhookSeesEveryTranslatedKey: the chart's match condition that
-// sends pods to the webhook is the expression built from the admission
-// webhook's translation table, so a key added to the table cannot be
+// TestWebhookSeesEveryTranslatedKey: the chart's match conditions that
+// send pods and Jobs to the webhook are the expressions built from the
+// admission webhook's translation table, so a key added to the table cannot be
 // missed by the API server (a pod using it would reach kubelet
 // untranslated). deploy/webhook.yaml is the chart's render (kept equal by
 // TestManifestsAreRenderedFromTheChart).
@@ -19,7 +19,8 @@ func TestWebhookSeesEveryTranslatedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := 0
+	want := map[string]string{"foreign-gpu-request": admission.MatchExpression(), "gpu-request-in-template": admission.JobMatchExpression()}
+	found := map[string]int{}
 	for _, o := range objs {
 		if o.GetKind() != "MutatingWebhookConfiguration" {
 			continue
@@ -29,18 +30,22 @@ func TestWebhookSeesEveryTranslatedKey(t *testing.T) {
 			conds, _, _ := unstructured.NestedSlice(h.(map[string]any), "matchConditions")
 			for _, c := range conds {
 				c := c.(map[string]any)
-				if c["name"] != "foreign-gpu-request" {
+				name, _ := c["name"].(string)
+				w, ok := want[name]
+				if !ok {
 					continue
 				}
-				found++
-				if c["expression"] != admission.MatchExpression() {
-					t.Errorf("webhook %v: match condition foreign-gpu-request is\n%v\nwant admission.MatchExpression():\n%s\n(copy it into deploy/helm/tessera/templates/webhook.yaml, then make manifests)",
-						h.(map[string]any)["name"], c["expression"], admission.MatchExpression())
+				found[name]++
+				if c["expression"] != w {
+					t.Errorf("webhook %v: match condition %s is\n%v\nwant (kube/admission):\n%s\n(copy it into deploy/helm/tessera/templates/webhook.yaml, then make manifests)",
+						h.(map[string]any)["name"], name, c["expression"], w)
 				}
 			}
 		}
 	}
-	if found == 0 {
-		t.Fatal("webhook.yaml has no foreign-gpu-request match condition")
+	for name := range want {
+		if found[name] != 1 {
+			t.Errorf("webhook.yaml has %d %s match conditions, want 1", found[name], name)
+		}
 	}
 }

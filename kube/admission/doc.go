@@ -43,6 +43,14 @@
 // rejects, is denied with kube/workload's message (the pod's key, the
 // container and the allowed range).
 //
+// A batch/v1 Job's pod template (the kind Kueue counts when the Job is
+// created, before any pod exists) gets the same translation on creation,
+// plus tessera.io/gpu-milli (limits and requests) in each container whose
+// compute share is fixed before placement, so that a Kueue quota on it
+// counts a 0.25 share as 250; JobMatchExpression selects those Jobs. A
+// template's wrong gpu-milli is denied like a pod's; the Job's pods
+// inherit the template and are left alone.
+//
 // It only translates requests through kube/workload: it must not schedule,
 // call the API server, or hold state beyond its configuration; a request's
 // meaning stays defined by kube/workload and the request package.

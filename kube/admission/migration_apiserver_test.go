@@ -25,7 +25,7 @@ import (
 // whose pods kube-controller-manager creates from their templates (HAMi,
 // nvshare, KAI and Volcano keys); each stored pod must carry the
 // translation, or the API server must refuse it with the webhook's
-// message.
+// message. Jobs' stored templates must carry tessera.io/gpu-milli.
 func TestMigrationOnRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -47,8 +47,11 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 	for i := range mwc.Webhooks {
 		mwc.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca.PEM}
 		for j, mc := range mwc.Webhooks[i].MatchConditions {
-			if mc.Name == "foreign-gpu-request" {
+			switch mc.Name {
+			case "foreign-gpu-request":
 				mwc.Webhooks[i].MatchConditions[j].Expression = MatchExpression()
+			case "gpu-request-in-template":
+				mwc.Webhooks[i].MatchConditions[j].Expression = JobMatchExpression()
 			}
 		}
 	}
@@ -162,6 +165,41 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Jobs as Kueue counts them: the stored template carries
+	// tessera.io/gpu-milli, written by the webhook from the template's keys
+	// (Tessera's own, or KAI's and Volcano's above, translated), and a wrong
+	// one is refused with kube/workload's message.
+	suspend := true
+	_, err = client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "quarter", Namespace: ns},
+		Spec: batchv1.JobSpec{Suspend: &suspend, Template: template("quarter", map[string]string{workload.AnnotationCompute: "0.25"},
+			corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", limits(workload.ResourceGPU, "1"))}})},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for job, want := range map[string]map[string]int64{"quarter": {"main": 250}, "hpo": {"trainer": 500, "log-shipper": 0}, "embed": {"embed": 200}} {
+		j, err := client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range j.Spec.Template.Spec.Containers {
+			lim, inLim := c.Resources.Limits[workload.ResourceGPUMilli]
+			req := c.Resources.Requests[workload.ResourceGPUMilli]
+			if w := want[c.Name]; (w == 0) == inLim || lim.Value() != w || req.Value() != w {
+				t.Errorf("Job %s container %s: %s limit %s, request %s; want %d", job, c.Name, workload.ResourceGPUMilli, lim.String(), req.String(), w)
+			}
+		}
+	}
+	_, err = client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "lies", Namespace: ns},
+		Spec: batchv1.JobSpec{Suspend: &suspend, Template: template("lies", map[string]string{workload.AnnotationCompute: "0.25"},
+			corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", limits(workload.ResourceGPU, "1", workload.ResourceGPUMilli, "1000"))}})},
+	}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "resource tessera.io/gpu-milli of container main: must equal the thousandths of GPU compute the container asks, 250") {
+		t.Errorf("a Job with a wrong gpu-milli: error %v, want the webhook's refusal", err)
+	}
+
 	for _, w := range []struct {
 		app, owner string // the pods' label, their controller's kind
 		pods       int

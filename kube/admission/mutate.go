@@ -127,21 +127,32 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 	if pod.Spec.SchedulerName != h.cfg.SchedulerName {
 		return nil, nil
 	}
-	before, err := workload.FromPod(pod, h.cfg.Catalog)
-	if err != nil {
+	t, _, err := h.translate(pod)
+	if err != nil || t == nil {
 		return nil, err
 	}
+	return t.operations("", len(pod.Annotations) > 0), nil
+}
+
+// translate returns what Mutate changes in pod (of any scheduler) and the
+// pod so changed; the translation is nil, and the pod pod itself, when pod
+// asks for no GPU or through tessera.io/gpu already.
+func (h *Handler) translate(pod *corev1.Pod) (*translation, *corev1.Pod, error) {
+	before, err := workload.FromPod(pod, h.cfg.Catalog)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := workload.CheckGangKeys(pod); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t := translation{addAnn: map[string]string{}, resources: map[int]corev1.ResourceRequirements{}}
 	if err := t.fromPodAnnotations(pod, before); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, r := range before {
 		idx := containerIndex(pod, r.Container)
 		if idx < 0 {
-			return nil, fmt.Errorf("admission: kube/workload named container %q, which the pod does not have", r.Container)
+			return nil, nil, fmt.Errorf("admission: kube/workload named container %q, which the pod does not have", r.Container)
 		}
 		switch r.Convention {
 		case workload.KAI:
@@ -152,33 +163,33 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 			err = t.fromNvshare(pod, idx, len(before) == 1)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if len(t.resources) == 0 && len(t.replaced) == 0 {
-		return nil, nil
+		return nil, pod, nil
 	}
 	patched := t.apply(pod)
 	// The scheduler and the agent must read the patched pod as the same
 	// request; refuse rather than admit a pod they would disagree on.
 	after, err := workload.FromPod(patched, h.cfg.Catalog)
 	if err != nil {
-		return nil, fmt.Errorf("admission: the translated pod is invalid: %w", err)
+		return nil, nil, fmt.Errorf("admission: the translated pod is invalid: %w", err)
 	}
 	if len(after) != len(before) {
-		return nil, fmt.Errorf("admission: translating the pod changed its requests from %+v to %+v", before, after)
+		return nil, nil, fmt.Errorf("admission: translating the pod changed its requests from %+v to %+v", before, after)
 	}
 	for i := range after {
 		if after[i].Container != before[i].Container || after[i].Convention != workload.Tessera || !reflect.DeepEqual(after[i].GPU, before[i].GPU) ||
 			after[i].Oversubscribe != before[i].Oversubscribe {
-			return nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", before[i].Container, before[i], after[i])
+			return nil, nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", before[i].Container, before[i], after[i])
 		}
 	}
 	pb, _, _, _ := workload.PlacementPolicy(pod)
 	if pa, _, _, err := workload.PlacementPolicy(patched); err != nil || pa != pb {
-		return nil, fmt.Errorf("admission: translating the pod changed its placement policy from %q to %q (%v)", pb, pa, err)
+		return nil, nil, fmt.Errorf("admission: translating the pod changed its placement policy from %q to %q (%v)", pb, pa, err)
 	}
-	return t.operations(len(pod.Annotations) > 0), nil
+	return &t, patched, nil
 }
 
 // fromKAI moves KAI's pod annotations onto container idx (the pod's first).
@@ -378,20 +389,25 @@ func (t *translation) addAnnotations() map[string]string {
 	return out
 }
 
-// operations writes t as a JSON Patch, in a stable order; hasAnnotations
-// tells whether the pod has a metadata.annotations object to add to.
-func (t *translation) operations(hasAnnotations bool) []Operation {
+// operations writes t as a JSON Patch, in a stable order; root is the
+// pod's path in the patched object ("" for a pod, "/spec/template" for a
+// Job's template), and hasAnnotations tells whether the pod has a
+// metadata.annotations object to add to. A translation that replaced no
+// key (a Job's gpu-milli only) leaves the annotations alone.
+func (t *translation) operations(root string, hasAnnotations bool) []Operation {
 	var ops []Operation
 	for _, k := range t.removeAnn {
-		ops = append(ops, Operation{Op: "remove", Path: "/metadata/annotations/" + escape(k)})
+		ops = append(ops, Operation{Op: "remove", Path: root + "/metadata/annotations/" + escape(k)})
 	}
 	add := t.addAnnotations()
-	if hasAnnotations {
+	switch {
+	case len(t.replaced) == 0:
+	case hasAnnotations:
 		for _, k := range sortedKeys(add) {
-			ops = append(ops, Operation{Op: "add", Path: "/metadata/annotations/" + escape(k), Value: add[k]})
+			ops = append(ops, Operation{Op: "add", Path: root + "/metadata/annotations/" + escape(k), Value: add[k]})
 		}
-	} else {
-		ops = append(ops, Operation{Op: "add", Path: "/metadata/annotations", Value: add})
+	default:
+		ops = append(ops, Operation{Op: "add", Path: root + "/metadata/annotations", Value: add})
 	}
 	idxs := make([]int, 0, len(t.resources))
 	for i := range t.resources {
@@ -402,7 +418,7 @@ func (t *translation) operations(hasAnnotations bool) []Operation {
 		// The whole resources object is replaced, so the patch applies
 		// whether or not the submitted pod spelled out resources, limits or
 		// requests.
-		ops = append(ops, Operation{Op: "add", Path: fmt.Sprintf("/spec/containers/%d/resources", i), Value: t.resources[i]})
+		ops = append(ops, Operation{Op: "add", Path: fmt.Sprintf("%s/spec/containers/%d/resources", root, i), Value: t.resources[i]})
 	}
 	return ops
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,24 +19,42 @@ import (
 const maxReviewBytes = 4 << 20
 
 // Review answers one admission request: allowed with a JSON Patch for a pod
-// that needs tessera.io/gpu, allowed untouched for anything else, denied
-// with kube/workload's message for an invalid GPU request.
+// that needs tessera.io/gpu or a batch/v1 Job whose template needs it or
+// tessera.io/gpu-milli, allowed untouched for anything else, denied with
+// kube/workload's message for an invalid GPU request. Only creations are
+// reviewed: Kueue counts a Job's template when the Job is created. A
+// suspended Job's template annotations may still change; a pod whose
+// gpu-milli then disagrees with its share is refused by the scheduler.
 func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
-	if req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.SubResource != "" || req.Operation != admissionv1.Create {
+	if req.SubResource != "" || req.Operation != admissionv1.Create {
 		return resp
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode pod: %v", err))
+	var (
+		kind, name string
+		ops        []Operation
+		err        error
+	)
+	switch {
+	case req.Kind.Group == "" && req.Kind.Kind == "Pod":
+		var pod corev1.Pod
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			return deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode pod: %v", err))
+		}
+		kind, name = "pod", objectName(pod.ObjectMeta)
+		ops, err = h.Mutate(&pod)
+	case req.Kind.Group == "batch" && req.Kind.Version == "v1" && req.Kind.Kind == "Job":
+		var job batchv1.Job
+		if err := json.Unmarshal(req.Object.Raw, &job); err != nil {
+			return deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode job: %v", err))
+		}
+		kind, name = "job", objectName(job.ObjectMeta)
+		ops, err = h.MutateJob(&job)
+	default:
+		return resp
 	}
-	name := pod.Name
-	if name == "" {
-		name = pod.GenerateName + "*"
-	}
-	ops, err := h.Mutate(&pod)
 	if err != nil {
-		h.cfg.Log.Info("denied pod", "namespace", req.Namespace, "pod", name, "reason", err.Error())
+		h.cfg.Log.Info("denied "+kind, "namespace", req.Namespace, kind, name, "reason", err.Error())
 		return deny(resp, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, err.Error())
 	}
 	if len(ops) == 0 {
@@ -47,8 +66,19 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	}
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
-	h.cfg.Log.Info("translated pod GPU request into "+workload.ResourceGPU, "namespace", req.Namespace, "pod", name, "patch", string(patch))
+	msg := "translated pod GPU request into " + workload.ResourceGPU
+	if kind == "job" {
+		msg = "patched the job's pod template with Tessera's keys and " + workload.ResourceGPUMilli
+	}
+	h.cfg.Log.Info(msg, "namespace", req.Namespace, kind, name, "patch", string(patch))
 	return resp
+}
+
+func objectName(m metav1.ObjectMeta) string {
+	if m.Name == "" {
+		return m.GenerateName + "*"
+	}
+	return m.Name
 }
 
 func deny(resp *admissionv1.AdmissionResponse, code int32, reason metav1.StatusReason, msg string) *admissionv1.AdmissionResponse {

@@ -106,7 +106,33 @@ func Table() []Row {
 // must see: those carrying any annotation or container resource (init
 // containers included) of Table. deploy/webhook.yaml's matchConditions
 // must select at least these pods.
-func MatchExpression() string {
+func MatchExpression() string { return matchExpression("object", "has(object.metadata.annotations)") }
+
+// JobMatchExpression is the CEL expression that selects the batch/v1 Jobs
+// the webhook must see: those whose pod template carries a key
+// MatchExpression selects, resource tessera.io/gpu or tessera.io/gpu-milli,
+// or a Tessera request annotation (KEY or KEY.<container>).
+// deploy/webhook.yaml's matchConditions must select at least these Jobs.
+func JobMatchExpression() string {
+	const tmpl = "object.spec.template"
+	res := []string{"'" + workload.ResourceGPU + "'", "'" + workload.ResourceGPUMilli + "'"}
+	var ann []string
+	for _, k := range tesseraAnnotationKeys() {
+		ann = append(ann, "'"+k+"'")
+	}
+	in := "c, has(c.resources) && [" + strings.Join(res, ", ") + "].exists(k, (has(c.resources.limits) && k in c.resources.limits) || " +
+		"(has(c.resources.requests) && k in c.resources.requests))"
+	// A template's metadata may be absent in the request, where a pod's is
+	// not.
+	hasAnn := "has(" + tmpl + ".metadata) && has(" + tmpl + ".metadata.annotations)"
+	return fmt.Sprintf("%[1]s || %[2]s.spec.containers.exists(%[3]s) || "+
+		"(%[4]s && %[2]s.metadata.annotations.exists(k, [%[5]s].exists(p, k == p || k.startsWith(p + '.'))))",
+		matchExpression(tmpl, hasAnn), tmpl, in, hasAnn, strings.Join(ann, ", "))
+}
+
+// matchExpression is MatchExpression for the pod at root ("object", or a
+// template's path); hasAnn tests that it has annotations.
+func matchExpression(root, hasAnn string) string {
 	var ann, res []string
 	for _, r := range Table() {
 		switch {
@@ -124,10 +150,10 @@ func MatchExpression() string {
 		return "c, has(c.resources) && " + res + ".exists(k, (has(c.resources.limits) && k in c.resources.limits) || " +
 			"(has(c.resources.requests) && k in c.resources.requests))"
 	}
-	return fmt.Sprintf("(has(object.metadata.annotations) && %s.exists(k, k in object.metadata.annotations)) || "+
-		"object.spec.containers.exists(%s) || "+
-		"(has(object.spec.initContainers) && object.spec.initContainers.exists(%s))",
-		list(ann), inContainer(list(res)), inContainer(list(res)))
+	return fmt.Sprintf("(%[4]s && %[2]s.exists(k, k in %[1]s.metadata.annotations)) || "+
+		"%[1]s.spec.containers.exists(%[3]s) || "+
+		"(has(%[1]s.spec.initContainers) && %[1]s.spec.initContainers.exists(%[3]s))",
+		root, list(ann), inContainer(list(res)), hasAnn)
 }
 
 func dedup(s []string) []string {

@@ -63,15 +63,22 @@ const ignoreGPUCount = `resources:
 
 // A fraction counts as a fraction: with one GPU of quota in
 // tessera.io/gpu-milli, four Jobs of a quarter GPU run, a fifth waits in
-// Kueue until one of them finishes.
+// Kueue until one of them finishes. The Jobs' authors write only Tessera's
+// keys: Tessera's webhook writes tessera.io/gpu-milli into the templates
+// when the Jobs are created, before Kueue counts them.
 func TestQuotaCountsFractions(t *testing.T) {
 	ctx, client, dyn := setup(t, ignoreGPUCount)
+	serveWebhook(ctx, t, client)
 	createQueues(ctx, t, dyn, workload.ResourceGPUMilli, "1000")
-	quarter := gpuAsk{workload.ResourceGPU: "1", workload.ResourceGPUMilli: "250"}
+	quarter := gpuAsk{workload.ResourceGPU: "1"}
 	ann := map[string]string{workload.AnnotationCompute: "0.25"}
 
 	for i := range 4 {
-		createJob(ctx, t, client, fmt.Sprintf("quarter-%d", i), quarter, ann)
+		job := fmt.Sprintf("quarter-%d", i)
+		createJob(ctx, t, client, job, quarter, ann)
+		if err := checkGPUMilli(ctx, client, job, 250); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := range 4 {
 		job := fmt.Sprintf("quarter-%d", i)

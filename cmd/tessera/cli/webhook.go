@@ -18,13 +18,16 @@ func newWebhookCommand(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "webhook",
-		Short: "Serve the mutating admission webhook that adds tessera.io/gpu to annotation-only pods",
+		Short: "Serve the mutating admission webhook that translates other GPU schedulers' keys into Tessera's",
 		Long: `Serve Tessera's mutating admission webhook over HTTPS (POST /mutate,
 AdmissionReview v1; GET /healthz). Pods with spec.schedulerName --scheduler-name
-that ask for GPUs only through KAI-Scheduler's gpu-fraction / gpu-memory
-annotations get the tessera.io/gpu resource (so kubelet hands them to the node
-agent) and Tessera's own annotations; invalid requests are denied with the
-key and the allowed range. Other pods are left untouched.
+that ask for GPUs through HAMi's, KAI-Scheduler's, Volcano's, nvshare's or
+NVIDIA's keys get Tessera's (tessera.io/gpu, so kubelet hands them to the node
+agent, and Tessera's annotations: docs/migration.md has the table); batch/v1
+Jobs get the same in their pod template when created, plus
+tessera.io/gpu-milli for quota systems such as Kueue. Invalid requests are
+denied with the key, the value and the allowed range. Other pods are left
+untouched.
 
 The serving certificate and key are read from files (a kubernetes.io/tls
 Secret, for example issued by cert-manager) and re-read when they change. The

@@ -1,0 +1,224 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/request"
+)
+
+var jobKind = metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
+
+// testJob is a Job whose template is pod's metadata and spec.
+func testJob(pod *corev1.Pod) *batchv1.Job {
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns"},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations, Labels: pod.Labels},
+			Spec:       pod.Spec,
+		}},
+	}
+}
+
+// reviewJob posts job to h as the API server does and returns the response.
+func reviewJob(t *testing.T, h http.Handler, op admissionv1.Operation, job *batchv1.Job) *admissionv1.AdmissionResponse {
+	t.Helper()
+	raw, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "uid-1", Kind: jobKind, Operation: op, Namespace: job.Namespace,
+			Object: runtime.RawExtension{Raw: raw}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body)))
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.UID != "uid-1" {
+		t.Fatalf("HTTP %d %s: %v", rec.Code, rec.Body, err)
+	}
+	return out.Response
+}
+
+// templatePod is the pod job's controller would create from its template.
+func templatePod(job *batchv1.Job) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: job.Spec.Template.ObjectMeta, Spec: job.Spec.Template.Spec}
+}
+
+func TestReviewWritesGPUMilliIntoJobTemplates(t *testing.T) {
+	tests := []struct {
+		name  string
+		pod   *corev1.Pod // the template
+		want  map[string]request.GPU
+		milli map[string]int64  // tessera.io/gpu-milli per container; absent: none
+		ann   map[string]string // template annotations expected after the patch (all of them)
+	}{
+		{
+			name:  "a Tessera fraction",
+			pod:   testPod(map[string]string{workload.AnnotationCompute: "0.25"}, ctr("main", limits(workload.ResourceGPU, "1"))),
+			want:  map[string]request.GPU{"main": shareOf(1, 250, 250, 0)},
+			milli: map[string]int64{"main": 250},
+			ann:   map[string]string{workload.AnnotationCompute: "0.25"},
+		},
+		{
+			name: "two GPUs at half, per container, beside a CPU sidecar",
+			pod: testPod(map[string]string{workload.AnnotationCompute + ".train": "0.5"},
+				ctr("train", limits(workload.ResourceGPU, "2", "cpu", "4")), ctr("sidecar", limits("cpu", "1"))),
+			want:  map[string]request.GPU{"train": shareOf(2, 500, 500, 0)},
+			milli: map[string]int64{"train": 1000},
+			ann:   map[string]string{workload.AnnotationCompute + ".train": "0.5"},
+		},
+		{
+			name:  "whole GPUs from nvidia.com/gpu",
+			pod:   testPod(nil, ctr("main", limits("nvidia.com/gpu", "2"))),
+			want:  map[string]request.GPU{"main": shareOf(2, 1000, 1000, 0)},
+			milli: map[string]int64{"main": 2000},
+			ann:   map[string]string{AnnotationMigratedFrom: "main:nvidia.com/gpu=2"},
+		},
+		{
+			name: "KAI's fraction with the Job's gang minimum on the template",
+			pod: testPod(map[string]string{"gpu-fraction": "0.5", "gpu-fraction-container-name": "trainer", "kai.scheduler/batch-min-member": "2"},
+				ctr("log-shipper", limits("cpu", "100m")), ctr("trainer", corev1.ResourceRequirements{})),
+			want:  map[string]request.GPU{"trainer": shareOf(1, 500, 1000, 0)},
+			milli: map[string]int64{"trainer": 500},
+			ann: map[string]string{"kai.scheduler/batch-min-member": "2", workload.AnnotationCompute: "0.5", workload.AnnotationComputeLimit: "1",
+				AnnotationMigratedFrom: "gpu-fraction-container-name=trainer,gpu-fraction=0.5"},
+		},
+		{
+			name: "HAMi memory without cores: the share follows memory, so no gpu-milli",
+			pod:  testPod(nil, ctr("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "8000"))),
+			want: map[string]request.GPU{"main": {Count: 1, ComputeLimitMilli: 1000, MemoryMiB: 8000}},
+			ann: map[string]string{workload.AnnotationMemory + ".main": "8000Mi", workload.AnnotationComputeLimit + ".main": "1",
+				AnnotationMigratedFrom: "main:nvidia.com/gpu=1,main:nvidia.com/gpumem=8000"},
+		},
+	}
+	h := newHandler(t)
+	cat := catalog.Default()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job := testJob(tc.pod)
+			resp := reviewJob(t, h, admissionv1.Create, job)
+			if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+				t.Fatalf("response %+v: want allowed with a JSON patch", resp)
+			}
+			raw, _ := json.Marshal(job)
+			out, err := applyPatch(raw, resp.Patch)
+			if err != nil {
+				t.Fatalf("apply %s: %v", resp.Patch, err)
+			}
+			var got batchv1.Job
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.ObjectMeta, job.ObjectMeta) || !reflect.DeepEqual(got.Spec.Template.Labels, job.Spec.Template.Labels) {
+				t.Errorf("the patch changed more than the template's annotations and containers: %s", resp.Patch)
+			}
+			if !reflect.DeepEqual(got.Spec.Template.Annotations, tc.ann) {
+				t.Errorf("template annotations %v, want %v", got.Spec.Template.Annotations, tc.ann)
+			}
+			pod := templatePod(&got)
+			reqs, err := workload.FromPod(pod, cat)
+			if err != nil {
+				t.Fatalf("the Job's pods would read as an error: %v", err)
+			}
+			gotReqs := map[string]request.GPU{}
+			for _, r := range reqs {
+				if r.Convention != workload.Tessera {
+					t.Errorf("container %s still uses %s", r.Container, r.Convention)
+				}
+				gotReqs[r.Container] = r.GPU
+			}
+			if !reflect.DeepEqual(gotReqs, tc.want) {
+				t.Errorf("requests %+v, want %+v", gotReqs, tc.want)
+			}
+			for _, c := range pod.Spec.Containers {
+				lim, inLim := c.Resources.Limits[workload.ResourceGPUMilli]
+				req, inReq := c.Resources.Requests[workload.ResourceGPUMilli]
+				want, ok := tc.milli[c.Name]
+				if inLim != ok || inReq != ok || (ok && (lim.Value() != want || req.Value() != want)) {
+					t.Errorf("container %s: %s limit %v (%v), request %v (%v); want %d (%v)", c.Name, workload.ResourceGPUMilli, lim.String(), inLim, req.String(), inReq, want, ok)
+				}
+			}
+			// The Job's pods inherit the template: the webhook leaves them be.
+			yes := true
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "u1", Controller: &yes}}
+			if ops, err := h.Mutate(pod); err != nil || ops != nil {
+				t.Errorf("a pod of the patched Job: patch %v, error %v; want none", ops, err)
+			}
+		})
+	}
+}
+
+func TestReviewLeavesOtherJobsAlone(t *testing.T) {
+	other := testJob(testPod(map[string]string{workload.AnnotationCompute: "0.25"}, ctr("main", limits(workload.ResourceGPU, "1"))))
+	other.Spec.Template.Spec.SchedulerName = "default-scheduler"
+	tests := []struct {
+		name string
+		op   admissionv1.Operation
+		job  *batchv1.Job
+	}{
+		{"asks for nothing", admissionv1.Create, testJob(testPod(nil, ctr("main", limits("cpu", "1"))))},
+		{"carries the right gpu-milli", admissionv1.Create, testJob(testPod(map[string]string{workload.AnnotationCompute: "0.25"},
+			ctr("main", limits(workload.ResourceGPU, "2", workload.ResourceGPUMilli, "500"))))},
+		{"whole GPUs with the right gpu-milli", admissionv1.Create, testJob(testPod(nil,
+			ctr("main", limits(workload.ResourceGPU, "1", workload.ResourceGPUMilli, "1000"))))},
+		{"another scheduler's Job", admissionv1.Create, other},
+		{"an update", admissionv1.Update, testJob(testPod(map[string]string{"gpu-fraction": "0.5"}))},
+	}
+	h := newHandler(t)
+	for _, tc := range tests {
+		resp := reviewJob(t, h, tc.op, tc.job)
+		if !resp.Allowed || resp.Patch != nil || resp.PatchType != nil || resp.Result != nil {
+			t.Errorf("%s: response %+v, want allowed with no patch", tc.name, resp)
+		}
+	}
+}
+
+func TestReviewDeniesBadJobTemplates(t *testing.T) {
+	tests := []deniedCase{
+		{"wrong gpu-milli", testPod(map[string]string{workload.AnnotationCompute: "0.25"}, ctr("main", limits(workload.ResourceGPU, "1", workload.ResourceGPUMilli, "1000"))),
+			[]string{workload.ResourceGPUMilli, "container main", "250", "got 1k"}},
+		{"gpu-milli beside nvidia.com/gpu", testPod(nil, ctr("main", limits("nvidia.com/gpu", "1", workload.ResourceGPUMilli, "1000"))),
+			[]string{workload.ResourceGPUMilli, "container main"}},
+		{"fraction above one", testPod(map[string]string{"gpu-fraction": "1.5"}),
+			[]string{"annotation gpu-fraction of container main", "(0, 1]", `"1.5"`}},
+		{"Tessera annotation without the resource", testPod(map[string]string{workload.AnnotationCompute: "0.5"}),
+			[]string{"annotation tessera.io/gpu-fraction", "no container requests tessera.io/gpu"}},
+	}
+	h := newHandler(t)
+	for _, tc := range tests {
+		// A Job's template is refused with the message its pods would get.
+		podResp := review(t, h, admissionv1.Create, podKind, tc.pod)
+		resp := reviewJob(t, h, admissionv1.Create, testJob(tc.pod))
+		if resp.Allowed || resp.Patch != nil || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity {
+			t.Errorf("%s: response %+v, want denied with code 422", tc.name, resp)
+			continue
+		}
+		if podResp.Result == nil || resp.Result.Message != podResp.Result.Message {
+			t.Errorf("%s: Job denied with %q, its pod with %+v", tc.name, resp.Result.Message, podResp.Result)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(resp.Result.Message, w) {
+				t.Errorf("%s: message %q lacks %q", tc.name, resp.Result.Message, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package kueue
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/kube/admission"
+	"github.com/tessera-gpu/tessera/kube/scheduler"
+	"github.com/tessera-gpu/tessera/kube/workload"
+	"github.com/tessera-gpu/tessera/test/testcluster"
+)
+
+// serveWebhook serves Tessera's admission webhook on loopback and
+// registers it with the API server for Jobs only, with deploy/webhook.yaml's
+// Job rule and match conditions (the pod rule is not needed: a Job's pods
+// inherit its patched template). It returns once the API server calls it.
+func serveWebhook(ctx context.Context, t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	certFile, keyFile, caPEM := selfSigned(t)
+	h, err := admission.New(admission.Config{SchedulerName: scheduler.DefaultName, Catalog: catalog.Default(),
+		Log: slog.New(slog.NewTextHandler(testcluster.LogWriter{T: t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := admission.NewServer(admission.ServerConfig{CertFile: certFile, KeyFile: keyFile, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook: %v", err)
+		}
+	})
+
+	mwc := jobWebhookFromManifest(t)
+	url := "https://" + ln.Addr().String() + "/mutate"
+	mwc.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
+	if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create webhook configuration: %v", err)
+	}
+	// The API server loads the configuration asynchronously: a dry-run
+	// Job tells when it calls the webhook.
+	probe := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{workload.AnnotationCompute: "0.5"}},
+			Spec: corev1.PodSpec{SchedulerName: scheduler.DefaultName, RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "main", Image: "example.invalid/none", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{workload.ResourceGPU: resource.MustParse("1")}}}}},
+		}},
+	}
+	waitFor(t, "the API server calling the webhook for Jobs", func() error {
+		j, err := client.BatchV1().Jobs(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if _, ok := j.Spec.Template.Spec.Containers[0].Resources.Limits[workload.ResourceGPUMilli]; !ok {
+			return errors.New("the dry-run Job's template has no " + workload.ResourceGPUMilli)
+		}
+		return nil
+	})
+}
+
+// jobWebhookFromManifest is deploy/webhook.yaml's webhook configuration
+// with only its webhook for batch/v1 Jobs.
+func jobWebhookFromManifest(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	data, err := os.ReadFile("../../deploy/webhook.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				t.Fatal("deploy/webhook.yaml has no MutatingWebhookConfiguration")
+			}
+			t.Fatal(err)
+		}
+		if obj.GetKind() != "MutatingWebhookConfiguration" {
+			continue
+		}
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &mwc); err != nil {
+			t.Fatal(err)
+		}
+		mwc.Annotations = nil
+		for _, w := range mwc.Webhooks {
+			for _, r := range w.Rules {
+				if len(r.APIGroups) == 1 && r.APIGroups[0] == "batch" && len(r.Resources) == 1 && r.Resources[0] == "jobs" {
+					mwc.Webhooks = []admissionregistrationv1.MutatingWebhook{w}
+					return &mwc
+				}
+			}
+		}
+		t.Fatal("deploy/webhook.yaml has no webhook for batch/v1 jobs")
+	}
+}
+
+// selfSigned writes a self-signed serving certificate for 127.0.0.1 and
+// its key, and returns their paths and the certificate (its own CA).
+func selfSigned(t *testing.T) (certFile, keyFile string, caPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tessera-webhook"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(certFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, caPEM
+}
+
+// checkGPUMilli checks that the stored Job's one container asks want
+// tessera.io/gpu-milli, in its limits and requests.
+func checkGPUMilli(ctx context.Context, client kubernetes.Interface, job string, want int64) error {
+	j, err := client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	r := j.Spec.Template.Spec.Containers[0].Resources
+	lim, req := r.Limits[workload.ResourceGPUMilli], r.Requests[workload.ResourceGPUMilli]
+	if lim.Value() != want || req.Value() != want {
+		return fmt.Errorf("Job %s: %s limit %s, request %s; want %d", job, workload.ResourceGPUMilli, lim.String(), req.String(), want)
+	}
+	return nil
+}
