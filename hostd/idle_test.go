@@ -2,14 +2,11 @@ package hostd
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter"
-	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
 
@@ -20,20 +17,7 @@ import (
 // as kind idle, saying why.
 func TestIdleHolderReclaimed(t *testing.T) {
 	dir := t.TempDir() // before the arbiter, so it is removed after the arbiter closed
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &stepClock{t: t0}
-	jobs := &JobTree{Now: clock.Now}
-	var mono uint64
-	arb, err := arbiter.New(arbiter.Config{
-		Clock: clock, Mono: func() (uint64, error) { mono += uint64(time.Second); return mono, nil },
-		Period: time.Second, StaleAfter: time.Hour, UseWindow: 10 * time.Second,
-		Idle:  gpuuse.IdleRule{BelowMilli: 50, After: time.Minute},
-		Meter: &SimMeter{Jobs: jobs, Now: clock.Now}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { arb.Close(context.Background()) })
+	t0, clock, jobs, arb := simArbiter(t)
 	settings, err := ParseConfig([]byte("queues:\n  - name: notebooks\n    idleReclaimAfter: 30m\n  - name: batch\n"))
 	if err != nil {
 		t.Fatal(err)

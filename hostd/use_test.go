@@ -40,20 +40,7 @@ func (c *stepClock) advance(d time.Duration) {
 // the end of the window that completes that time, not a window before.
 func TestStatusUseSimulatedAndIdle(t *testing.T) {
 	dir := t.TempDir() // before the arbiter, so it is removed after the arbiter closed
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &stepClock{t: t0}
-	jobs := &JobTree{Now: clock.Now}
-	var mono uint64
-	arb, err := arbiter.New(arbiter.Config{
-		Clock: clock, Mono: func() (uint64, error) { mono += uint64(time.Second); return mono, nil },
-		Period: time.Second, StaleAfter: time.Hour, UseWindow: 10 * time.Second,
-		Idle:  gpuuse.IdleRule{BelowMilli: 50, After: time.Minute},
-		Meter: &SimMeter{Jobs: jobs, Now: clock.Now}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { arb.Close(context.Background()) })
+	t0, clock, jobs, arb := simArbiter(t)
 	d := startDaemon(t, dir, "1xH200", func(c *Config) {
 		c.Arbiter = ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}}
 		c.Now = clock.Now
@@ -159,4 +146,26 @@ func TestStatusUseSimulatedAndIdle(t *testing.T) {
 			t.Errorf("share %+v labelled measured on simulated GPUs", s)
 		}
 	}
+}
+
+// simArbiter is a node arbiter on a step clock (from t0) with the
+// simulated meter over jobs: 1 s periods, 10 s use windows, idle below
+// 0.05 of a GPU for a minute. The caller gives jobs its daemon.
+func simArbiter(t *testing.T) (time.Time, *stepClock, *JobTree, *arbiter.Arbiter) {
+	t.Helper()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := &stepClock{t: t0}
+	jobs := &JobTree{Now: clock.Now}
+	var mono uint64
+	arb, err := arbiter.New(arbiter.Config{
+		Clock: clock, Mono: func() (uint64, error) { mono += uint64(time.Second); return mono, nil },
+		Period: time.Second, StaleAfter: time.Hour, UseWindow: 10 * time.Second,
+		Idle:  gpuuse.IdleRule{BelowMilli: 50, After: time.Minute},
+		Meter: &SimMeter{Jobs: jobs, Now: clock.Now}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { arb.Close(context.Background()) })
+	return t0, clock, jobs, arb
 }
