@@ -149,11 +149,8 @@ func (f *Filter) Check(ctx context.Context, pod *corev1.Pod, candidates []string
 func (f *Filter) check(ctx context.Context, p *corev1.Pod, candidates []string) (Verdict, fwk.CycleState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.assumeDeferred(); err != nil {
+	if err := f.refresh(p); err != nil {
 		return Verdict{}, nil, err
-	}
-	if err := f.cache.UpdateSnapshot(f.logger, f.snapshot); err != nil {
-		return Verdict{}, nil, fmt.Errorf("kubefilter: snapshot for pod %s: %w", key(p), err)
 	}
 	state := framework.NewCycleState()
 	v := Verdict{Rejected: map[string]Rejection{}}
@@ -191,6 +188,18 @@ func (f *Filter) check(ctx context.Context, p *corev1.Pod, candidates []string) 
 		}
 	}
 	return v, state, nil
+}
+
+// refresh brings the snapshot up to the cache, the deferred picks put in
+// it first, before the plugins run for pod (f.mu held).
+func (f *Filter) refresh(pod *corev1.Pod) error {
+	if err := f.assumeDeferred(); err != nil {
+		return err
+	}
+	if err := f.cache.UpdateSnapshot(f.logger, f.snapshot); err != nil {
+		return fmt.Errorf("kubefilter: snapshot for pod %s: %w", key(pod), err)
+	}
+	return nil
 }
 
 func rejection(st *fwk.Status, narrowing sets.Set[string]) Rejection {

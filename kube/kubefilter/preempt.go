@@ -26,11 +26,8 @@ func (f *Filter) FitsWithout(ctx context.Context, pod *corev1.Pod, node string, 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.assumeDeferred(); err != nil {
+	if err := f.refresh(pod); err != nil {
 		return "", err
-	}
-	if err := f.cache.UpdateSnapshot(f.logger, f.snapshot); err != nil {
-		return "", fmt.Errorf("kubefilter: snapshot for pod %s: %w", key(pod), err)
 	}
 	p := ForFramework(pod)
 	state := framework.NewCycleState()

@@ -46,11 +46,8 @@ func (f *Filter) Scores(ctx context.Context, pod *corev1.Pod, nodes []string) ([
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.assumeDeferred(); err != nil {
+	if err := f.refresh(pod); err != nil {
 		return nil, err
-	}
-	if err := f.cache.UpdateSnapshot(f.logger, f.snapshot); err != nil {
-		return nil, fmt.Errorf("kubefilter: snapshot for pod %s: %w", key(pod), err)
 	}
 	p := ForFramework(pod)
 	infos := make([]fwk.NodeInfo, 0, len(nodes))
