@@ -28,7 +28,6 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/discovery/nvmlgpu"
-	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
@@ -151,17 +150,15 @@ func Run(ctx context.Context, o Options) error {
 	var a *agent.Agent
 	var shares *nodeShares // a's shares and, with --dra, its prepared claims'
 	var meter arbiter.Meter
-	var sim *simMeter
+	var sim *SimMeter
 	mpsMode := o.Sharing == gpunode.SharingMPS
 	if !measured && !mpsMode { // simulated GPUs: use from each container's declared load, labelled simulated
-		sim = &simMeter{allocs: func() []checkpoint.Entry {
+		sim = NewSimMeter(func() []checkpoint.Entry {
 			if shares == nil {
 				return nil
 			}
 			return shares.Allocations()
-		}, env: func(ctx context.Context, ns, pod string) (map[string]string, bool, error) {
-			return kube.Pods{Client: core, Node: o.NodeName}.EnvOf(ctx, ns, pod, simulated.LoadEnv)
-		}, now: time.Now, log: o.Log}
+		}, kube.Pods{Client: core, Node: o.NodeName}.EnvOf, time.Now, o.Log)
 		meter = sim
 	}
 	if measured && !mpsMode { // in MPS mode MPS caps compute; the arbiter measures nothing
@@ -205,7 +202,7 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	if o.MetricsAddr != "" {
-		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(shares, stats, arbiterUsage{arb}, o.Log), serveErr)
+		stop, err := serveMetrics(ctx, o.MetricsAddr, metrics.NewCollector(shares, stats, ArbiterUsage{arb}, o.Log), serveErr)
 		if err != nil {
 			return err
 		}
@@ -216,7 +213,8 @@ func Run(ctx context.Context, o Options) error {
 		go runSimMeter(ctx, sim)
 	}
 	if o.UsePeriod > 0 {
-		go useLoop(ctx, o, arb, shares, sim, mpsMode, core, dyn).Run(ctx)
+		src := UseSource{Node: shares, Arbiter: arb, Sim: sim, MPS: mpsMode, Intercept: o.Paths.HostInterceptLibrary != "", Log: o.Log}
+		go useLoop(ctx, o, src, core, dyn).Run(ctx)
 	}
 	go func() {
 		if err := arb.Run(ctx); err != nil {

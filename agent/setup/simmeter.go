@@ -11,14 +11,14 @@ import (
 	"github.com/tessera-gpu/tessera/discovery/simulated"
 )
 
-// simMeter is the node arbiter's Meter on simulated GPUs: each
+// SimMeter is the node arbiter's Meter on simulated GPUs: each
 // container's GPU time is what its declared load (simulated.LoadEnv in its
 // pod spec, from its allocation) runs over the span since the last
 // reading, and its readings say Simulated, so they show as simulated and
 // never adjust a launch rate. A container that declares no load runs
 // nothing. Read only reads what Refresh learnt, so the arbiter's step
 // never waits on the API server.
-type simMeter struct {
+type SimMeter struct {
 	allocs func() []checkpoint.Entry
 	// env returns each container's literal value of simulated.LoadEnv in
 	// a pod; found is false when the pod does not exist.
@@ -31,8 +31,21 @@ type simMeter struct {
 	loads  map[string]simulated.Started // replaced whole by Refresh, never changed in place
 }
 
+// EnvFunc returns each container's literal value of an environment
+// variable in a pod; found is false when the pod does not exist.
+type EnvFunc func(ctx context.Context, namespace, pod, env string) (values map[string]string, found bool, err error)
+
+// NewSimMeter is the simulated meter over the allocations allocs returns,
+// each container's load read from its pod by env (once), on the clock now.
+// Its loads are learnt by Refresh, which the caller runs.
+func NewSimMeter(allocs func() []checkpoint.Entry, env EnvFunc, now func() time.Time, log *slog.Logger) *SimMeter {
+	return &SimMeter{allocs: allocs, env: func(ctx context.Context, ns, pod string) (map[string]string, bool, error) {
+		return env(ctx, ns, pod, simulated.LoadEnv)
+	}, now: now, log: log}
+}
+
 // Read implements arbiter.Meter.
-func (m *simMeter) Read(_ context.Context, uuid string, keys []string) (arbiter.Reading, error) {
+func (m *SimMeter) Read(_ context.Context, uuid string, keys []string) (arbiter.Reading, error) {
 	span, busy, _ := m.window.Busy(uuid, m.now(), keys, func() (map[string]simulated.Started, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -42,7 +55,7 @@ func (m *simMeter) Read(_ context.Context, uuid string, keys []string) (arbiter.
 }
 
 // MemoryMiB is each allocation's declared memory, by key.
-func (m *simMeter) MemoryMiB() map[string]int64 {
+func (m *SimMeter) MemoryMiB() map[string]int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make(map[string]int64, len(m.loads))
@@ -54,7 +67,7 @@ func (m *simMeter) MemoryMiB() map[string]int64 {
 
 // Refresh learns the loads of allocations it does not know yet (one read
 // of each pod) and forgets those of ended ones.
-func (m *simMeter) Refresh(ctx context.Context) {
+func (m *SimMeter) Refresh(ctx context.Context) {
 	allocs := m.allocs()
 	m.mu.Lock()
 	known := make(map[string]simulated.Started, len(m.loads))

@@ -24,7 +24,7 @@ func TestSimMeter(t *testing.T) {
 	}
 	reads := map[string]int{}
 	lateReady := false
-	m := &simMeter{
+	m := &SimMeter{
 		allocs: func() []checkpoint.Entry { return allocs },
 		env: func(_ context.Context, ns, pod string) (map[string]string, bool, error) {
 			reads[pod]++

@@ -30,7 +30,7 @@ import (
 // TESSERA_REQUIRE_BROWSER is set (.ci/run sets it): then it fails.
 func TestBrowserHostView(t *testing.T) {
 	b := browsertest.New(t)
-	h := startUIHost(t, "8xH200", 250*time.Millisecond)
+	h := startUIHost(t, "8xH200", 250*time.Millisecond, nil)
 
 	done := h.submit(t, api.SubmitRequest{GPU: map[string]string{"compute": "0.25"}, Command: []string{"/bin/true"}})
 	h.waitState(t, done.ID, api.Succeeded)

@@ -30,12 +30,13 @@ import (
 // port with the API token, as tessera up --http serves it.
 type uiHost struct {
 	d           *hostd.Daemon
+	arb         *arbiter.Arbiter
 	state, sock string
 	tcp, token  string
 	gates       string
 }
 
-func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
+func startUIHost(t *testing.T, spec string, sample time.Duration, clk *stepClock) *uiHost {
 	t.Helper()
 	cat, source, nodes := simulatedHost(t, spec)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -46,15 +47,28 @@ func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 		}
 	}
 	// The simulated meter, as tessera up runs it on simulated GPUs, with
-	// short windows so that a use figure shows within the test.
+	// short windows so that a use figure shows within the test; or, on a
+	// step clock (clk), the daemon's defaults (10 s use windows, idle
+	// below 0.05 of a GPU for a minute), the arbiter stepped by the test.
 	jobs := &hostd.JobTree{}
-	arb, err := arbiter.New(arbiter.Config{Mode: arbiter.ModeTokens, Capacity: capacity, Logger: log,
-		Meter: &hostd.SimMeter{Jobs: jobs, Log: log}, MeterWindow: 100 * time.Millisecond, UseWindow: 200 * time.Millisecond})
+	acfg := arbiter.Config{Mode: arbiter.ModeTokens, Capacity: capacity, Logger: log,
+		Meter: &hostd.SimMeter{Jobs: jobs, Log: log}, MeterWindow: 100 * time.Millisecond, UseWindow: 200 * time.Millisecond}
+	var now func() time.Time
+	if clk != nil {
+		now, jobs.Now = clk.Now, clk.Now
+		var mono uint64
+		acfg.Clock, acfg.Mono = clk, func() (uint64, error) { mono += uint64(time.Second); return mono, nil }
+		acfg.Period, acfg.StaleAfter, acfg.MeterWindow, acfg.UseWindow = time.Second, time.Hour, 0, 10*time.Second
+		acfg.Idle = gpuuse.IdleRule{BelowMilli: 50, After: time.Minute}
+		acfg.Meter = &hostd.SimMeter{Jobs: jobs, Now: clk.Now, Log: log}
+	}
+	arb, err := arbiter.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := &uiHost{arb: arb}
 	top := t.TempDir()
-	h := &uiHost{state: filepath.Join(top, "state"), gates: filepath.Join(top, "gates")}
+	h.state, h.gates = filepath.Join(top, "state"), filepath.Join(top, "gates")
 	h.sock = filepath.Join(h.state, "tessera.sock")
 	if err := os.Mkdir(h.gates, 0o700); err != nil {
 		t.Fatal(err)
@@ -62,7 +76,7 @@ func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 	h.d, err = hostd.New(hostd.Config{
 		StateDir: h.state, Source: source, Simulated: true, Nodes: nodes, Catalog: cat,
 		Supervisor: []string{os.Args[0]}, StopGrace: 5 * time.Second, PollInterval: 20 * time.Millisecond,
-		Arbiter: hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: log}, Log: log,
+		Arbiter: hostd.ArbiterSeat{Enforcer: arbiter.Enforcer{Arbiter: arb}, Log: log}, Log: log, Now: now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +108,11 @@ func startUIHost(t *testing.T, spec string, sample time.Duration) *uiHost {
 	go func() { _ = srv.Serve(ul) }()
 	go func() { _ = srv.Serve(tl) }()
 	arbDone, runDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(arbDone); _ = arb.Run(ctx) }()
+	if clk == nil {
+		go func() { defer close(arbDone); _ = arb.Run(ctx) }()
+	} else { // the test steps it
+		close(arbDone)
+	}
 	go func() { defer close(runDone); _ = h.d.Run(ctx) }()
 	t.Cleanup(func() {
 		// The jobs end once their gate folder is gone (see job); the
@@ -175,7 +193,7 @@ func (h *uiHost) snapshot(t *testing.T) webui.Snapshot {
 // job sits on its GPU with its share, the waiting job carries tessera
 // queue's reason word for word, and no job's environment is shown.
 func TestUISnapshotMatchesTheDaemon(t *testing.T) {
-	h := startUIHost(t, "2xH200", 0)
+	h := startUIHost(t, "2xH200", 0, nil)
 	a := h.submit(t, h.job(map[string]string{"compute": "0.5", "compute-limit": "0.8"}, "research", "SECRET=hunter2"))
 	h.waitState(t, a.ID, api.Running)
 	b := h.submit(t, h.job(map[string]string{"count": "2"}, ""))
@@ -263,7 +281,7 @@ func TestUISnapshotMatchesTheDaemon(t *testing.T) {
 // The UI is behind the API's guard: a rebound Host or a cross-site Origin
 // is refused, and it answers no method but GET.
 func TestUIGuarded(t *testing.T) {
-	h := startUIHost(t, "1xH200", 0)
+	h := startUIHost(t, "1xH200", 0, nil)
 	_, port, _ := net.SplitHostPort(h.tcp)
 	for _, tc := range []struct {
 		name, method, path string

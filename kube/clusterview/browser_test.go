@@ -25,6 +25,7 @@ import (
 	agentkube "github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/catalog"
+	"github.com/tessera-gpu/tessera/discovery/simulated"
 	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/clusterview"
@@ -70,12 +71,12 @@ func TestBrowserClusterView(t *testing.T) {
 	if err := nodeuse.InstallCRD(ctx, dyn); err != nil {
 		t.Fatal(err)
 	}
-	// Nodes: 4x H200 (GPU 3 unhealthy), 4x A100-80GB, and 2x L4 from node
+	// Nodes: 4x H200 (GPU 3 unhealthy), 4x A100-80GB (simulated), and 2x L4 from node
 	// labels (no agent).
 	h200 := gpuNode(ctx, t, client, dyn, "gpu-h200-0", "H200", 4, func(in *inventory.Node) {
 		in.GPUs[3].Health, in.GPUs[3].HealthReason = inventory.Unhealthy, "XID 79: GPU has fallen off the bus (simulated)"
 	})
-	a100 := gpuNode(ctx, t, client, dyn, "gpu-a100-0", "A100-80GB", 4, nil)
+	a100 := gpuNode(ctx, t, client, dyn, "gpu-a100-0", "A100-80GB", 4, func(in *inventory.Node) { in.Source = "sim" }) // its agent runs on simulated GPUs
 	labelNode(ctx, t, client, "gpu-l4-0", "L4", 2)
 	createQueue(ctx, t, dyn, "research", map[string]any{"weight": int64(2), "guaranteed": map[string]any{"gpu": "2"}})
 	createQueue(ctx, t, dyn, "prod", map[string]any{"priority": int64(10), "guaranteed": map[string]any{"gpu": "4"}, "limit": map[string]any{"gpu": "6"}})
@@ -113,17 +114,19 @@ func TestBrowserClusterView(t *testing.T) {
 	}
 	model := func(m string, a map[string]string) map[string]string { a[workload.AnnotationModel] = m; return a }
 	for i := range 3 {
-		createPod(ctx, t, client, fmt.Sprintf("train-%d", i), "research", "1", model("H200", frac("0.5", "0.8", "40Gi")))
+		createPod(ctx, t, client, fmt.Sprintf("train-%d", i), "research", "1", model("H200", frac("0.5", "0.8", "40Gi")), "")
 	}
-	for i := range 2 {
-		createPod(ctx, t, client, fmt.Sprintf("serve-%d", i), "prod", "1", model("A100-80GB", map[string]string{}))
+	// The A100 node's pods declare their loads (simulated.LoadEnv) for the
+	// simulated agent; infer-2 declares none: it runs nothing.
+	for i, load := range []string{"busy=0.9,memory=60Gi", "busy=0.6,memory=30Gi"} {
+		createPod(ctx, t, client, fmt.Sprintf("serve-%d", i), "prod", "1", model("A100-80GB", map[string]string{}), load)
 	}
-	for i := range 3 {
-		createPod(ctx, t, client, fmt.Sprintf("infer-%d", i), "prod", "1", model("A100-80GB", frac("0.25", "0.5", "10Gi")))
+	for i, load := range []string{"busy=0.3,memory=6Gi", "busy=0.2,memory=4Gi", ""} {
+		createPod(ctx, t, client, fmt.Sprintf("infer-%d", i), "prod", "1", model("A100-80GB", frac("0.25", "0.5", "10Gi")), load)
 	}
-	createPod(ctx, t, client, "notebook", "", "1", model("L4", frac("0.5", "", "")))
+	createPod(ctx, t, client, "notebook", "", "1", model("L4", frac("0.5", "", "")), "")
 	testcluster.Eventually(t, "9 pods bound", 90*time.Second, func() error { return countBound(ctx, client, 9) })
-	createPod(ctx, t, client, "too-big", "research", "8", nil)
+	createPod(ctx, t, client, "too-big", "research", "8", nil, "")
 	var reason string
 	testcluster.Eventually(t, "too-big's condition", 90*time.Second, func() error {
 		p, err := client.CoreV1().Pods("default").Get(ctx, "too-big", metav1.GetOptions{})
@@ -193,50 +196,54 @@ func TestBrowserClusterView(t *testing.T) {
 		shareOfQueue[q.Name] = q.Share
 	}
 
-	// The simulated agents publish each node's use (GPUUse), as
-	// agent/usepub builds it: every share a figure of its own, measured on
-	// the H200 node and simulated on the A100 node; the L4 node has no
-	// agent. train-0 is nearly idle, not yet an idle holder.
-	const idler = "default/train-0"
-	pubs := map[string]*agentkube.UsePublisher{}
+	// The nodes' use (GPUUse). The A100 node's comes from the agent's own
+	// code on simulated GPUs (simAgent: the node arbiter metering each
+	// pod's declared load, the use records, the pacing loop, the metrics
+	// collector) on a clock the test steps from t0, the pods' start;
+	// infer-2 declares no load: below the idle threshold from the first
+	// reading (t0+1s), it is an idle holder from the window that completes
+	// the idle time (t0+61s), not before. The H200 node's is what an agent
+	// metering with NVML publishes (NVML's figures are checked on hardware,
+	// docs/gpu-validation.md): a figure of each share's own, measured. The
+	// L4 node has no agent.
+	const idler = "default/infer-2"
+	t0 := time.Now().Truncate(time.Second)
+	agent := startSimAgent(ctx, t, client, dyn, a100, pods.Items, t0)
 	published := map[string]nodeuse.Status{}
-	publish := func(idleSince *gpuuse.Idle) {
-		t.Helper()
+	{
 		at := time.Now()
-		for _, in := range []inventory.Node{h200, a100} {
-			src := gpuuse.Measured
-			if in.Name == a100.Name {
-				src = gpuuse.Simulated
-			}
-			st := nodeuse.Status{Source: in.Source, At: at, Rule: nodeuse.Rule{WindowSeconds: 10, IdleBelowMilli: 50, IdleAfterSeconds: 600, Metered: true}}
-			for _, g := range in.GPUs {
-				ug := gpuuse.GPU{GPU: g.UUID, Index: g.Index}
-				for k, sh := range shares {
-					if sh.node != in.Name || sh.sh.UUID != g.UUID {
-						continue
-					}
-					busy, mem := int64(100+53*k), int64(1+k)*1024
-					rec := gpuuse.Share{Workload: sh.pod, GPU: g.UUID, Index: g.Index,
-						Booked: gpuuse.Booked{GuaranteedMilli: sh.sh.ComputeMilli, LimitMilli: sh.sh.ComputeLimitMilli, MemoryMiB: sh.sh.MemoryMiB, MemoryLimitMiB: sh.sh.MemoryLimitMiB}}
-					if sh.pod == idler {
-						busy, rec.Idle = 10, idleSince
-					}
-					rec.Use = gpuuse.Use{Source: src, BusyMilli: &busy, From: at.Add(-10 * time.Second), At: at, MemoryUsedMiB: &mem}
-					ug.Shares = append(ug.Shares, rec)
+		st := nodeuse.Status{Source: h200.Source, At: at, Rule: nodeuse.Rule{WindowSeconds: 10, IdleBelowMilli: 50, IdleAfterSeconds: 60, Metered: true}}
+		for _, g := range h200.GPUs {
+			ug := gpuuse.GPU{GPU: g.UUID, Index: g.Index}
+			for k, sh := range shares {
+				if sh.node != h200.Name || sh.sh.UUID != g.UUID {
+					continue
 				}
-				ug.Sum("no pod holds it")
-				st.GPUs = append(st.GPUs, ug)
+				busy, mem := int64(100+53*k), int64(1+k)*1024
+				ug.Shares = append(ug.Shares, gpuuse.Share{Workload: sh.pod, GPU: g.UUID, Index: g.Index,
+					Booked: gpuuse.Booked{GuaranteedMilli: sh.sh.ComputeMilli, LimitMilli: sh.sh.ComputeLimitMilli, MemoryMiB: sh.sh.MemoryMiB, MemoryLimitMiB: sh.sh.MemoryLimitMiB},
+					Use:    gpuuse.Use{Source: gpuuse.Measured, BusyMilli: &busy, From: at.Add(-10 * time.Second), At: at, MemoryUsedMiB: &mem}})
 			}
-			if pubs[in.Name] == nil {
-				pubs[in.Name] = &agentkube.UsePublisher{Core: client, Dynamic: dyn, Node: in.Name}
-			}
-			if err := pubs[in.Name].Publish(ctx, st); err != nil {
-				t.Fatal(err)
-			}
-			published[in.Name] = st
+			ug.Sum("no pod holds it")
+			st.GPUs = append(st.GPUs, ug)
 		}
+		if err := (&agentkube.UsePublisher{Core: client, Dynamic: dyn, Node: h200.Name}).Publish(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		published[h200.Name] = st
 	}
-	publish(nil)
+	// stepAgent runs the A100 node's agent to t0+at, which publishes then
+	// (every 10 s from t0+1s).
+	stepAgent := func(at time.Duration) nodeuse.Status {
+		t.Helper()
+		st := agent.stepTo(ctx, t, t0.Add(at))
+		if !st.At.Equal(t0.Add(at)) {
+			t.Fatalf("the agent last published at %v, want t0+%v", st.At.Sub(t0), at)
+		}
+		published[a100.Name] = st
+		return st
+	}
+	stepAgent(11 * time.Second) // the first use window closed at t0+11s
 
 	const wait = 30 * time.Second
 	poll := func(what, expr string) {
@@ -424,15 +431,78 @@ func TestBrowserClusterView(t *testing.T) {
 			}
 		}
 	}
+	// The agent's metrics (tessera_container_gpu_busy_ratio and _idle, as
+	// a scrape reads them at the instant it published) say what the page
+	// says.
+	checkMetrics := func() {
+		t.Helper()
+		m := agent.busy(t)
+		for _, g := range published[a100.Name].GPUs {
+			for _, sh := range g.Shares {
+				want := [2]float64{float64(*sh.Use.BusyMilli) / 1000, 0}
+				if sh.Idle != nil {
+					want[1] = 1
+				}
+				if got, ok := m[[2]string{sh.Workload, g.GPU}]; !ok || got != want {
+					t.Errorf("the agent's metrics for %s on %s: busy and idle %v (found %v), the page and GPUUse %v", sh.Workload, g.GPU, got, ok, want)
+				}
+			}
+		}
+	}
+	// synced waits until the page draws the agent's publication at t0+at:
+	// the scheduler's informer holds it and the page drew two views since.
+	synced := func(at time.Duration) {
+		t.Helper()
+		testcluster.Eventually(t, "the scheduler's view holds the publication", wait, func() error {
+			v, _ := s.View()
+			if st := v.Use[a100.Name]; !st.At.Equal(t0.Add(at)) {
+				return fmt.Errorf("%s's use published at t0+%v, want t0+%v", a100.Name, st.At.Sub(t0), at)
+			}
+			return nil
+		})
+		n := eval("updates", `[document.body.dataset.updates]`)
+		poll("two views drawn since", fmt.Sprintf(`Number(document.body.dataset.updates) >= %s + 2`, n[0]))
+	}
+	idleMarks := func() []string {
+		t.Helper()
+		return eval("idle marks", `Array.from(document.querySelectorAll('tr.share-row')).filter(r => r.querySelector('td.idle') && r.querySelector('td.idle').textContent !== '–').map(r => r.dataset.job + ': ' + r.querySelector('td.idle').textContent)`)
+	}
 	checkUse("")
-	// The agent marks train-0 idle: the page flags it, and only it.
-	since := time.Now().Add(-11 * time.Minute).Truncate(time.Second)
-	publish(&gpuuse.Idle{Since: since})
+	checkMetrics()
+	// infer-2 has stayed below the threshold since t0+1s: not an idle
+	// holder at t0+51s (50 s), one at t0+61s (the idle time), flagged in
+	// the page, the agent's metrics and GPUUse alike, and nothing else is.
+	stepAgent(51 * time.Second)
+	synced(51 * time.Second)
+	if got := idleMarks(); len(got) != 0 {
+		t.Errorf("idle marks at t0+51s, before the idle time: %q", got)
+	}
+	checkUse("")
+	checkMetrics()
+	st := stepAgent(61 * time.Second)
+	synced(61 * time.Second)
+	since := t0.Add(time.Second)
 	idleText := "idle since " + since.Format("15:04:05")
-	poll("train-0's idle mark", fmt.Sprintf(`Array.from(document.querySelectorAll('tr.share-row[data-job=%q] td.idle')).some(td => td.textContent === %q)`, idler, idleText))
+	if got, want := idleMarks(), []string{idler + ": " + idleText}; !slices.Equal(got, want) {
+		t.Errorf("idle marks at t0+61s: %q, want %q", got, want)
+	}
+	for _, g := range st.GPUs {
+		for _, sh := range g.Shares {
+			if (sh.Idle != nil) != (sh.Workload == idler) || sh.Idle != nil && !sh.Idle.Since.Equal(since) {
+				t.Errorf("GPUUse at t0+61s: %s idle %+v, want only %s idle since t0+1s", sh.Workload, sh.Idle, idler)
+			}
+		}
+	}
 	checkUse(idleText)
-	// The documentation's picture: the measured node, with the idle mark.
-	b.Do("pick gpu-h200-0", wait, chromedp.Click(chromedp.CSS(`#nodes a[data-node="gpu-h200-0"]`), chromedp.NodeVisible))
+	checkMetrics()
+	// The documentation's picture: the simulated node's use beside its
+	// bookings, with the idle mark.
+	b.Do("pick gpu-a100-0", wait, chromedp.Click(chromedp.CSS(`#nodes a[data-node="gpu-a100-0"]`), chromedp.NodeVisible))
+	// Each card holds its share table whole (no column cut off or scrolled)
+	// in the documentation's window.
+	if got := eval("cards narrower than their tables", `Array.from(document.querySelectorAll('#gpu-list .gpu')).filter(g => g.scrollWidth > g.clientWidth).map(g => g.dataset.gpu + ': ' + g.scrollWidth + ' > ' + g.clientWidth)`); len(got) != 0 {
+		t.Errorf("GPU cards whose tables do not fit: %q", got)
+	}
 	b.DocScreenshot("gpus", "dashboard-cluster-gpus.png")
 	// A node's link in the nodes table shows only that node's GPUs.
 	b.Do("pick gpu-l4-0", wait, chromedp.Click(chromedp.CSS(`#nodes a[data-node="gpu-l4-0"]`), chromedp.NodeVisible))
@@ -535,7 +605,10 @@ func createNode(ctx context.Context, t *testing.T, c kubernetes.Interface, name 
 	}
 }
 
-func createPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name, queue, gpus string, ann map[string]string) {
+// createPod creates a pod asking for gpus (a whole number, or one with
+// the fraction annotations in ann) in queue; load, when set, is the
+// simulated load its container declares (simulated.LoadEnv).
+func createPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name, queue, gpus string, ann map[string]string, load string) {
 	t.Helper()
 	var labels map[string]string
 	if queue != "" {
@@ -550,6 +623,9 @@ func createPod(ctx context.Context, t *testing.T, c kubernetes.Interface, name, 
 				Limits:   corev1.ResourceList{workload.ResourceGPU: resource.MustParse(gpus)},
 			},
 		}}},
+	}
+	if load != "" {
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: simulated.LoadEnv, Value: load}}
 	}
 	if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
