@@ -28,6 +28,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/discovery/nvmlgpu"
+	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 )
@@ -50,7 +51,12 @@ type Options struct {
 	// UsePeriod is how often the node's GPU use is published as its
 	// GPUUse object (a large change sooner; gpuuse.Pacer), in
 	// [gpuuse.MinPublishPeriod, gpuuse.MaxPublishPeriod]; 0 publishes none.
-	UsePeriod  time.Duration
+	UsePeriod time.Duration
+	// Idle is the idle-holder rule over the node arbiter's use windows
+	// (IdleRule.WithDefaults when zero); LendIdle lends an idle holder's
+	// compute guarantee to the other containers on its GPU.
+	Idle       gpuuse.IdleRule
+	LendIdle   bool
 	Kubeconfig string // "" = in-cluster configuration
 	InstallCRD bool
 	// MIGManaged names the GPUs whose MIG layout the operator hands to
@@ -175,7 +181,7 @@ func Run(ctx context.Context, o Options) error {
 			meter = m
 		}
 	}
-	arbCfg := arbiter.Config{Capacity: capacity, Meter: meter, Logger: o.Log}
+	arbCfg := arbiter.Config{Capacity: capacity, Meter: meter, Idle: o.Idle, KeepIdleGuarantee: !o.LendIdle, Logger: o.Log}
 	if mpsMode {
 		arbCfg.Mode = arbiter.ModeMPS
 		arbCfg.MPS = mps.Config{Root: o.MPSRoot, Binary: o.MPSControl, GPUs: node.UnitUUIDs()} // a daemon per unit the device plugin hands out (MPS runs on top of MIG)

@@ -18,6 +18,7 @@ import (
 	"github.com/tessera-gpu/tessera/discovery"
 	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
+	"github.com/tessera-gpu/tessera/quantity"
 )
 
 // agentFlags are the flags of `tessera agent`.
@@ -25,11 +26,11 @@ type agentFlags struct {
 	nodeName, source, pluginDir, podResources, stateDir, runDir     string
 	arbiterDir, interceptLib, sharing, metricsAddr, kubeconfig      string
 	computeFail, cdiSpecDir, cdiBaseSpec, mpsRoot, mpsControl       string
-	migManaged, draPluginDir, draRegistryDir                        string
+	migManaged, draPluginDir, draRegistryDir, idleBelow             string
 	slotsPerGPU                                                     int
-	usePeriod                                                       time.Duration
+	usePeriod, idleAfter                                            time.Duration
 	cdi, cdiSpec, oversubscribe, installCRD, standalone, draPublish bool
-	dra                                                             bool
+	dra, lendIdle                                                   bool
 	mpsRootSet                                                      bool // --mps-root given explicitly
 	draDirsSet                                                      bool // --dra-plugin-dir or --dra-registry-dir given explicitly
 }
@@ -96,6 +97,9 @@ and docs/metrics.md.`,
 	fl.StringVar(&f.draRegistryDir, "dra-registry-dir", agentdra.DefaultRegistryDir, "kubelet's plugin registration folder (with --dra)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":9400", `address of the /metrics server; "" disables it`)
 	fl.DurationVar(&f.usePeriod, "use-period", gpuuse.DefaultPublishPeriod, fmt.Sprintf("how often the node's GPU use (each pod's booking beside its measured or simulated use, idle marks) is published as its GPUUse object, %v to %v; a large change goes out sooner, never within %v of the last; 0 publishes none (needs RBAC on gpuuses)", gpuuse.MinPublishPeriod, gpuuse.MaxPublishPeriod, gpuuse.DefaultPublishGap))
+	fl.StringVar(&f.idleBelow, "idle-below", quantity.FormatShare(gpuuse.DefaultIdleBelowMilli), "a pod whose measured (or, on simulated GPUs, simulated) use of a GPU stays below this share for --idle-after is marked an idle holder (in its GPUUse and metrics)")
+	fl.DurationVar(&f.idleAfter, "idle-after", gpuuse.DefaultIdleAfter, "how long a pod's use must stay below --idle-below before it is marked an idle holder")
+	fl.BoolVar(&f.lendIdle, "lend-idle", true, "lend an idle holder's compute guarantee to the other containers on its GPU (up to their burst limits) until its use rises again; it keeps running, its memory and a floor of twice --idle-below (--sharing shared only)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: the in-cluster service account")
 	fl.BoolVar(&f.standalone, "standalone", false, "without Kubernetes: print the discovered inventory as JSON and stream health events (real GPUs) until interrupted")
 	fl.BoolVar(&f.installCRD, "install-crd", true, "create or update the GPUNode and GPUUse CRDs on start (needs RBAC on customresourcedefinitions)")
@@ -153,10 +157,15 @@ func (f agentFlags) options(a *app) (setup.Options, error) {
 			return setup.Options{}, fmt.Errorf("%w (0 publishes none)", err)
 		}
 	}
+	idle, err := idleRule(f.idleBelow, f.idleAfter)
+	if err != nil {
+		return setup.Options{}, err
+	}
 	return setup.Options{
 		DRA: f.dra, DRAPluginDir: f.draPluginDir, DRARegistryDir: f.draRegistryDir, DRACDIDir: f.cdiSpecDir,
 		NodeName: f.nodeName, Source: f.source, PluginDir: f.pluginDir, PodResourcesSocket: f.podResources,
 		StateDir: f.stateDir, SlotsPerGPU: f.slotsPerGPU, Sharing: f.sharing, MPSRoot: f.mpsRoot, MPSControl: mpsControl, MetricsAddr: f.metricsAddr, UsePeriod: f.usePeriod,
+		Idle: idle, LendIdle: f.lendIdle,
 		Kubeconfig: f.kubeconfig, InstallCRD: f.installCRD, MIGManaged: f.migManaged, DRAPublish: f.draPublish || f.dra, Catalog: a.catalog, Log: a.log,
 		Paths: handoff.Paths{
 			HostStateRoot: f.runDir, HostArbiterDir: f.arbiterDir, HostInterceptLibrary: f.interceptLib,

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tessera-gpu/tessera/agent/cdi"
 	"github.com/tessera-gpu/tessera/catalog"
 )
 
@@ -17,7 +16,7 @@ func TestAgentCDISpecFlags(t *testing.T) {
 	})
 
 	a := &app{catalog: catalog.Default()}
-	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: "shared", cdiSpecDir: cdi.DefaultDir}
+	f := testAgentFlags()
 	o, err := f.options(a)
 	if err != nil || o.Paths.CDISpecDir != "" {
 		t.Errorf("default: spec dir %q, %v; want no spec written (off by default)", o.Paths.CDISpecDir, err)
@@ -33,7 +32,7 @@ func TestAgentCDISpecFlags(t *testing.T) {
 // by default.
 func TestAgentDRAPublishFlag(t *testing.T) {
 	a := &app{catalog: catalog.Default()}
-	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: "shared", cdiSpecDir: cdi.DefaultDir}
+	f := testAgentFlags()
 	if o, err := f.options(a); err != nil || o.DRAPublish {
 		t.Fatalf("default: DRAPublish %v, %v; want off", o.DRAPublish, err)
 	}
@@ -48,8 +47,8 @@ func TestAgentDRAPublishFlag(t *testing.T) {
 // refused without it.
 func TestAgentDRAFlag(t *testing.T) {
 	a := &app{catalog: catalog.Default()}
-	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: "shared", cdiSpecDir: cdi.DefaultDir,
-		draPluginDir: "/var/lib/kubelet/plugins/gpu.tessera.io", draRegistryDir: "/var/lib/kubelet/plugins_registry"}
+	f := testAgentFlags()
+	f.draPluginDir, f.draRegistryDir = "/var/lib/kubelet/plugins/gpu.tessera.io", "/var/lib/kubelet/plugins_registry"
 	if o, err := f.options(a); err != nil || o.DRA {
 		t.Fatalf("default: DRA %v, %v; want off", o.DRA, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tessera-gpu/tessera/agent/cdi"
 	"github.com/tessera-gpu/tessera/agent/kube"
 	"github.com/tessera-gpu/tessera/agent/kubeletsim"
 	"github.com/tessera-gpu/tessera/arbiter/mps/mpstest"
@@ -28,6 +29,7 @@ import (
 	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/kube/gpunode"
 	"github.com/tessera-gpu/tessera/kube/nodeuse"
+	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/test/testcluster"
 )
 
@@ -47,6 +49,9 @@ func TestAgentFlagValidation(t *testing.T) {
 		{append(base, "--state-dir", "rel/dir"), `--state-dir: must be an absolute path, got "rel/dir"`},
 		{append(base, "--compute-fail", "maybe"), `--compute-fail: must be open or closed, got "maybe"`},
 		{append(base, "--use-period", "5s"), "--use-period: must be in [10s, 30s], got 5s (0 publishes none)"},
+		{append(base, "--idle-after", "10s"), "--idle-after: must be in [1m0s, 168h0m0s], got 10s"},
+		{append(base, "--idle-below", "0.9"), "--idle-below: must be in [0.001, 0.500] of a GPU, got 0.900"},
+		{append(base, "--idle-below", "lots"), "--idle-below: must be a GPU share such as 0.05 or 5%"},
 		{append(base, "--source", "cloud"), `--source: source "cloud": must be one of auto, local, sim:SPEC, sim:FILE.yaml`},
 	} {
 		_, errOut, code := run(t, tc.args...)
@@ -56,14 +61,37 @@ func TestAgentFlagValidation(t *testing.T) {
 	}
 }
 
+// testAgentFlags are valid flags: the defaults tessera agent's flag set
+// gives, with a node name, simulated GPUs and absolute folders.
+func testAgentFlags() agentFlags {
+	return agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/p", stateDir: "/s", runDir: "/r", slotsPerGPU: 4, sharing: gpunode.SharingShared,
+		cdiSpecDir: cdi.DefaultDir, idleBelow: quantity.FormatShare(gpuuse.DefaultIdleBelowMilli), idleAfter: gpuuse.DefaultIdleAfter, lendIdle: true}
+}
+
+// TestAgentIdleFlags: --idle-below, --idle-after and --lend-idle reach
+// the agent's options (the node arbiter's idle rule), the defaults
+// tessera up has.
+func TestAgentIdleFlags(t *testing.T) {
+	a := &app{catalog: catalog.Default()}
+	f := testAgentFlags()
+	o, err := f.options(a)
+	if err != nil || o.Idle != (gpuuse.IdleRule{BelowMilli: 50, After: 10 * time.Minute}) || !o.LendIdle {
+		t.Fatalf("defaults: idle %+v lend %v, %v; want below 0.05 for 10m, lent", o.Idle, o.LendIdle, err)
+	}
+	f.idleBelow, f.idleAfter, f.lendIdle = "2%", 30*time.Minute, false
+	if o, err = f.options(a); err != nil || o.Idle != (gpuuse.IdleRule{BelowMilli: 20, After: 30 * time.Minute}) || o.LendIdle {
+		t.Fatalf("--idle-below 2%% --idle-after 30m --lend-idle=false: idle %+v lend %v, %v", o.Idle, o.LendIdle, err)
+	}
+}
+
 // TestAgentMPSOptions: --sharing mps finds nvidia-cuda-mps-control on PATH
 // unless --mps-control names it, and fails naming the flag when it is
 // nowhere.
 func TestAgentMPSOptions(t *testing.T) {
 	fakeControl := mpstest.Write(t)
 	a := &app{catalog: catalog.Default()}
-	f := agentFlags{nodeName: "n1", source: "sim:1xH100-SXM", pluginDir: "/dp", stateDir: "/st", runDir: "/run/c",
-		slotsPerGPU: 4, sharing: gpunode.SharingMPS, mpsRoot: defaultMPSRoot}
+	f := testAgentFlags()
+	f.sharing, f.mpsRoot = gpunode.SharingMPS, defaultMPSRoot
 
 	t.Setenv("PATH", filepath.Dir(fakeControl))
 	o, err := f.options(a)

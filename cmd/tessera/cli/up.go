@@ -249,7 +249,7 @@ func (a *app) runUp(ctx context.Context, o upOptions) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	idle, err := idleRule(o)
+	idle, err := idleRule(o.idleBelow, o.idleAfter)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -427,13 +427,14 @@ func (a *app) recoverState(stateDir string) error {
 	return nil
 }
 
-// idleRule is the idle-holder rule --idle-below and --idle-after give.
-func idleRule(o upOptions) (gpuuse.IdleRule, error) {
-	below, err := quantity.ParseShare(o.idleBelow)
+// idleRule is the idle-holder rule --idle-below and --idle-after give
+// (tessera up's and tessera agent's).
+func idleRule(idleBelow string, idleAfter time.Duration) (gpuuse.IdleRule, error) {
+	below, err := quantity.ParseShare(idleBelow)
 	if err != nil {
 		return gpuuse.IdleRule{}, fmt.Errorf("--idle-below: must be a GPU share such as 0.05 or 5%%: %w", err)
 	}
-	r := gpuuse.IdleRule{BelowMilli: below, After: o.idleAfter}
+	r := gpuuse.IdleRule{BelowMilli: below, After: idleAfter}
 	if err := r.Validate("--idle-below", "--idle-after"); err != nil {
 		return gpuuse.IdleRule{}, err
 	}
