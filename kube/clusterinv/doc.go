@@ -6,7 +6,8 @@
 // hold (kube/boundpods: the scheduler's own accounting) plus each node's
 // pool and each GPU's use from the nodes' GPUUse objects (kube/nodeuse; a
 // missing or stale one is not metered, and says why), the pure input of
-// package gpusummary.
+// package gpusummary. The GPUUse reading rules (StaleUse, IdleSince: which
+// pods are idle holders) are the scheduler's too, so both read use alike.
 //
 // Its errors say what a kubectl user needs to fix: no kubeconfig, an
 // unknown context (with the known ones), an unreachable server (address

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/kube/nodeuse"
@@ -64,4 +65,39 @@ func (r Reader) readUse(ctx context.Context, inv *Inventory, now time.Time) (map
 		}
 	}
 	return use, nil
+}
+
+// IdleSince reads, from the nodes' GPUUse objects current at now (not
+// older than StaleUse), the pods that are idle holders (every
+// share a pod has is marked idle), each with the latest of its shares'
+// marks. An object that does not read is left out with its error.
+func IdleSince(objs []*unstructured.Unstructured, now time.Time) (map[string]time.Time, []error) {
+	out := map[string]time.Time{}
+	var errs []error
+	busy := map[string]bool{}
+	for _, u := range objs {
+		st, err := nodeuse.FromObject(u)
+		if err != nil {
+			errs = append(errs, err) // it names the object and the field
+			continue
+		}
+		if now.Sub(st.At) > StaleUse {
+			continue // an agent that stopped publishing: its marks may be long out of date
+		}
+		for _, g := range st.GPUs {
+			for _, sh := range g.Shares {
+				if sh.Idle == nil {
+					busy[sh.Workload] = true
+					continue
+				}
+				if sh.Idle.Since.After(out[sh.Workload]) {
+					out[sh.Workload] = sh.Idle.Since
+				}
+			}
+		}
+	}
+	for pod := range busy {
+		delete(out, pod)
+	}
+	return out, errs
 }

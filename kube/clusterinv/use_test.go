@@ -3,11 +3,13 @@ package clusterinv
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
@@ -87,5 +89,48 @@ func TestReadUseUnavailable(t *testing.T) {
 				t.Errorf("use %v, error %v; want none and %q", inv.Use, inv.UseError, c.want)
 			}
 		})
+	}
+}
+
+// IdleSince: a pod is an idle holder when every share it has is marked
+// idle, since the latest mark; a node's GPUUse older than StaleUse marks
+// nothing; an object that does not read is left out with its error.
+func TestIdleSince(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	idle := func(pod string, since time.Time) gpuuse.Share {
+		return gpuuse.Share{Workload: pod, Use: gpuuse.Use{Source: gpuuse.Simulated}, Idle: &gpuuse.Idle{Since: since}}
+	}
+	busy := func(pod string) gpuuse.Share {
+		return gpuuse.Share{Workload: pod, Use: gpuuse.Use{Source: gpuuse.Simulated}}
+	}
+	obj := func(node string, at time.Time, gpus ...[]gpuuse.Share) *unstructured.Unstructured {
+		st := nodeuse.Status{Source: "sim", At: at}
+		for i, shares := range gpus {
+			st.GPUs = append(st.GPUs, gpuuse.GPU{GPU: node + "-gpu" + string(rune('0'+i)), Index: i, Use: gpuuse.Use{Source: gpuuse.Simulated}, Shares: shares})
+		}
+		u, err := nodeuse.Object(node, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	h1, h2 := now.Add(-2*time.Hour), now.Add(-time.Hour)
+	bad := obj("bad", now, []gpuuse.Share{idle("ns/on-bad", h1)})
+	bad.Object["status"].(map[string]any)["gpus"].([]any)[0].(map[string]any)["use"].(map[string]any)["source"] = "guessed"
+	objs := []*unstructured.Unstructured{
+		obj("a", now.Add(-time.Minute),
+			[]gpuuse.Share{idle("ns/two-gpus", h1), idle("ns/half-busy", h1), idle("ns/one", h2)},
+			[]gpuuse.Share{idle("ns/two-gpus", h2), busy("ns/half-busy")}),
+		obj("stale", now.Add(-StaleUse-time.Second), []gpuuse.Share{idle("ns/on-stale", h1)}),
+		obj("edge", now.Add(-StaleUse), []gpuuse.Share{idle("ns/on-edge", h1)}),
+		bad,
+	}
+	got, errs := IdleSince(objs, now)
+	want := map[string]time.Time{"ns/two-gpus": h2, "ns/one": h2, "ns/on-edge": h1}
+	if !maps.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("idle pods %v, want %v", got, want)
+	}
+	if len(errs) != 1 {
+		t.Errorf("errors %v, want the bad object's", errs)
 	}
 }

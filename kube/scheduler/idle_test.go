@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"maps"
 	"testing"
 	"time"
 
@@ -19,55 +18,11 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/dispatch"
 	"github.com/tessera-gpu/tessera/gpuuse"
-	"github.com/tessera-gpu/tessera/kube/clusterinv"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
 	"github.com/tessera-gpu/tessera/kube/nodeuse"
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 )
-
-// idleSince: a pod is an idle holder when every share it has is marked
-// idle, since the latest mark; a node's GPUUse older than StaleUse marks
-// nothing; an object that does not read is left out with its error.
-func TestIdleSince(t *testing.T) {
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	idle := func(pod string, since time.Time) gpuuse.Share {
-		return gpuuse.Share{Workload: pod, Use: gpuuse.Use{Source: gpuuse.Simulated}, Idle: &gpuuse.Idle{Since: since}}
-	}
-	busy := func(pod string) gpuuse.Share {
-		return gpuuse.Share{Workload: pod, Use: gpuuse.Use{Source: gpuuse.Simulated}}
-	}
-	obj := func(node string, at time.Time, gpus ...[]gpuuse.Share) *unstructured.Unstructured {
-		st := nodeuse.Status{Source: "sim", At: at}
-		for i, shares := range gpus {
-			st.GPUs = append(st.GPUs, gpuuse.GPU{GPU: node + "-gpu" + string(rune('0'+i)), Index: i, Use: gpuuse.Use{Source: gpuuse.Simulated}, Shares: shares})
-		}
-		u, err := nodeuse.Object(node, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
-	h1, h2 := now.Add(-2*time.Hour), now.Add(-time.Hour)
-	bad := obj("bad", now, []gpuuse.Share{idle("ns/on-bad", h1)})
-	bad.Object["status"].(map[string]any)["gpus"].([]any)[0].(map[string]any)["use"].(map[string]any)["source"] = "guessed"
-	objs := []*unstructured.Unstructured{
-		obj("a", now.Add(-time.Minute),
-			[]gpuuse.Share{idle("ns/two-gpus", h1), idle("ns/half-busy", h1), idle("ns/one", h2)},
-			[]gpuuse.Share{idle("ns/two-gpus", h2), busy("ns/half-busy")}),
-		obj("stale", now.Add(-clusterinv.StaleUse-time.Second), []gpuuse.Share{idle("ns/on-stale", h1)}),
-		obj("edge", now.Add(-clusterinv.StaleUse), []gpuuse.Share{idle("ns/on-edge", h1)}),
-		bad,
-	}
-	got, errs := idleSince(objs, now)
-	want := map[string]time.Time{"ns/two-gpus": h2, "ns/one": h2, "ns/on-edge": h1}
-	if !maps.EqualFunc(got, want, time.Time.Equal) {
-		t.Errorf("idle pods %v, want %v", got, want)
-	}
-	if len(errs) != 1 {
-		t.Errorf("errors %v, want the bad object's", errs)
-	}
-}
 
 // A pod of a queue that reclaims idle holders after an hour holds the
 // only GPU; a pod of another queue, of no higher priority, waits. The

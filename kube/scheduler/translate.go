@@ -265,6 +265,11 @@ func tainted(n *corev1.Node) int {
 	return 0
 }
 
+// admits says why n's taints or the pod's required node affinity keep the
+// pod off n ("" when they do not), through component-helpers, the library
+// TaintToleration and NodeAffinity themselves call. The plugins run only
+// on the candidate nodes (room now); this check runs on every node, so a
+// node the pod may never use is neither a place nor a preemption target.
 func admits(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, n *corev1.Node) string {
 	noSchedule := func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
