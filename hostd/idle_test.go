@@ -47,7 +47,7 @@ func TestIdleHolderReclaimed(t *testing.T) {
 	stepTo := func(at time.Duration) {
 		t.Helper()
 		for clock.Now().Before(t0.Add(at)) {
-			clock.advance(time.Second)
+			clock.Step(time.Second)
 			if err := arb.Step(ctx); err != nil {
 				t.Fatal(err)
 			}

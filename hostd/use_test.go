@@ -4,35 +4,15 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/gpuuse"
 	"github.com/tessera-gpu/tessera/hostd/api"
 )
-
-// stepClock is a clock the test moves: the daemon's, the arbiter's and
-// the simulated meter's.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) After(time.Duration) <-chan time.Time { return nil } // the test steps the arbiter
-
-func (c *stepClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // On simulated GPUs each job's use is its declared load (TESSERA_SIM_LOAD),
 // labelled simulated, never measured, beside its booking; a job whose use
@@ -90,7 +70,7 @@ func TestStatusUseSimulatedAndIdle(t *testing.T) {
 	stepTo := func(at time.Duration) api.Status {
 		t.Helper()
 		for clock.Now().Before(t0.Add(at)) {
-			clock.advance(time.Second)
+			clock.Step(time.Second)
 			if err := arb.Step(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -151,10 +131,10 @@ func TestStatusUseSimulatedAndIdle(t *testing.T) {
 // simArbiter is a node arbiter on a step clock (from t0) with the
 // simulated meter over jobs: 1 s periods, 10 s use windows, idle below
 // 0.05 of a GPU for a minute. The caller gives jobs its daemon.
-func simArbiter(t *testing.T) (time.Time, *stepClock, *JobTree, *arbiter.Arbiter) {
+func simArbiter(t *testing.T) (time.Time, *clocktesting.FakeClock, *JobTree, *arbiter.Arbiter) {
 	t.Helper()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &stepClock{t: t0}
+	clock := clocktesting.NewFakeClock(t0) // the daemon's, the arbiter's and the simulated meter's
 	jobs := &JobTree{Now: clock.Now}
 	var mono uint64
 	arb, err := arbiter.New(arbiter.Config{

@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/chromedp/chromedp"
 
@@ -15,27 +16,6 @@ import (
 	"github.com/tessera-gpu/tessera/quantity"
 	"github.com/tessera-gpu/tessera/webui/browsertest"
 )
-
-// stepClock is a clock the test moves: the daemon's, the arbiter's and the
-// simulated meter's.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) After(time.Duration) <-chan time.Time { return nil } // the test steps the arbiter
-
-func (c *stepClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // The host view flags an idle holder in a real Chromium once its use has
 // stayed below the idle threshold for the idle time, and not before: the
@@ -48,7 +28,7 @@ func (c *stepClock) advance(d time.Duration) {
 func TestBrowserHostIdleHolder(t *testing.T) {
 	b := browsertest.New(t)
 	t0 := time.Now().Truncate(time.Second)
-	clk := &stepClock{t: t0}
+	clk := clocktesting.NewFakeClock(t0) // the daemon's, the arbiter's and the simulated meter's
 	h := startUIHost(t, "1xH200", 250*time.Millisecond, clk)
 	busy := h.submit(t, h.job(map[string]string{"compute": "0.5", "memory": "4Gi"}, "", "TESSERA_SIM_LOAD=busy=0.6,memory=2Gi"))
 	quiet := h.submit(t, h.job(map[string]string{"compute": "0.25"}, ""))
@@ -70,7 +50,7 @@ func TestBrowserHostIdleHolder(t *testing.T) {
 	stepTo := func(at time.Duration) api.Status {
 		t.Helper()
 		for clk.Now().Before(t0.Add(at)) {
-			clk.advance(time.Second)
+			clk.Step(time.Second)
 			if err := h.arb.Step(t.Context()); err != nil {
 				t.Fatal(err)
 			}

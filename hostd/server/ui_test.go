@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/binding"
 	"github.com/tessera-gpu/tessera/gpuuse"
@@ -36,7 +38,7 @@ type uiHost struct {
 	gates       string
 }
 
-func startUIHost(t *testing.T, spec string, sample time.Duration, clk *stepClock) *uiHost {
+func startUIHost(t *testing.T, spec string, sample time.Duration, clk *clocktesting.FakeClock) *uiHost {
 	t.Helper()
 	cat, source, nodes := simulatedHost(t, spec)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -6,9 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -28,26 +29,6 @@ import (
 	"github.com/tessera-gpu/tessera/kube/nodeuse"
 )
 
-// stepClock is the simulated agent's clock: the test moves it.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) After(time.Duration) <-chan time.Time { return nil } // the test steps the arbiter
-
-func (c *stepClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // simAgent is a node agent's use side on simulated GPUs as tessera agent
 // assembles it (agent/setup): the node arbiter seating each container's
 // shares, metered by the simulated meter from the loads the pods declare,
@@ -58,7 +39,7 @@ func (c *stepClock) advance(d time.Duration) {
 type simAgent struct {
 	inv     inventory.Node
 	entries []checkpoint.Entry
-	clock   *stepClock
+	clock   *clocktesting.FakeClock
 	arb     *arbiter.Arbiter
 	loop    *usepub.Loop
 	reg     *prometheus.Registry
@@ -83,7 +64,7 @@ func startSimAgent(ctx context.Context, t *testing.T, c kubernetes.Interface, dy
 	t.Helper()
 	dir := t.TempDir() // before the arbiter, so it is removed after the arbiter closed
 	log := slog.New(slog.DiscardHandler)
-	a := &simAgent{inv: inv, clock: &stepClock{t: t0}}
+	a := &simAgent{inv: inv, clock: clocktesting.NewFakeClock(t0)}
 	sim := setup.NewSimMeter(a.Allocations, agentkube.Pods{Client: c, Node: inv.Name}.EnvOf, a.clock.Now, log)
 	capacity := map[string]uint64{}
 	for _, g := range inv.GPUs {
@@ -147,7 +128,7 @@ func (a *simAgent) stepTo(ctx context.Context, t *testing.T, at time.Time) nodeu
 	t.Helper()
 	var published nodeuse.Status
 	for a.clock.Now().Before(at) {
-		a.clock.advance(time.Second)
+		a.clock.Step(time.Second)
 		if err := a.arb.Step(ctx); err != nil {
 			t.Fatal(err)
 		}
