@@ -14,7 +14,9 @@
 // read from the scheduler's informer when the view is read: each GPU's and
 // each pod's busy fraction, memory in use and idle mark, labelled measured
 // or simulated as published; a node without a GPUUse, or with one older
-// than clusterinv.StaleUse, is not metered and says why.
+// than clusterinv.StaleUse, is not metered and says why. QueueUse
+// (metrics.go) exports each queue's use, as the page sums it, to
+// Prometheus at each scrape.
 //
 // It must not decide anything (no placement, queueing, fair-share or idle
 // policy), call the API server, or keep state beyond the last cycle

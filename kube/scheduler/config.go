@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/kube/nodeinventory"
@@ -57,6 +58,11 @@ type Config struct {
 	// (defaults DefaultPodInitialBackoff and DefaultPodMaxBackoff, as
 	// kube-scheduler's).
 	PodInitialBackoff, PodMaxBackoff time.Duration
+	// Clock is the time the scheduling core decides at: run times
+	// (PreemptionMinRuntime), backoffs, waits, idle holders' time (the
+	// real clock when nil; a test moves its own). Cycle durations in the
+	// metrics are always measured on the real one.
+	Clock clock.PassiveClock
 	// CycleDone, when set, is called by the scheduling loop at the end of
 	// every cycle with what it did; the loop waits for it (a test holds
 	// the scheduler between two cycles there).

@@ -145,13 +145,17 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		cfg: cfg, policy: pol, podPolicies: map[string]placement.Policy{}, wake: make(chan struct{}, 1),
 		events: podstatus.New(cfg.EventClient, cfg.Client, cfg.Name, cfg.Log), assumed: map[string]*corev1.Pod{}, pending: map[string]*corev1.Pod{},
 		dra:     draclaims.New(draclaims.Config{Client: cfg.Client, Catalog: cfg.Catalog, Log: cfg.Log}),
 		metrics: schedmetrics.New(cfg.Metrics), core: core, queueObjects: func() []*unstructured.Unstructured { return nil },
 		useObjects: func() ([]*unstructured.Unstructured, error) { return nil, nil },
-	}, nil
+	}
+	if cfg.Metrics != nil { // each queue's published use, as the cluster view sums it, read at each scrape
+		cfg.Metrics.MustRegister(clusterview.QueueUse{Source: clusterview.Source{Viewer: s}})
+	}
+	return s, nil
 }
 
 // Run starts the informers and schedules until ctx ends.
@@ -328,7 +332,7 @@ func (s *Scheduler) cycle(ctx context.Context) (CycleStats, error) {
 		return st, err
 	}
 	s.metrics.BackingOff(st.BackingOff)
-	s.publishView(cycleStart, snap, tree, pending, waiting)
+	s.publishView(s.now(), snap, tree, pending, waiting)
 	if len(pending) > 0 {
 		s.cfg.Log.Debug("scheduling cycle", "pending", len(pending), "bound", st.Bound, "unschedulable", st.Unschedulable, "invalid", st.Invalid, "errors", st.Errors, "backingOff", st.BackingOff, "nodes", len(snap.nodes))
 	}
@@ -352,7 +356,7 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 	for _, id := range respecified {
 		s.core.Respecified(id)
 	}
-	now := time.Now()
+	now := s.now()
 	for _, r := range binds {
 		if !r.ok {
 			s.filter.Unreserve(r.uid) // never bound: kube-scheduler's cache must not keep it
@@ -374,4 +378,13 @@ func (s *Scheduler) takeReports(snap *snapshot) {
 			s.cfg.Log.Warn("binding failed; the pod stays pending", "pod", r.id, "retryIn", retry.Sub(now).Round(time.Millisecond), "err", r.err)
 		}
 	}
+}
+
+// now is the time the scheduling core decides at (Config.Clock; the real
+// clock when none is given).
+func (s *Scheduler) now() time.Time {
+	if s.cfg.Clock == nil {
+		return time.Now()
+	}
+	return s.cfg.Clock.Now()
 }

@@ -47,7 +47,7 @@ type cycleWork struct {
 // serve runs one scheduling cycle over the pending pods on snap through
 // the core and applies what it decided, counting it in st.
 func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tree, pending []*corev1.Pod, gangs map[string]dispatch.GangSpec, st *CycleStats) error {
-	start := time.Now()
+	start, now := time.Now(), s.now() // the metrics' time, the core's
 	cw := &cycleWork{s: s, ctx: ctx, snap: snap, pods: make(map[string]*corev1.Pod, len(pending)), work: map[string]podWork{}, plans: map[string]plan{}, gangs: gangs}
 	for _, p := range pending {
 		cw.pods[p.Namespace+"/"+p.Name] = p
@@ -56,8 +56,8 @@ func (s *Scheduler) serve(ctx context.Context, snap *snapshot, tree *queueing.Tr
 	// running pods; what the cycle binds is assumed there until commit
 	// books the pod.
 	f := dispatch.Frame{Policy: s.policy, Queues: tree, Translate: cw.translate, Gang: cw.gang, Arrival: cw.arrival,
-		IdleSince: s.idleMarks(tree, start)}
-	rd, err := s.core.Cycle(start, f)
+		IdleSince: s.idleMarks(tree, now)}
+	rd, err := s.core.Cycle(now, f)
 	if err != nil {
 		for id, pn := range cw.plans { // never bound: neither their claims nor kube-scheduler's cache keep them
 			s.dra.Forget(cw.pods[id], pn.claims)
