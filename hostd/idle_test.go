@@ -28,6 +28,15 @@ func TestIdleHolderReclaimed(t *testing.T) {
 		c.Queues = settings.Queues
 	})
 	jobs.Set(d.Daemon)
+	qs, err := d.Queues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if want := map[string]int64{"notebooks": 1800}[q.Name]; q.IdleReclaimAfterSeconds != want {
+			t.Errorf("queue %s: idleReclaimAfterSeconds %d, want %d", q.Name, q.IdleReclaimAfterSeconds, want)
+		}
+	}
 
 	nb := submit(t, d, inQueue("notebooks", api.SubmitRequest{GPU: map[string]string{"compute": "1"}, Command: []string{"/bin/sleep", "3600"}, Priority: 5}))
 	eventually(t, "the notebook running", func() bool { return job(t, d, nb.ID).State == api.Running })

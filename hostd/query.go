@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/tessera-gpu/tessera/arbiter"
 	"github.com/tessera-gpu/tessera/cycle"
@@ -253,7 +254,7 @@ func (d *Daemon) Queues() ([]api.QueueStatus, error) {
 		out = append(out, api.QueueStatus{
 			Name: name, Parent: q.Parent, Configured: d.configured(name), Priority: q.Priority, Weight: q.Weight,
 			Guaranteed: q.Guaranteed, Limit: q.Limit, Used: ledger.Used(name), Share: ledger.Share(name),
-			Running: running[name], Waiting: waiting[name],
+			Running: running[name], Waiting: waiting[name], IdleReclaimAfterSeconds: int64(q.IdleReclaimAfter / time.Second),
 		})
 	}
 	return out, nil

@@ -185,6 +185,10 @@ type QueueStatus struct {
 	Share   float64 `json:"share"`
 	Running int     `json:"running"`
 	Waiting int     `json:"waiting"`
+	// IdleReclaimAfterSeconds is how long a job of the queue may hold its
+	// GPUs idle before any waiting job may stop it (idleReclaimAfter in
+	// the configuration); 0: never.
+	IdleReclaimAfterSeconds int64 `json:"idleReclaimAfterSeconds,omitempty"`
 }
 
 // GPUStatus is one GPU's live booking.

@@ -53,7 +53,7 @@ func TestUpRejectsBadConfig(t *testing.T) {
 // With configured queues, a job naming another queue is refused and
 // nothing is queued; a configured queue and the default one work.
 func TestRunUnknownQueueWithConfig(t *testing.T) {
-	cfg := writeTemp(t, "host.yaml", "queues:\n  - name: research\n    guaranteed: {gpu: 1}\n")
+	cfg := writeTemp(t, "host.yaml", "queues:\n  - name: research\n    guaranteed: {gpu: 1}\n    idleReclaimAfter: 2h\n")
 	host := startUp(t, "2xH200", "--config", cfg).host
 	code, _, errs := tessera(append(append([]string{"run"}, host...), "--queue", "nope", "--", "true")...)
 	if code != 2 || !strings.Contains(errs, `--queue: queue "nope" is not configured; this daemon's queues are default, research`) {
@@ -68,8 +68,8 @@ func TestRunUnknownQueueWithConfig(t *testing.T) {
 		}
 	}
 	code, out, _ := tessera(append([]string{"queue", "--queues"}, host...)...)
-	if code != 0 || !strings.Contains(out, "QUEUE") || !regexp.MustCompile(`(?m)^research +- +0 +1 +1 GPU +none +0 +0\.00 +0 +0$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^default \(auto\) +- +0 +1 +- +none +0`).MatchString(out) {
+	if code != 0 || !strings.Contains(out, "QUEUE") || !regexp.MustCompile(`(?m)^research +- +0 +1 +1 GPU +none +0 +0\.00 +0 +0 +2h0m0s$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^default \(auto\) +- +0 +1 +- +none +0 .* off$`).MatchString(out) {
 		t.Errorf("queue --queues:\n%s", out)
 	}
 }

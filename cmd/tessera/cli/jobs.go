@@ -447,7 +447,7 @@ func writeQueue(w io.Writer, q []api.QueueEntry) error {
 
 func writeQueues(w io.Writer, qs []api.QueueStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tPARENT\tPRIORITY\tWEIGHT\tGUARANTEED\tLIMIT\tUSED\tSHARE\tRUNNING\tWAITING")
+	fmt.Fprintln(tw, "QUEUE\tPARENT\tPRIORITY\tWEIGHT\tGUARANTEED\tLIMIT\tUSED\tSHARE\tRUNNING\tWAITING\tIDLE-RECLAIM")
 	for _, q := range qs {
 		name := q.Name
 		if !q.Configured {
@@ -457,8 +457,12 @@ func writeQueues(w io.Writer, qs []api.QueueStatus) error {
 		if parent == "" {
 			parent = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%.2f\t%d\t%d\n", termsafe.String(name), termsafe.String(parent), q.Priority, q.Weight,
-			amounts(q.Guaranteed, "-"), amounts(q.Limit, "none"), amounts(q.Used, "0"), q.Share, q.Running, q.Waiting)
+		idle := "off"
+		if q.IdleReclaimAfterSeconds > 0 {
+			idle = (time.Duration(q.IdleReclaimAfterSeconds) * time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%.2f\t%d\t%d\t%s\n", termsafe.String(name), termsafe.String(parent), q.Priority, q.Weight,
+			amounts(q.Guaranteed, "-"), amounts(q.Limit, "none"), amounts(q.Used, "0"), q.Share, q.Running, q.Waiting, idle)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
