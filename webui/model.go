@@ -292,6 +292,9 @@ type WorkloadGPU struct {
 	GuaranteedMilli int64  `json:"guaranteedMilli"`
 	LimitMilli      int64  `json:"limitMilli"`
 	MIGProfile      string `json:"migProfile,omitempty"`
+	// Use is what the workload used of this GPU: its share's use on the
+	// GPU (Summarize fills it), nil when the share carries none.
+	Use *gpuuse.Use `json:"use,omitempty"`
 }
 
 // Live reports whether w is running or waiting.
@@ -395,6 +398,7 @@ func (s *Snapshot) Summarize() {
 	t.Waiting = len(s.Pending)
 	s.Totals = t
 	s.sumQueueUse()
+	s.workloadUse()
 	s.Models = make([]ModelSummary, 0, len(models))
 	slices.Sort(models)
 	for _, name := range models {
@@ -483,5 +487,29 @@ func QueueOf(q queueing.Queue, configured bool, used queueing.Resources, share f
 		LimitMilli: q.Limit.GPUMilli, LimitMemoryMiB: q.Limit.GPUMemoryMiB,
 		UsedMilli: used.GPUMilli, UsedMemoryMiB: used.GPUMemoryMiB,
 		Share: share, Running: running, Waiting: waiting,
+	}
+}
+
+// workloadUse gives each running workload's GPUs their share's use: the
+// share of that workload on the GPU of that index (a workload runs on one
+// node, so its GPUs' indexes tell them apart).
+func (s *Snapshot) workloadUse() {
+	type key struct {
+		workload string
+		index    int
+	}
+	use := map[key]*gpuuse.Use{}
+	for _, g := range s.GPUs {
+		for _, sh := range g.Shares {
+			if sh.Use != nil {
+				use[key{sh.Workload, g.Index}] = sh.Use
+			}
+		}
+	}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		for j := range w.GPUs {
+			w.GPUs[j].Use = use[key{w.ID, w.GPUs[j].Index}]
+		}
 	}
 }

@@ -36,14 +36,8 @@ func TestBrowserHostIdleHolder(t *testing.T) {
 	h.waitState(t, quiet.ID, api.Running)
 
 	const wait = 30 * time.Second
-	poll := func(what, expr string) {
-		t.Helper()
-		browsertest.Run(b, what, wait, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(wait), chromedp.WithPollingInterval(50*time.Millisecond)))
-	}
-	eval := func(what, expr string) []string {
-		t.Helper()
-		return browsertest.Run(b, what, wait, chromedp.Evaluate[[]string](expr))
-	}
+	poll := func(what, expr string) { t.Helper(); b.Poll(what, expr, wait) }
+	eval := func(what, expr string) []string { t.Helper(); return b.Strings(what, expr, wait) }
 	// stepTo runs the arbiter once a second to t0+at, then waits until the
 	// page drew two updates since (each a fresh read of the daemon), and
 	// returns the host API's use at that instant.

@@ -50,18 +50,12 @@ func TestBrowserHostView(t *testing.T) {
 	gpu := rj.Shares[0].Index
 
 	const wait = 30 * time.Second
-	poll := func(what, expr string) {
-		t.Helper()
-		browsertest.Run(b, what, wait, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(wait), chromedp.WithPollingInterval(50*time.Millisecond)))
-	}
+	poll := func(what, expr string) { t.Helper(); b.Poll(what, expr, wait) }
 	text := func(sel string) string {
 		t.Helper()
 		return strings.TrimSpace(browsertest.Run(b, "read "+sel, wait, chromedp.Text(chromedp.CSS(sel), chromedp.NodeVisible)))
 	}
-	eval := func(what, expr string) []string {
-		t.Helper()
-		return browsertest.Run(b, what, wait, chromedp.Evaluate[[]string](expr))
-	}
+	eval := func(what, expr string) []string { t.Helper(); return b.Strings(what, expr, wait) }
 
 	b.Do("open the page", wait, chromedp.Navigate("http://"+h.tcp+"/"))
 	poll("the first snapshot", `Number(document.body.dataset.updates) >= 1`)

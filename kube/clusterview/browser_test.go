@@ -246,14 +246,8 @@ func TestBrowserClusterView(t *testing.T) {
 	stepAgent(11 * time.Second) // the first use window closed at t0+11s
 
 	const wait = 30 * time.Second
-	poll := func(what, expr string) {
-		t.Helper()
-		browsertest.Run(b, what, wait, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(wait), chromedp.WithPollingInterval(50*time.Millisecond)))
-	}
-	eval := func(what, expr string) []string {
-		t.Helper()
-		return browsertest.Run(b, what, wait, chromedp.Evaluate[[]string](expr))
-	}
+	poll := func(what, expr string) { t.Helper(); b.Poll(what, expr, wait) }
+	eval := func(what, expr string) []string { t.Helper(); return b.Strings(what, expr, wait) }
 	// read returns the text of each selector's element in one script run:
 	// the page redraws at every update, so the texts are of one drawing.
 	read := func(sels ...string) []string {
@@ -528,12 +522,25 @@ func TestBrowserClusterView(t *testing.T) {
 	if got := text(`#workloads tr[data-job="default/too-big"] td.reason`); got != reason {
 		t.Errorf("the list says too-big waits because %q, want %q", got, reason)
 	}
-	// Where each running pod runs: its node, GPU and share (each holds one).
+	// Where each running pod runs: its node, GPU and share (each holds one),
+	// and what it used there as its agent published it (none on the L4
+	// node, which has no agent).
+	usedOn := map[[2]string]gpuuse.Use{}
+	for _, st := range published {
+		for _, g := range st.GPUs {
+			for _, u := range g.Shares {
+				usedOn[[2]string{u.Workload, g.GPU}] = u.Use
+			}
+		}
+	}
 	sels, wants = nil, nil
 	for _, sh := range shares {
 		w := fmt.Sprintf("%s GPU %d: %s", sh.node, sh.sh.Index, quantity.FormatShare(sh.sh.ComputeMilli))
 		if sh.sh.ComputeLimitMilli > sh.sh.ComputeMilli {
 			w += " (limit " + quantity.FormatShare(sh.sh.ComputeLimitMilli) + ")"
+		}
+		if u, ok := usedOn[[2]string{sh.pod, sh.sh.UUID}]; ok && u.BusyMilli != nil {
+			w += ", used " + useWords(u)
 		}
 		sels = append(sels, fmt.Sprintf(`#workloads tr[data-job=%q] td.gpus`, sh.pod))
 		wants = append(wants, w)

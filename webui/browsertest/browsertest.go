@@ -171,6 +171,20 @@ func Run[T any](b *Browser, what string, timeout time.Duration, a chromedp.Actio
 	return v
 }
 
+// Poll waits up to timeout for the JavaScript expression expr to be true
+// (checked every 50 ms), failing the test (after a screenshot) when it
+// is not.
+func (b *Browser) Poll(what, expr string, timeout time.Duration) {
+	b.t.Helper()
+	Run(b, what, timeout, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(50*time.Millisecond)))
+}
+
+// Strings evaluates the JavaScript expression expr, an array of strings.
+func (b *Browser) Strings(what, expr string, timeout time.Duration) []string {
+	b.t.Helper()
+	return Run(b, what, timeout, chromedp.Evaluate[[]string](expr))
+}
+
 // Screenshot saves the whole page as NAME.png in the test's artifact
 // folder and returns its path ("" when it could not be taken).
 func (b *Browser) Screenshot(name string) string {

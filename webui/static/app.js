@@ -478,6 +478,7 @@
     shown.slice(0, state.shown).forEach(function (w) {
       var g = (w.gpus || []).map(function (x) {
         var what = x.migProfile ? 'MIG ' + x.migProfile : share(x.guaranteedMilli) + (x.limitMilli > x.guaranteedMilli ? ' (limit ' + share(x.limitMilli) + ')' : '');
+        if (x.use && x.use.busyMilli !== undefined && x.use.busyMilli !== null) { what += ', used ' + useText(x.use); }
         return (cluster() && w.node ? w.node + ' ' : '') + 'GPU ' + x.index + ': ' + what;
       }).join(', ');
       var outcome = w.reason || '';
