@@ -142,12 +142,12 @@ func TestParallelMergeMatchesSequential(t *testing.T) {
 				seq.ranked(c, 0)
 				par.ranked(c, 0)
 			}
-			want := seq.chooseSequential(c, &pf, score)
+			want := seq.chooseSequential(c, &pf, score, nil)
 			var got Decision
 			if w := par.parallelWorkers(n); w > 1 {
 				got = par.chooseParallel(c, &pf, score, w)
 			} else {
-				got = par.chooseSequential(c, &pf, score)
+				got = par.chooseSequential(c, &pf, score, nil)
 			}
 			if !reflect.DeepEqual(want, got) {
 				t.Fatalf("trial %d round %d (%d nodes): sequential %+v, parallel %+v; scores %v", trial, round, n, want, got, scores)

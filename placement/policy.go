@@ -110,7 +110,7 @@ func (ch *chooser) decide(c *Cluster, p *Pod, score nodeScore) (Decision, error)
 	case classes:
 		ch.classDecisions++
 	case w <= 1:
-		best = ch.chooseSequential(c, &pf, score)
+		best = ch.chooseSequential(c, &pf, score, nil)
 	case ch.workers > 1 || ch.tuning.fixed:
 		best = ch.chooseParallel(c, &pf, score, w)
 	default: // measure which way pays
@@ -119,7 +119,7 @@ func (ch *chooser) decide(c *Cluster, p *Pod, score nodeScore) (Decision, error)
 		if par {
 			best = ch.chooseParallel(c, &pf, score, w)
 		} else {
-			best = ch.chooseSequential(c, &pf, score)
+			best = ch.chooseSequential(c, &pf, score, nil)
 		}
 		ch.pace.record(par, float64(time.Since(start))/float64(len(c.Nodes)))
 	}
@@ -131,7 +131,7 @@ func (ch *chooser) decide(c *Cluster, p *Pod, score nodeScore) (Decision, error)
 
 // chooseSequential scores the nodes in order on the calling goroutine; it
 // is the reference the parallel path must match.
-func (ch *chooser) chooseSequential(c *Cluster, pf *podFit, score nodeScore) Decision {
+func (ch *chooser) chooseSequential(c *Cluster, pf *podFit, score nodeScore, pref []int64) Decision {
 	p := pf.p
 	best := Decision{Node: -1}
 	var bestScore float64
@@ -143,13 +143,16 @@ func (ch *chooser) chooseSequential(c *Cluster, pf *podFit, score nodeScore) Dec
 		}
 		s, gpus := score(c, ni, p, ch.usable)
 		switch {
-		case best.Node < 0 || s > bestScore:
+		case best.Node < 0 || s > bestScore || (s == bestScore && pref != nil && pref[ni] > pref[best.Node]):
 			best, bestScore, ties = Decision{Node: ni, GPUs: keepGPUs(gpus)}, s, 1
-		case s == bestScore && ch.rank != nil:
+		case s != bestScore || (pref != nil && pref[ni] < pref[best.Node]):
+			// lower (or NaN: never a tie), or a tie the preference settles for best
+
+		case ch.rank != nil:
 			if ch.ranked(c, ni) < ch.ranked(c, best.Node) {
 				best = Decision{Node: ni, GPUs: keepGPUs(gpus)}
 			}
-		case s == bestScore:
+		default:
 			ties++
 			if ch.rng.IntN(ties) == 0 {
 				best = Decision{Node: ni, GPUs: keepGPUs(gpus)}

@@ -21,33 +21,8 @@ func (ch *chooser) choosePreferred(c *Cluster, pf *podFit, score nodeScore) (Dec
 	if len(pref) != len(c.Nodes) {
 		return Decision{Node: -1}, fmt.Errorf("pod %s: soft constraints rate %d nodes of %d", p.Name, len(pref), len(c.Nodes))
 	}
-	best := Decision{Node: -1}
-	var bestScore float64
-	ties := 0
-	for ni := range c.Nodes {
-		var ok bool
-		if ch.usable, ok = pf.fit(ch.usable[:0], &c.Nodes[ni]); !ok {
-			continue
-		}
-		s, gpus := score(c, ni, p, ch.usable)
-		switch {
-		case best.Node < 0 || s > bestScore || (s == bestScore && pref[ni] > pref[best.Node]):
-			best, bestScore, ties = Decision{Node: ni, GPUs: keepGPUs(gpus)}, s, 1
-		case s < bestScore || pref[ni] < pref[best.Node]:
-			// s == bestScore here: a tie the preference settles for best.
-		case ch.rank != nil:
-			if ch.ranked(c, ni) < ch.ranked(c, best.Node) {
-				best = Decision{Node: ni, GPUs: keepGPUs(gpus)}
-			}
-		default:
-			ties++
-			if ch.rng.IntN(ties) == 0 {
-				best = Decision{Node: ni, GPUs: keepGPUs(gpus)}
-			}
-		}
+	if best := ch.chooseSequential(c, pf, score, pref); best.Node >= 0 {
+		return best, nil
 	}
-	if best.Node < 0 {
-		return Decision{Node: -1}, noFit(c, p)
-	}
-	return best, nil
+	return Decision{Node: -1}, noFit(c, p)
 }
