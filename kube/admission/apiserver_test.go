@@ -1,11 +1,7 @@
 package admission
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,9 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/kube/workload"
@@ -39,28 +32,11 @@ func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // deploy/webhook.yaml, so the test exercises its rules and match conditions.
 func webhookFromManifest(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
 	t.Helper()
-	data, err := os.ReadFile("../../deploy/webhook.yaml")
+	mwc, err := testcluster.WebhookFromManifest("../../deploy/webhook.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				t.Fatal("deploy/webhook.yaml has no MutatingWebhookConfiguration")
-			}
-			t.Fatal(err)
-		}
-		if obj.GetKind() != "MutatingWebhookConfiguration" {
-			continue
-		}
-		var mwc admissionregistrationv1.MutatingWebhookConfiguration
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &mwc); err != nil {
-			t.Fatal(err)
-		}
-		return &mwc
-	}
+	return mwc
 }
 
 // TestWebhookOnRealAPIServer registers the webhook of deploy/webhook.yaml

@@ -1,7 +1,6 @@
 package kueue
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -25,9 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tessera-gpu/tessera/catalog"
@@ -100,37 +95,21 @@ func serveWebhook(ctx context.Context, t *testing.T, client kubernetes.Interface
 // with only its webhook for batch/v1 Jobs.
 func jobWebhookFromManifest(t *testing.T) *admissionregistrationv1.MutatingWebhookConfiguration {
 	t.Helper()
-	data, err := os.ReadFile("../../deploy/webhook.yaml")
+	mwc, err := testcluster.WebhookFromManifest("../../deploy/webhook.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				t.Fatal("deploy/webhook.yaml has no MutatingWebhookConfiguration")
-			}
-			t.Fatal(err)
-		}
-		if obj.GetKind() != "MutatingWebhookConfiguration" {
-			continue
-		}
-		var mwc admissionregistrationv1.MutatingWebhookConfiguration
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &mwc); err != nil {
-			t.Fatal(err)
-		}
-		mwc.Annotations = nil
-		for _, w := range mwc.Webhooks {
-			for _, r := range w.Rules {
-				if len(r.APIGroups) == 1 && r.APIGroups[0] == "batch" && len(r.Resources) == 1 && r.Resources[0] == "jobs" {
-					mwc.Webhooks = []admissionregistrationv1.MutatingWebhook{w}
-					return &mwc
-				}
+	mwc.Annotations = nil
+	for _, w := range mwc.Webhooks {
+		for _, r := range w.Rules {
+			if len(r.APIGroups) == 1 && r.APIGroups[0] == "batch" && len(r.Resources) == 1 && r.Resources[0] == "jobs" {
+				mwc.Webhooks = []admissionregistrationv1.MutatingWebhook{w}
+				return mwc
 			}
 		}
-		t.Fatal("deploy/webhook.yaml has no webhook for batch/v1 jobs")
 	}
+	t.Fatal("deploy/webhook.yaml has no webhook for batch/v1 jobs")
+	return nil
 }
 
 // selfSigned writes a self-signed serving certificate for 127.0.0.1 and
