@@ -217,9 +217,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 			return objs
 		}
-		// The nodes' GPU use, for the cluster view only: no handler, so a
-		// use write never wakes the loop; the informer starts at the
-		// view's first read (crdwatch), so no dashboard, no watch.
+		// The nodes' GPU use, for the cluster view (the dashboard and the
+		// per-queue use metric) and idle reclaim: no handler, so a use
+		// write never wakes the loop; the informer starts at the first
+		// read (crdwatch): no dashboard, scrape or reclaiming queue, no watch.
 		uw := crdwatch.New(ctx, nodeuse.Resource(), s.cfg.Client, s.cfg.Dynamic, cache.ResourceEventHandlerFuncs{})
 		s.snapMu.Lock()
 		s.useObjects = (&clusterview.UseReader{List: uw.List, Wait: 2 * time.Second}).Read
