@@ -135,18 +135,7 @@ func TestReviewWritesGPUMilliIntoJobTemplates(t *testing.T) {
 				t.Errorf("template annotations %v, want %v", got.Spec.Template.Annotations, tc.ann)
 			}
 			pod := templatePod(&got)
-			reqs, err := workload.FromPod(pod, cat)
-			if err != nil {
-				t.Fatalf("the Job's pods would read as an error: %v", err)
-			}
-			gotReqs := map[string]request.GPU{}
-			for _, r := range reqs {
-				if r.Convention != workload.Tessera {
-					t.Errorf("container %s still uses %s", r.Container, r.Convention)
-				}
-				gotReqs[r.Container] = r.GPU
-			}
-			if !reflect.DeepEqual(gotReqs, tc.want) {
+			if gotReqs := tesseraRequests(t, "the Job's pods", pod, cat); !reflect.DeepEqual(gotReqs, tc.want) {
 				t.Errorf("requests %+v, want %+v", gotReqs, tc.want)
 			}
 			for _, c := range pod.Spec.Containers {

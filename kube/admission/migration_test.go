@@ -186,21 +186,29 @@ func TestMigration(t *testing.T) {
 	}
 }
 
-// checkMigrated checks a translated pod against its case.
-func checkMigrated(t *testing.T, tc migrationCase, got *corev1.Pod, cat *catalog.Catalog) {
+// tesseraRequests is each container's GPU request in pod as the scheduler
+// reads it, failing the test when the pod does not read or a container is
+// still in another convention than Tessera's.
+func tesseraRequests(t *testing.T, what string, pod *corev1.Pod, cat *catalog.Catalog) map[string]request.GPU {
 	t.Helper()
-	reqs, err := workload.FromPod(got, cat)
+	reqs, err := workload.FromPod(pod, cat)
 	if err != nil {
-		t.Fatalf("the patched pod reads as an error: %v", err)
+		t.Fatalf("%s reads as an error: %v", what, err)
 	}
-	gotReqs := map[string]request.GPU{}
+	out := map[string]request.GPU{}
 	for _, r := range reqs {
 		if r.Convention != workload.Tessera {
 			t.Errorf("container %s still uses convention %s", r.Container, r.Convention)
 		}
-		gotReqs[r.Container] = r.GPU
+		out[r.Container] = r.GPU
 	}
-	if !reflect.DeepEqual(gotReqs, tc.want) {
+	return out
+}
+
+// checkMigrated checks a translated pod against its case.
+func checkMigrated(t *testing.T, tc migrationCase, got *corev1.Pod, cat *catalog.Catalog) {
+	t.Helper()
+	if gotReqs := tesseraRequests(t, "the patched pod", got, cat); !reflect.DeepEqual(gotReqs, tc.want) {
 		t.Errorf("requests %+v, want %+v", gotReqs, tc.want)
 	}
 	for _, c := range got.Spec.Containers {
