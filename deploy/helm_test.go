@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/tessera-gpu/tessera/test/testcluster"
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // chartDir is the chart, relative to this package.
@@ -31,7 +32,7 @@ func newHelm(t *testing.T) helmCLI {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	bin, err := testcluster.Binary(ctx, "helm")
+	bin, err := toolbin.Binary(ctx, "helm")
 	if err != nil {
 		t.Fatalf("build helm: %v", err)
 	}

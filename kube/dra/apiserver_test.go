@@ -26,6 +26,7 @@ import (
 	"github.com/tessera-gpu/tessera/catalog"
 	"github.com/tessera-gpu/tessera/inventory"
 	"github.com/tessera-gpu/tessera/test/testcluster"
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // classes is a DeviceClassLister over the classes read back from the API.
@@ -283,7 +284,7 @@ func TestDeviceModelOnRealControlPlane(t *testing.T) {
 // accepted by the real API server with strict field validation, and reads
 // as a guarantee of 0.25 with a burst limit of 0.8 and 20Gi capped at 40Gi.
 func TestDocumentedClaimTemplate(t *testing.T) {
-	root, err := testcluster.RepoRoot()
+	root, err := toolbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestDocumentedClaimTemplate(t *testing.T) {
 // strict field validation, and the claim reads as the annotations' share:
 // 0.25 guaranteed, 0.8 burst, 20Gi, on shared GPUs only.
 func TestAPIDocClaim(t *testing.T) {
-	root, err := testcluster.RepoRoot()
+	root, err := toolbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	kdra "github.com/tessera-gpu/tessera/kube/dra"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/test/testcluster"
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // The DRA scenario of BenchmarkBindThroughput (TESSERA_BENCH_SCENARIO=dra).
@@ -338,7 +339,7 @@ func createSlices(ctx context.Context, c kubernetes.Interface, inv inventory.Nod
 // with their pods), with client limits high enough that claim creation
 // keeps up with any row.
 func startClaimController(ctx context.Context, b *testing.B, cl *testcluster.Cluster) {
-	bin, err := testcluster.Binary(ctx, "kube-controller-manager")
+	bin, err := toolbin.Binary(ctx, "kube-controller-manager")
 	if err != nil {
 		b.Fatal(err)
 	}

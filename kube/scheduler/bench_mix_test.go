@@ -30,6 +30,7 @@ import (
 	"github.com/tessera-gpu/tessera/kube/queues"
 	"github.com/tessera-gpu/tessera/kube/workload"
 	"github.com/tessera-gpu/tessera/test/testcluster"
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // The mix scenario of BenchmarkBindThroughput (TESSERA_BENCH_SCENARIO=mix).
@@ -675,7 +676,7 @@ func startBenchProcess(b *testing.B, cl *testcluster.Cluster, name, bin string, 
 // CPU and memory) with the given client limits (qps 0: its defaults) and
 // no HTTPS endpoint.
 func startKubeSchedulerProcess(ctx context.Context, b *testing.B, cl *testcluster.Cluster, name string, qps, burst int) *testcluster.Process {
-	bin, err := testcluster.Binary(ctx, "kube-scheduler")
+	bin, err := toolbin.Binary(ctx, "kube-scheduler")
 	if err != nil {
 		b.Fatal(err)
 	}

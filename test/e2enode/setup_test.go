@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/tessera-gpu/tessera/test/testcluster"
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // hostDirs are the host folders the chart's agent uses at fixed paths (its
@@ -155,7 +156,7 @@ func (n *node) kwokNode(name, model string, count int) {
 func (n *node) manifests(gpus string, set ...string) []*unstructured.Unstructured {
 	n.t.Helper()
 	root := repoRoot(n.t)
-	helm, err := testcluster.Binary(n.ctx, "helm")
+	helm, err := toolbin.Binary(n.ctx, "helm")
 	if err != nil {
 		n.t.Fatalf("build helm: %v", err)
 	}
@@ -442,7 +443,7 @@ func decodeManifests(t *testing.T, what string, data []byte) []*unstructured.Uns
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := testcluster.RepoRoot()
+	root, err := toolbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // Cluster is a running etcd + kube-apiserver (+ optionally KWOK) on loopback.
@@ -88,11 +90,11 @@ func Start(ctx context.Context, opt Options) (c *Cluster, err error) {
 	if opt.ReadyTimeout == 0 {
 		opt.ReadyTimeout = 60 * time.Second
 	}
-	etcdBin, err := Binary(ctx, "etcd")
+	etcdBin, err := toolbin.Binary(ctx, "etcd")
 	if err != nil {
 		return nil, err
 	}
-	apiBin, err := Binary(ctx, "kube-apiserver")
+	apiBin, err := toolbin.Binary(ctx, "kube-apiserver")
 	if err != nil {
 		return nil, err
 	}

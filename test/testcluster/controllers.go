@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // workloadControllers are the kube-controller-manager controllers a real
@@ -50,7 +52,7 @@ func (c *Cluster) startControllerManager(ctx context.Context, opt Options) error
 		controllers = workloadControllers()
 	}
 	controllers = append(controllers, opt.Controllers...)
-	bin, err := Binary(ctx, "kube-controller-manager")
+	bin, err := toolbin.Binary(ctx, "kube-controller-manager")
 	if err != nil {
 		return err
 	}

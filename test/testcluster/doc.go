@@ -3,9 +3,9 @@
 // and KWOK to fake GPU nodes and run bound pods.
 //
 // The binaries come from the separate tools modules under tools/ (so the main
-// module stays light). They are built on first use and cached under the user
-// cache directory, keyed by the pinned version and a hash of the tools
-// module, so later runs start in seconds.
+// module stays light), built on first use and cached by test/toolbin, keyed
+// by the pinned version and a hash of the tools module, so later runs start
+// in seconds.
 //
 // Fault-injection tests also find here: stopping and starting the API
 // server on the same etcd and port, compacting etcd so that watches expire,

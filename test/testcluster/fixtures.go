@@ -97,7 +97,3 @@ func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
 		out = append(out, obj)
 	}
 }
-
-// RepoRoot is the repository root: the folder of the main module's go.mod
-// above the working directory.
-func RepoRoot() (string, error) { return repoRoot() }

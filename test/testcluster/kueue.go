@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tessera-gpu/tessera/kube/crd"
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // KueueNamespace is the namespace Kueue runs "in" (its Configuration's
@@ -54,7 +55,7 @@ const kueueMetricsCerts = "/etc/kueue/metrics/certs"
 // self-signed one there when none is: it needs root for that, and Stop
 // removes what it made there. Stop stops Kueue with the rest.
 func (c *Cluster) StartKueue(ctx context.Context, extra string) (*Process, error) {
-	bin, err := Binary(ctx, "kueue")
+	bin, err := toolbin.Binary(ctx, "kueue")
 	if err != nil {
 		return nil, err
 	}
@@ -137,12 +138,12 @@ integrations:
 // KueueCRDDir is the folder of Kueue's CRD manifests in the module cache,
 // for the Kueue that tools/kueue pins (downloaded when missing).
 func KueueCRDDir(ctx context.Context) (string, error) {
-	root, err := repoRoot()
+	root, err := toolbin.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", knownTools()["kueue"].pinned)
-	cmd.Dir = filepath.Join(root, kueueModule)
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", toolbin.Pinned("kueue"))
+	cmd.Dir = filepath.Join(root, toolbin.KueueModule)
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.Output()
 	if err != nil {
@@ -150,7 +151,7 @@ func KueueCRDDir(ctx context.Context) (string, error) {
 		if errors.As(err, &ee) {
 			err = fmt.Errorf("%w: %s", err, ee.Stderr)
 		}
-		return "", fmt.Errorf("find Kueue in the module cache (go mod download in %s): %w", kueueModule, err)
+		return "", fmt.Errorf("find Kueue in the module cache (go mod download in %s): %w", toolbin.KueueModule, err)
 	}
 	var mod struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // FakeNodeAnnotation marks nodes KWOK manages: create fake GPU nodes with
@@ -106,7 +108,7 @@ func (c *Cluster) StartKWOK(ctx context.Context) error {
 	if c.kwok != nil {
 		return fmt.Errorf("kwok is already running")
 	}
-	bin, err := Binary(ctx, "kwok")
+	bin, err := toolbin.Binary(ctx, "kwok")
 	if err != nil {
 		return err
 	}

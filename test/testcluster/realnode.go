@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // The real node: a kubelet built from tools/cluster and containerd built
@@ -127,11 +129,11 @@ func (c *Cluster) StartRealNode(ctx context.Context, opt NodeOptions) (n *RealNo
 	}
 	bins := map[string]string{}
 	for _, name := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"} {
-		if bins[name], err = Binary(ctx, name); err != nil {
+		if bins[name], err = toolbin.Binary(ctx, name); err != nil {
 			return nil, err
 		}
 	}
-	unlock, err := lockFile(realNodeLock)
+	unlock, err := toolbin.LockFile(realNodeLock)
 	if err != nil {
 		return nil, err
 	}

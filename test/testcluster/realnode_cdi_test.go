@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	dpapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // The CDI device the test hands a container: its spec's edits (an
@@ -151,7 +153,7 @@ func TestContainerdConfigAsContainerdReadsIt(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
-	bin, err := Binary(ctx, "containerd")
+	bin, err := toolbin.Binary(ctx, "containerd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +226,7 @@ func tomlKeys(dump string) map[string]string {
 // archive.
 func pauseImage(t *testing.T) string {
 	t.Helper()
-	root, err := repoRoot()
+	root, err := toolbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // TestRealNodeRegistersReady starts a real kubelet (built from
@@ -46,18 +48,18 @@ func TestRealNodeRegistersReady(t *testing.T) {
 	if v := node.Status.NodeInfo.KubeletVersion; v != "v1.37.2" {
 		t.Errorf("kubelet version %q, want v1.37.2 (the pinned one, stamped at build)", v)
 	}
-	repo, err := repoRoot()
+	repo, err := toolbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	gomod, err := os.ReadFile(filepath.Join(repo, containerdModule, "go.mod"))
+	gomod, err := os.ReadFile(filepath.Join(repo, toolbin.ContainerdModule, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The CRI reports the stamped version without its "v".
-	pinned := strings.TrimPrefix(requiredVersion(string(gomod), "github.com/containerd/containerd/v2"), "v")
+	pinned := strings.TrimPrefix(toolbin.RequiredVersion(string(gomod), "github.com/containerd/containerd/v2"), "v")
 	if rt := node.Status.NodeInfo.ContainerRuntimeVersion; rt != "containerd://"+pinned {
-		t.Errorf("container runtime %q, want containerd://%s (the one pinned in %s, stamped at build)", rt, pinned, containerdModule)
+		t.Errorf("container runtime %q, want containerd://%s (the one pinned in %s, stamped at build)", rt, pinned, toolbin.ContainerdModule)
 	}
 	var internal string
 	for _, a := range node.Status.Addresses {
@@ -108,7 +110,7 @@ func needRealNode(t *testing.T, binaries ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
 	for _, b := range binaries {
-		if _, err := Binary(ctx, b); err != nil {
+		if _, err := toolbin.Binary(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 	}

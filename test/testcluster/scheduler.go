@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/tessera-gpu/tessera/test/toolbin"
 )
 
 // StartKubeScheduler starts the stock kube-scheduler (built from the tools
@@ -18,7 +20,7 @@ func (c *Cluster) StartKubeScheduler(ctx context.Context, qps float32, burst int
 	if c.kubeScheduler != nil {
 		return fmt.Errorf("kube-scheduler is already running")
 	}
-	bin, err := Binary(ctx, "kube-scheduler")
+	bin, err := toolbin.Binary(ctx, "kube-scheduler")
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@
 // kube-controller-manager and kubelet (k8s.io/kubernetes), KWOK and Helm.
 // One module means one version of each shared library (client-go, gRPC,
 // protobuf), so a cold build compiles them once for all seven programs; the
-// test harness (test/testcluster.Binary) builds them together with one
+// test harness (test/toolbin.Binary) builds them together with one
 // `go build` and caches the binaries under the user cache directory, keyed
 // by this module's go.mod and go.sum. It is a module of its own so the main
 // module stays light.

@@ -2,7 +2,7 @@
 
 // Package tools pins containerd (github.com/containerd/containerd/v2) for
 // the tests' real node: the daemon, its runc shim and ctr. The test harness
-// (test/testcluster.Binary) builds the three with one `go build`
+// (test/toolbin.Binary) builds the three with one `go build`
 // (CGO_ENABLED=0, so static; tag no_btrfs leaves out the btrfs snapshotter,
 // which needs cgo) and caches them under the user cache directory, keyed by
 // this module's go.mod and go.sum. runc itself still comes from the

@@ -2,7 +2,7 @@
 
 // Package tools pins Kueue (sigs.k8s.io/kueue), the job queueing
 // controller that test/kueue puts in front of Tessera's scheduler. The
-// test harness (test/testcluster.Binary, "kueue") builds Kueue's own
+// test harness (test/toolbin.Binary, "kueue") builds Kueue's own
 // manager command from this module and caches it under the user cache
 // directory, keyed by this module's go.mod and go.sum; StartKueue reads
 // Kueue's CRDs from this version in the module cache. It is a module of its

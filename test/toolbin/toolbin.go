@@ -1,4 +1,4 @@
-package testcluster
+package toolbin
 
 import (
 	"bufio"
@@ -16,21 +16,21 @@ import (
 	"syscall"
 )
 
-// toolsModule pins every program the tests run beside Tessera's own code
-// but containerd. They are built together: one module means one version of
+// ClusterModule pins every program the tests run beside Tessera's own code
+// but containerd and Kueue. They are built together: one module means one version of
 // each shared library, and one `go build` of all of them compiles each
 // shared package once.
-const toolsModule = "tools/cluster"
+const ClusterModule = "tools/cluster"
 
-// containerdModule pins containerd for the real node: a module of its own,
+// ContainerdModule pins containerd for the real node: a module of its own,
 // since containerd's requirements would raise libraries kubelet is built
-// with (and so rebuild every program of toolsModule).
-const containerdModule = "tools/containerd"
+// with (and so rebuild every program of ClusterModule).
+const ContainerdModule = "tools/containerd"
 
-// kueueModule pins Kueue, the job queueing controller the tests put in
+// KueueModule pins Kueue, the job queueing controller the tests put in
 // front of Tessera: a module of its own, since Kueue's Kubernetes libraries
 // are older than the ones kube-apiserver is built with.
-const kueueModule = "tools/kueue"
+const KueueModule = "tools/kueue"
 
 // Version stamps (-X ldflags), as the projects' release builds set them:
 // without them kubelet and kube-apiserver report v0.0.0-master and
@@ -53,33 +53,71 @@ func knownTools() map[string]tool {
 	const kube = "k8s.io/kubernetes"
 	const ctrd = "github.com/containerd/containerd/v2"
 	return map[string]tool{
-		"etcd":                    {module: toolsModule, pkg: "./etcd", pinned: "go.etcd.io/etcd/server/v3"},
-		"kube-apiserver":          {module: toolsModule, pkg: kube + "/cmd/kube-apiserver", pinned: kube},
-		"kube-scheduler":          {module: toolsModule, pkg: kube + "/cmd/kube-scheduler", pinned: kube},
-		"kube-controller-manager": {module: toolsModule, pkg: kube + "/cmd/kube-controller-manager", pinned: kube},
-		"kubelet":                 {module: toolsModule, pkg: kube + "/cmd/kubelet", pinned: kube},
-		"kwok":                    {module: toolsModule, pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
-		"helm":                    {module: toolsModule, pkg: "./helm", pinned: "helm.sh/helm/v4"},
-		"containerd":              {module: containerdModule, pkg: ctrd + "/cmd/containerd", pinned: ctrd},
-		"containerd-shim-runc-v2": {module: containerdModule, pkg: ctrd + "/cmd/containerd-shim-runc-v2", pinned: ctrd},
-		"ctr":                     {module: containerdModule, pkg: ctrd + "/cmd/ctr", pinned: ctrd},
-		"kueue":                   {module: kueueModule, pkg: "sigs.k8s.io/kueue/cmd/kueue", pinned: "sigs.k8s.io/kueue"},
+		"etcd":                    {module: ClusterModule, pkg: "./etcd", pinned: "go.etcd.io/etcd/server/v3"},
+		"kube-apiserver":          {module: ClusterModule, pkg: kube + "/cmd/kube-apiserver", pinned: kube},
+		"kube-scheduler":          {module: ClusterModule, pkg: kube + "/cmd/kube-scheduler", pinned: kube},
+		"kube-controller-manager": {module: ClusterModule, pkg: kube + "/cmd/kube-controller-manager", pinned: kube},
+		"kubelet":                 {module: ClusterModule, pkg: kube + "/cmd/kubelet", pinned: kube},
+		"kwok":                    {module: ClusterModule, pkg: "sigs.k8s.io/kwok/cmd/kwok", pinned: "sigs.k8s.io/kwok"},
+		"helm":                    {module: ClusterModule, pkg: "./helm", pinned: "helm.sh/helm/v4"},
+		"containerd":              {module: ContainerdModule, pkg: ctrd + "/cmd/containerd", pinned: ctrd},
+		"containerd-shim-runc-v2": {module: ContainerdModule, pkg: ctrd + "/cmd/containerd-shim-runc-v2", pinned: ctrd},
+		"ctr":                     {module: ContainerdModule, pkg: ctrd + "/cmd/ctr", pinned: ctrd},
+		"kueue":                   {module: KueueModule, pkg: "sigs.k8s.io/kueue/cmd/kueue", pinned: "sigs.k8s.io/kueue"},
 	}
 }
 
 // buildFlags are the `go build` flags of a tools module's programs, given
-// the versions of its pinned modules.
+// the versions of its pinned modules. -s -w leave out the symbol table and
+// DWARF: the tests run these programs and never debug them, and linking
+// DWARF for seven Kubernetes binaries is minutes of a cold CI run (stack
+// traces need neither).
 func buildFlags(module string, versions map[string]string) []string {
-	if module == kueueModule {
-		return []string{"-ldflags", "-X " + kueueVersionFlag + "=" + versions["kueue"]}
+	const strip = "-s -w "
+	if module == KueueModule {
+		return []string{"-ldflags", strip + "-X " + kueueVersionFlag + "=" + versions["kueue"]}
 	}
-	if module == containerdModule {
+	if module == ContainerdModule {
 		// no_btrfs: the btrfs snapshotter needs cgo (CGO_ENABLED=0 would
 		// leave it out anyway; the tag says so). urfave_cli_no_docs drops
 		// ctr's man-page generator, as containerd's release builds do.
-		return []string{"-tags", "no_btrfs urfave_cli_no_docs", "-ldflags", "-X " + containerdVersionFlag + "=" + versions["containerd"]}
+		return []string{"-tags", "no_btrfs urfave_cli_no_docs", "-ldflags", strip + "-X " + containerdVersionFlag + "=" + versions["containerd"]}
 	}
-	return []string{"-ldflags", "-X " + versionFlag + "=" + versions["kubelet"]}
+	return []string{"-ldflags", strip + "-X " + versionFlag + "=" + versions["kubelet"]}
+}
+
+// Modules are the tools modules in the order BuildAll builds them: the
+// control plane first (nearly every integration test starts one), then the
+// real node's containerd, then Kueue.
+func Modules() []string { return []string{ClusterModule, ContainerdModule, KueueModule} }
+
+// Pinned is the module whose required version names the tool's binary
+// (for Kueue, the module that also holds its CRDs), or "" for a name
+// Binary does not know.
+func Pinned(name string) string { return knownTools()[name].pinned }
+
+// BuildAll builds every program of every tools module the cache lacks,
+// module by module in Modules' order, and reports each module's binaries
+// on report as they are ready. `make unit` runs it (cmd/build-tools) beside
+// the tests, so that a cold run builds the tools while tests wait on their
+// control planes, instead of the first test of each kind waiting for its
+// build; a test that needs a binary first waits for the build in progress
+// (Binary's lock).
+func BuildAll(ctx context.Context, report func(module string, names []string)) error {
+	for _, module := range Modules() {
+		var names []string
+		for n, t := range knownTools() {
+			if t.module == module {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		if _, err := Binary(ctx, names[0]); err != nil { // builds the module's missing programs
+			return err
+		}
+		report(module, names)
+	}
+	return nil
 }
 
 // Binary returns the path of a cached binary of one of the tools modules'
@@ -96,7 +134,7 @@ func Binary(ctx context.Context, name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("unknown tools binary %q", name)
 	}
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -115,7 +153,7 @@ func Binary(ctx context.Context, name string) (string, error) {
 		if t.module != want.module {
 			continue
 		}
-		v := requiredVersion(gomod, t.pinned)
+		v := RequiredVersion(gomod, t.pinned)
 		if v == "" {
 			return "", fmt.Errorf("tools module %s does not require %s", modDir, t.pinned)
 		}
@@ -128,7 +166,7 @@ func Binary(ctx context.Context, name string) (string, error) {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("create binary cache: %w", err)
 	}
-	unlock, err := lockFile(filepath.Join(cacheDir, "tools-"+key+".lock"))
+	unlock, err := LockFile(filepath.Join(cacheDir, "tools-"+key+".lock"))
 	if err != nil {
 		return "", err
 	}
@@ -207,7 +245,8 @@ func cacheKey(modDir string) (gomod, key string, err error) {
 	return gomod, hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-func requiredVersion(gomod, module string) string {
+// RequiredVersion is the version go.mod (its text) requires of module, or "".
+func RequiredVersion(gomod, module string) string {
 	sc := bufio.NewScanner(strings.NewReader(gomod))
 	for sc.Scan() {
 		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
@@ -219,7 +258,7 @@ func requiredVersion(gomod, module string) string {
 }
 
 // repoRoot walks up from the working directory to the main module's go.mod.
-func repoRoot() (string, error) {
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("find repository root: %w", err)
@@ -238,7 +277,7 @@ func repoRoot() (string, error) {
 }
 
 // lockFile takes an exclusive advisory lock on path.
-func lockFile(path string) (func(), error) {
+func LockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
