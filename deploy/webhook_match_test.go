@@ -19,7 +19,7 @@ func TestWebhookSeesEveryTranslatedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"foreign-gpu-request": admission.MatchExpression(), "gpu-request-in-template": admission.JobMatchExpression()}
+	want := map[string]string{"gpu-request": admission.MatchExpression(), "gpu-request-in-template": admission.JobMatchExpression()}
 	found := map[string]int{}
 	for _, o := range objs {
 		if o.GetKind() != "MutatingWebhookConfiguration" {

@@ -190,8 +190,7 @@ func TestWebhookOnRealAPIServer(t *testing.T) {
 	otherNVIDIA := resPod("other-scheduler-nvidia", limits("nvidia.com/gpu", "1"), limits("nvidia.com/gpu", "1", "nvidia.com/gpucores", "30"))
 	otherNVIDIA.Spec.SchedulerName = "default-scheduler"
 	plain := kaiPod("plain", nil)
-	native := resPod("native", limits(workload.ResourceGPU, "1"), limits("cpu", "1"))
-	for _, p := range []*corev1.Pod{other, otherNVIDIA, plain, native} {
+	for _, p := range []*corev1.Pod{other, otherNVIDIA, plain} {
 		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create %s: %v", p.Name, err)
@@ -205,5 +204,19 @@ func TestWebhookOnRealAPIServer(t *testing.T) {
 	}
 	if n := counter.calls.Load() - before; n != 0 {
 		t.Errorf("the API server sent %d reviews for pods outside the match conditions, want 0", n)
+	}
+
+	// A pod asking through Tessera's own key reaches the webhook and is
+	// stored with its share counted for quotas (a whole GPU: 1000).
+	native, err := pods.Create(ctx, resPod("native", limits(workload.ResourceGPU, "1"), limits("cpu", "1")), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create native: %v", err)
+	}
+	lim := native.Spec.Containers[0].Resources.Limits[workload.ResourceGPUMilli]
+	req := native.Spec.Containers[0].Resources.Requests[workload.ResourceGPUMilli]
+	_, sidecar := native.Spec.Containers[1].Resources.Limits[workload.ResourceGPUMilli]
+	if lim.Value() != 1000 || req.Value() != 1000 || sidecar {
+		t.Errorf("pod native: %s limit %s, request %s, in the CPU container %v; want 1000 in the GPU container only (%+v)",
+			workload.ResourceGPUMilli, lim.String(), req.String(), sidecar, native.Spec.Containers)
 	}
 }

@@ -38,18 +38,21 @@
 // before answering the webhook checks that kube/workload reads the patched
 // pod as exactly the same request per container; it denies the pod
 // otherwise. Pods that ask for nothing, that ask through tessera.io/gpu
-// already, or that belong to another scheduler are allowed untouched. A pod
-// whose request is invalid, or that mixes conventions in a way kube/workload
-// rejects, is denied with kube/workload's message (the pod's key, the
-// container and the allowed range).
+// with their gpu-milli already, or that belong to another scheduler are
+// allowed untouched. A pod whose request is invalid, or that mixes
+// conventions in a way kube/workload rejects, is denied with
+// kube/workload's message (the pod's key, the container and the allowed
+// range).
 //
-// A batch/v1 Job's pod template (the kind Kueue counts when the Job is
-// created, before any pod exists) gets the same translation on creation,
-// plus tessera.io/gpu-milli (limits and requests) in each container whose
-// compute share is fixed before placement, so that a Kueue quota on it
-// counts a 0.25 share as 250; JobMatchExpression selects those Jobs. A
-// template's wrong gpu-milli is denied like a pod's; the Job's pods
-// inherit the template and are left alone.
+// Each container whose compute share is fixed before placement also gets
+// tessera.io/gpu-milli (limits and requests: the share in thousandths over
+// all its GPUs), in Tessera's pods too, so that a quota counts a 0.25
+// share as 250: a namespace's ResourceQuota and Kueue's pod integration
+// count pods on creation. A batch/v1 Job's pod template (the kind Kueue
+// counts when the Job is created, before any pod exists) gets the same
+// patch on creation; JobMatchExpression selects those Jobs. A wrong
+// gpu-milli is denied; the Job's pods inherit the template and are left
+// alone. Templates of other kinds (JobSet, RayJob) are not patched.
 //
 // It only translates requests through kube/workload: it must not schedule,
 // call the API server, or hold state beyond its configuration; a request's

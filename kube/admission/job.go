@@ -10,16 +10,12 @@ import (
 )
 
 // MutateJob returns the JSON Patch for a batch/v1 Job's pod template: the
-// translation Mutate gives a pod, and in each container with a compute
-// share fixed before placement, tessera.io/gpu-milli (limit and request)
-// equal to that share in thousandths over all its GPUs, so that a quota
-// system counting the template (Kueue creates its Workload before any
-// pod exists) counts a 0.25 share as 250. A container whose share follows
-// its memory gets none (the share is known only on the chosen GPU). A
-// template that already carries a correct gpu-milli keeps it; a wrong
-// one, or an invalid request, returns kube/workload's error, as for a pod.
-// The Job's pods inherit the patched template, so the webhook leaves them
-// alone.
+// patch Mutate gives a pod (translation and tessera.io/gpu-milli), so that
+// a quota system counting the template (Kueue creates its Workload before
+// any pod exists) counts a 0.25 share as 250. A template that already
+// carries a correct gpu-milli keeps it; a wrong one, or an invalid
+// request, returns kube/workload's error, as for a pod. The Job's pods
+// inherit the patched template, so the webhook leaves them alone.
 func (h *Handler) MutateJob(job *batchv1.Job) ([]Operation, error) {
 	tmpl := &job.Spec.Template
 	if tmpl.Spec.SchedulerName != h.cfg.SchedulerName {
@@ -35,6 +31,17 @@ func (h *Handler) MutateJob(job *batchv1.Job) ([]Operation, error) {
 	pod.Namespace = job.Namespace
 	pod.OwnerReferences = append(pod.OwnerReferences, metav1.OwnerReference{
 		APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &yes})
+	return h.mutatePod(pod, "/spec/template", len(tmpl.Annotations) > 0)
+}
+
+// mutatePod is Mutate and MutateJob: the translation of pod and, in each
+// container with a compute share fixed before placement and no
+// tessera.io/gpu-milli yet, tessera.io/gpu-milli (limit and request) equal
+// to that share in thousandths over all its GPUs, as a JSON Patch of the
+// pod at root ("" for a pod, "/spec/template" for a Job's template;
+// hasAnnotations tells whether it has an annotations object), or nil when
+// nothing changes.
+func (h *Handler) mutatePod(pod *corev1.Pod, root string, hasAnnotations bool) ([]Operation, error) {
 	t, patched, err := h.translate(pod)
 	if err != nil {
 		return nil, err
@@ -64,7 +71,7 @@ func (h *Handler) MutateJob(job *batchv1.Job) ([]Operation, error) {
 	if len(t.resources) == 0 && len(t.replaced) == 0 {
 		return nil, nil
 	}
-	return t.operations("/spec/template", len(tmpl.Annotations) > 0), nil
+	return t.operations(root, hasAnnotations), nil
 }
 
 func hasGPUMilli(c corev1.Container) bool {

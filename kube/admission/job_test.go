@@ -63,13 +63,19 @@ func templatePod(job *batchv1.Job) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: job.Spec.Template.ObjectMeta, Spec: job.Spec.Template.Spec}
 }
 
-func TestReviewWritesGPUMilliIntoJobTemplates(t *testing.T) {
+// TestReviewWritesGPUMilli: a Job's template, and the same pod created on
+// its own, get tessera.io/gpu-milli for each fixed share (with the
+// translation of another system's keys), so that a quota counting the
+// template (Kueue's Job integration) or the pod (Kueue's pod integration,
+// a ResourceQuota) counts the share.
+func TestReviewWritesGPUMilli(t *testing.T) {
 	tests := []struct {
-		name  string
-		pod   *corev1.Pod // the template
-		want  map[string]request.GPU
-		milli map[string]int64  // tessera.io/gpu-milli per container; absent: none
-		ann   map[string]string // template annotations expected after the patch (all of them)
+		name    string
+		pod     *corev1.Pod // the template, or the pod
+		want    map[string]request.GPU
+		milli   map[string]int64  // tessera.io/gpu-milli per container; absent: none
+		ann     map[string]string // annotations expected after the patch (all of them)
+		jobOnly bool              // a key allowed on a Job's pods only
 	}{
 		{
 			name:  "a Tessera fraction",
@@ -77,6 +83,12 @@ func TestReviewWritesGPUMilliIntoJobTemplates(t *testing.T) {
 			want:  map[string]request.GPU{"main": shareOf(1, 250, 250, 0)},
 			milli: map[string]int64{"main": 250},
 			ann:   map[string]string{workload.AnnotationCompute: "0.25"},
+		},
+		{
+			name:  "whole Tessera GPUs beside a CPU sidecar",
+			pod:   testPod(nil, ctr("main", limits(workload.ResourceGPU, "2")), ctr("sidecar", limits("cpu", "1"))),
+			want:  map[string]request.GPU{"main": shareOf(2, 1000, 1000, 0)},
+			milli: map[string]int64{"main": 2000},
 		},
 		{
 			name: "two GPUs at half, per container, beside a CPU sidecar",
@@ -101,6 +113,7 @@ func TestReviewWritesGPUMilliIntoJobTemplates(t *testing.T) {
 			milli: map[string]int64{"trainer": 500},
 			ann: map[string]string{"kai.scheduler/batch-min-member": "2", workload.AnnotationCompute: "0.5", workload.AnnotationComputeLimit: "1",
 				AnnotationMigratedFrom: "gpu-fraction-container-name=trainer,gpu-fraction=0.5"},
+			jobOnly: true,
 		},
 		{
 			name: "HAMi memory without cores: the share follows memory, so no gpu-milli",
@@ -113,6 +126,29 @@ func TestReviewWritesGPUMilliIntoJobTemplates(t *testing.T) {
 	h := newHandler(t)
 	cat := catalog.Default()
 	for _, tc := range tests {
+		// check compares the patched pod (or the pod a patched template
+		// makes) with the case.
+		check := func(t *testing.T, what string, pod *corev1.Pod) {
+			t.Helper()
+			if !reflect.DeepEqual(pod.Annotations, tc.ann) {
+				t.Errorf("%s: annotations %v, want %v", what, pod.Annotations, tc.ann)
+			}
+			if gotReqs := tesseraRequests(t, what, pod, cat); !reflect.DeepEqual(gotReqs, tc.want) {
+				t.Errorf("%s: requests %+v, want %+v", what, gotReqs, tc.want)
+			}
+			for _, c := range pod.Spec.Containers {
+				lim, inLim := c.Resources.Limits[workload.ResourceGPUMilli]
+				req, inReq := c.Resources.Requests[workload.ResourceGPUMilli]
+				want, ok := tc.milli[c.Name]
+				if inLim != ok || inReq != ok || (ok && (lim.Value() != want || req.Value() != want)) {
+					t.Errorf("%s: container %s: %s limit %v (%v), request %v (%v); want %d (%v)", what, c.Name, workload.ResourceGPUMilli, lim.String(), inLim, req.String(), inReq, want, ok)
+				}
+			}
+			// A patched pod needs no further change.
+			if ops, err := h.Mutate(pod); err != nil || ops != nil {
+				t.Errorf("%s is patched again: patch %v, error %v; want none", what, ops, err)
+			}
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			job := testJob(tc.pod)
 			resp := reviewJob(t, h, admissionv1.Create, job)
@@ -131,27 +167,16 @@ func TestReviewWritesGPUMilliIntoJobTemplates(t *testing.T) {
 			if !reflect.DeepEqual(got.ObjectMeta, job.ObjectMeta) || !reflect.DeepEqual(got.Spec.Template.Labels, job.Spec.Template.Labels) {
 				t.Errorf("the patch changed more than the template's annotations and containers: %s", resp.Patch)
 			}
-			if !reflect.DeepEqual(got.Spec.Template.Annotations, tc.ann) {
-				t.Errorf("template annotations %v, want %v", got.Spec.Template.Annotations, tc.ann)
-			}
-			pod := templatePod(&got)
-			if gotReqs := tesseraRequests(t, "the Job's pods", pod, cat); !reflect.DeepEqual(gotReqs, tc.want) {
-				t.Errorf("requests %+v, want %+v", gotReqs, tc.want)
-			}
-			for _, c := range pod.Spec.Containers {
-				lim, inLim := c.Resources.Limits[workload.ResourceGPUMilli]
-				req, inReq := c.Resources.Requests[workload.ResourceGPUMilli]
-				want, ok := tc.milli[c.Name]
-				if inLim != ok || inReq != ok || (ok && (lim.Value() != want || req.Value() != want)) {
-					t.Errorf("container %s: %s limit %v (%v), request %v (%v); want %d (%v)", c.Name, workload.ResourceGPUMilli, lim.String(), inLim, req.String(), inReq, want, ok)
-				}
-			}
 			// The Job's pods inherit the template: the webhook leaves them be.
+			pod := templatePod(&got)
 			yes := true
 			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "u1", Controller: &yes}}
-			if ops, err := h.Mutate(pod); err != nil || ops != nil {
-				t.Errorf("a pod of the patched Job: patch %v, error %v; want none", ops, err)
+			check(t, "the Job's pods", pod)
+			if tc.jobOnly {
+				return
 			}
+			bare := tc.pod.DeepCopy()
+			check(t, "the pod created on its own", patchPod(t, bare, review(t, h, admissionv1.Create, podKind, bare)))
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -32,7 +33,9 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 	}
 	// Workloads: kube-controller-manager creates the Deployments' and
 	// Jobs' pods, as in a real cluster.
-	ctx, _, cfg := testcluster.ForTestWith(t, false, testcluster.Options{Workloads: true})
+	// The ResourceQuota controller: a quota admits pods only once it has
+	// counted the namespace's usage.
+	ctx, _, cfg := testcluster.ForTestWith(t, false, testcluster.Options{Workloads: true, Controllers: []string{"resourcequota-controller"}})
 	client := kubernetes.NewForConfigOrDie(cfg)
 	ca := newTestCA(t)
 	certFile, keyFile := ca.issue(t, t.TempDir(), "tessera-webhook")
@@ -48,7 +51,7 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 		mwc.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca.PEM}
 		for j, mc := range mwc.Webhooks[i].MatchConditions {
 			switch mc.Name {
-			case "foreign-gpu-request":
+			case "gpu-request":
 				mwc.Webhooks[i].MatchConditions[j].Expression = MatchExpression()
 			case "gpu-request-in-template":
 				mwc.Webhooks[i].MatchConditions[j].Expression = JobMatchExpression()
@@ -59,20 +62,7 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 		t.Fatalf("create webhook configuration: %v", err)
 	}
 	const ns = "ml"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Pods need the namespace's default service account, which the
-	// service-account controller creates.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no default service account in %s: %v", ns, err)
-		}
-	}
+	createNamespace(t, client, ns)
 	pods := client.CoreV1().Pods(ns)
 	// Wait until the API server calls the webhook (it loads the
 	// configuration asynchronously).
@@ -241,6 +231,70 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// A namespace's ResourceQuota counts a share as the webhook writes it
+	// into each pod: 1000 thousandths of GPU hold four quarter-GPU pods,
+	// in Tessera's keys or HAMi's, and refuse a fifth, and a whole GPU.
+	t.Run("resource quota", func(t *testing.T) {
+		const qns = "quota"
+		createNamespace(t, client, qns)
+		hard := corev1.ResourceName("requests." + workload.ResourceGPUMilli)
+		if _, err := client.CoreV1().ResourceQuotas(qns).Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpus", Namespace: qns},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{hard: resource.MustParse("1000")}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		quarters := []*corev1.Pod{
+			testPod(map[string]string{workload.AnnotationCompute: "0.25"}, ctr("main", limits(workload.ResourceGPU, "1"))),
+			testPod(map[string]string{workload.AnnotationCompute: "0.25"}, ctr("main", limits(workload.ResourceGPU, "1"))),
+			testPod(nil, ctr("main", limits("nvidia.com/gpu", "1", "nvidia.com/gpumem", "4000", "nvidia.com/gpucores", "25"))),
+			testPod(map[string]string{"gpu-fraction": "0.25"}),
+		}
+		for i, p := range quarters {
+			p.Name, p.Namespace = fmt.Sprintf("quarter-%d", i), qns
+			// The quota admits nothing until its controller has counted
+			// the namespace (a liveness bound, not a performance one).
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				_, err := client.CoreV1().Pods(qns).Create(ctx, p, metav1.CreateOptions{})
+				if err == nil {
+					break
+				}
+				if i > 0 || !strings.Contains(err.Error(), "status unknown for quota") || time.Now().After(deadline) {
+					t.Fatalf("pod %s (a quarter GPU within the quota): %v", p.Name, err)
+				}
+			}
+		}
+		for name, p := range map[string]*corev1.Pod{
+			"a fifth quarter": testPod(map[string]string{workload.AnnotationCompute: "0.25"}, ctr("main", limits(workload.ResourceGPU, "1"))),
+			"a whole GPU":     testPod(nil, ctr("main", limits("nvidia.com/gpu", "1"))),
+		} {
+			p.Name, p.Namespace = "over", qns
+			_, err := client.CoreV1().Pods(qns).Create(ctx, p, metav1.CreateOptions{})
+			if err == nil || !strings.Contains(err.Error(), "exceeded quota") || !strings.Contains(err.Error(), string(hard)) {
+				t.Errorf("%s past a quota of 1000 with 1000 used: error %v, want exceeded quota on %s", name, err, hard)
+			}
+		}
+	})
+}
+
+// createNamespace creates ns and waits for its default service account,
+// which pods need and the service-account controller creates.
+func createNamespace(t *testing.T, client kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no default service account in %s: %v", ns, err)
+		}
 	}
 }
 

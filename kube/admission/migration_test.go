@@ -217,6 +217,17 @@ func checkMigrated(t *testing.T, tc migrationCase, got *corev1.Pod, cat *catalog
 			t.Errorf("container %s: has %s %v, want %v (%+v)", c.Name, workload.ResourceGPU, has, want, c.Resources)
 		}
 	}
+	// Each fixed share is counted for quotas, in thousandths over all the
+	// container's GPUs; a share that follows memory is not.
+	for _, c := range got.Spec.Containers {
+		g := tc.want[c.Name]
+		want := int64(g.Count) * g.ComputeMilli
+		lim, inLim := c.Resources.Limits[workload.ResourceGPUMilli]
+		req, inReq := c.Resources.Requests[workload.ResourceGPUMilli]
+		if inLim != (want > 0) || inReq != (want > 0) || lim.Value() != want || req.Value() != want {
+			t.Errorf("container %s: %s limit %s (%v), request %s (%v); want %d", c.Name, workload.ResourceGPUMilli, lim.String(), inLim, req.String(), inReq, want)
+		}
+	}
 	policy, _, _, err := workload.PlacementPolicy(got)
 	if err != nil || policy != tc.policy {
 		t.Errorf("placement policy %q (%v), want %q", policy, err, tc.policy)

@@ -112,9 +112,11 @@ type translation struct {
 	replaced  []string // entries of AnnotationMigratedFrom
 }
 
-// Mutate returns the JSON Patch that makes pod request tessera.io/gpu, or
-// nil when the pod needs no change: it belongs to another scheduler, asks
-// for no GPU, or asks through tessera.io/gpu already. A pod that asks
+// Mutate returns the JSON Patch that makes pod request tessera.io/gpu and
+// count its GPU share in tessera.io/gpu-milli, or nil when the pod needs
+// no change: it belongs to another scheduler, asks for no GPU, or asks
+// through tessera.io/gpu already with its gpu-milli written (or a share
+// that follows memory, known only on the chosen GPU). A pod that asks
 // through KAI's annotations, nvidia.com/gpu, HAMi's or Volcano's resources
 // or nvshare.com/gpu is translated into Tessera's keys. An invalid request
 // returns a *workload.Error naming the pod's key and the allowed range.
@@ -122,16 +124,17 @@ type translation struct {
 // The patched pod asks for exactly the same request.GPU per container as
 // the original (kube/workload reads both), and each such container
 // requests one tessera.io/gpu unit per GPU, which is what the node agent
-// matches Allocate calls by.
+// matches Allocate calls by. tessera.io/gpu-milli (limit and request, the
+// container's compute share in thousandths over all its GPUs) is what a
+// quota counts a share by: Kueue's pod integration and a namespace's
+// ResourceQuota (requests.tessera.io/gpu-milli) count each pod on
+// creation; no node advertises it and kubelet hands it to no device
+// plugin.
 func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 	if pod.Spec.SchedulerName != h.cfg.SchedulerName {
 		return nil, nil
 	}
-	t, _, err := h.translate(pod)
-	if err != nil || t == nil {
-		return nil, err
-	}
-	return t.operations("", len(pod.Annotations) > 0), nil
+	return h.mutatePod(pod, "", len(pod.Annotations) > 0)
 }
 
 // translate returns what Mutate changes in pod (of any scheduler) and the
@@ -393,7 +396,7 @@ func (t *translation) addAnnotations() map[string]string {
 // pod's path in the patched object ("" for a pod, "/spec/template" for a
 // Job's template), and hasAnnotations tells whether the pod has a
 // metadata.annotations object to add to. A translation that replaced no
-// key (a Job's gpu-milli only) leaves the annotations alone.
+// key (gpu-milli only) leaves the annotations alone.
 func (t *translation) operations(root string, hasAnnotations bool) []Operation {
 	var ops []Operation
 	for _, k := range t.removeAnn {

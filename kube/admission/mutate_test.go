@@ -171,12 +171,13 @@ func TestReviewLeavesOtherPodsAlone(t *testing.T) {
 		pod  *corev1.Pod
 	}{
 		{"asks for nothing", admissionv1.Create, podKind, testPod(nil)},
-		{"already has tessera.io/gpu", admissionv1.Create, podKind, testPod(map[string]string{workload.AnnotationCompute: "0.5"}, corev1.Container{Name: "main", Resources: limits(workload.ResourceGPU, "1")})},
+		{"tessera.io/gpu with its gpu-milli", admissionv1.Create, podKind, testPod(map[string]string{workload.AnnotationCompute: "0.5"},
+			corev1.Container{Name: "main", Resources: limits(workload.ResourceGPU, "1", workload.ResourceGPUMilli, "500")})},
+		{"a share that follows memory (known only on the chosen GPU)", admissionv1.Create, podKind, testPod(map[string]string{workload.AnnotationMemory: "8Gi"},
+			corev1.Container{Name: "main", Resources: limits(workload.ResourceGPU, "1")})},
 		{"another scheduler's pod", admissionv1.Create, podKind, other},
 		{"another scheduler's nvidia.com/gpu pod", admissionv1.Create, podKind, otherNVIDIA},
 		{"another scheduler's HAMi pod", admissionv1.Create, podKind, otherHAMi},
-		{"tessera.io/gpu in one container, none elsewhere", admissionv1.Create, podKind, testPod(nil,
-			corev1.Container{Name: "main", Resources: limits(workload.ResourceGPU, "2")}, corev1.Container{Name: "sidecar", Resources: limits("cpu", "1")})},
 		{"an update", admissionv1.Update, podKind, testPod(map[string]string{"gpu-fraction": "0.5"})},
 		{"not a pod", admissionv1.Create, metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, testPod(map[string]string{"gpu-fraction": "0.5"})},
 	}
@@ -373,6 +374,18 @@ func TestReviewTranslatesNVIDIAAndHAMiResources(t *testing.T) {
 				orig := tc.pod.Spec.Containers[i]
 				n, translated := tc.gpus[c.Name]
 				if !translated {
+					// Unchanged but for the gpu-milli of a fixed share
+					// (checked below with the translated ones').
+					c := *c.DeepCopy()
+					if _, ok := orig.Resources.Limits[workload.ResourceGPUMilli]; !ok {
+						delete(c.Resources.Limits, workload.ResourceGPUMilli)
+					}
+					if _, ok := orig.Resources.Requests[workload.ResourceGPUMilli]; !ok {
+						delete(c.Resources.Requests, workload.ResourceGPUMilli)
+						if len(c.Resources.Requests) == 0 && orig.Resources.Requests == nil {
+							c.Resources.Requests = nil
+						}
+					}
 					if !reflect.DeepEqual(c, orig) {
 						t.Errorf("container %s changed: %+v", c.Name, c)
 					}
@@ -415,6 +428,9 @@ func TestReviewTranslatesNVIDIAAndHAMiResources(t *testing.T) {
 					t.Errorf("scheduler reads %+v; want the original request %+v under Tessera's keys", after[i], before[i])
 				}
 			}
+			// Each fixed share is counted for quotas.
+			policy, _, _, _ := workload.PlacementPolicy(tc.pod)
+			checkMigrated(t, migrationCase{want: tesseraRequests(t, "the patched pod", got, cat), ann: tc.ann, policy: policy}, got, cat)
 			// ...and the agent expects one device per GPU of those requests.
 			if cs := agentkube.FromAPI(got).Containers; !reflect.DeepEqual(cs, wantDevices) {
 				t.Errorf("agent sees device requests %+v, want %+v", cs, wantDevices)

@@ -18,8 +18,8 @@ import (
 // most about 1.5 MiB (etcd's limit), and a review carries one.
 const maxReviewBytes = 4 << 20
 
-// Review answers one admission request: allowed with a JSON Patch for a pod
-// that needs tessera.io/gpu or a batch/v1 Job whose template needs it or
+// Review answers one admission request: allowed with a JSON Patch for a pod,
+// or a batch/v1 Job's template, that needs tessera.io/gpu or
 // tessera.io/gpu-milli, allowed untouched for anything else, denied with
 // kube/workload's message for an invalid GPU request. Only creations are
 // reviewed: Kueue counts a Job's template when the Job is created. A
@@ -66,7 +66,7 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	}
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
-	msg := "translated pod GPU request into " + workload.ResourceGPU
+	msg := "patched the pod's GPU request with Tessera's keys and " + workload.ResourceGPUMilli
 	if kind == "job" {
 		msg = "patched the job's pod template with Tessera's keys and " + workload.ResourceGPUMilli
 	}

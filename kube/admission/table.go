@@ -104,17 +104,27 @@ func Table() []Row {
 
 // MatchExpression is the CEL expression that selects the pods the webhook
 // must see: those carrying any annotation or container resource (init
-// containers included) of Table. deploy/webhook.yaml's matchConditions
-// must select at least these pods.
-func MatchExpression() string { return matchExpression("object", "has(object.metadata.annotations)") }
+// containers included) of Table, resource tessera.io/gpu or
+// tessera.io/gpu-milli, or a Tessera request annotation (KEY or
+// KEY.<container>). deploy/webhook.yaml's matchConditions must select at
+// least these pods.
+func MatchExpression() string { return requestMatch("object", "has(object.metadata.annotations)") }
 
 // JobMatchExpression is the CEL expression that selects the batch/v1 Jobs
 // the webhook must see: those whose pod template carries a key
-// MatchExpression selects, resource tessera.io/gpu or tessera.io/gpu-milli,
-// or a Tessera request annotation (KEY or KEY.<container>).
-// deploy/webhook.yaml's matchConditions must select at least these Jobs.
+// MatchExpression selects in a pod. deploy/webhook.yaml's matchConditions
+// must select at least these Jobs.
 func JobMatchExpression() string {
 	const tmpl = "object.spec.template"
+	// A template's metadata may be absent in the request, where a pod's is
+	// not.
+	return requestMatch(tmpl, "has("+tmpl+".metadata) && has("+tmpl+".metadata.annotations)")
+}
+
+// requestMatch selects the pod at root ("object", or a template's path)
+// when it carries another system's GPU key (foreignMatch) or one of
+// Tessera's; hasAnn tests that it has annotations.
+func requestMatch(root, hasAnn string) string {
 	res := []string{"'" + workload.ResourceGPU + "'", "'" + workload.ResourceGPUMilli + "'"}
 	var ann []string
 	for _, k := range tesseraAnnotationKeys() {
@@ -122,17 +132,14 @@ func JobMatchExpression() string {
 	}
 	in := "c, has(c.resources) && [" + strings.Join(res, ", ") + "].exists(k, (has(c.resources.limits) && k in c.resources.limits) || " +
 		"(has(c.resources.requests) && k in c.resources.requests))"
-	// A template's metadata may be absent in the request, where a pod's is
-	// not.
-	hasAnn := "has(" + tmpl + ".metadata) && has(" + tmpl + ".metadata.annotations)"
 	return fmt.Sprintf("%[1]s || %[2]s.spec.containers.exists(%[3]s) || "+
 		"(%[4]s && %[2]s.metadata.annotations.exists(k, [%[5]s].exists(p, k == p || k.startsWith(p + '.'))))",
-		matchExpression(tmpl, hasAnn), tmpl, in, hasAnn, strings.Join(ann, ", "))
+		foreignMatch(root, hasAnn), root, in, hasAnn, strings.Join(ann, ", "))
 }
 
-// matchExpression is MatchExpression for the pod at root ("object", or a
-// template's path); hasAnn tests that it has annotations.
-func matchExpression(root, hasAnn string) string {
+// foreignMatch selects the pod at root when it carries any annotation or
+// container resource (init containers included) of Table.
+func foreignMatch(root, hasAnn string) string {
 	var ann, res []string
 	for _, r := range Table() {
 		switch {
