@@ -102,39 +102,18 @@ run: build
 ## test: every check CI runs: formatting, vet, staticcheck and all tests.
 test: lint unit
 
-# unit starts test/toolbin's build-tools beside `go test`: on a cold machine
-# the tools modules' programs (the control plane, kubelet, containerd,
-# Kueue: minutes each) are then built while tests wait on their control
-# planes, and a test that needs one waits for that build instead of
-# starting its own. Its output lands in TOOLS_LOG and is printed at the
-# end; a failed build fails the target. Test binaries link without DWARF
-# (-ldflags=-w): panics and race reports need only Go's own symbol
-# tables, and DWARF is about a third of the link time of each of some
-# ninety test binaries.
-#
-# go test starts packages in the order they are named: the ones that run
-# longest (kube/scheduler's control-plane tests, the CLI's and host
-# daemon's process tests, the real node) or burn the most CPU (tracesim's
-# replays) are named first, so that they overlap the compile and each
-# other instead of running alone at the end, and one more package than
-# there are cores runs at a time, since the integration tests spend much
-# of their time waiting on the processes they start (a cold run on two
-# cores was CPU-bound for its first 35 minutes and 40% idle in its last
-# 15 with the defaults).
-TOOLS_LOG    := $(TOOLS_BIN)/build-tools.log
-FIRST_PKGS   := ./kube/scheduler ./cmd/tessera/cli ./tracesim ./hostd ./test/e2enode
-UNIT_JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
-UNIT_TEST     = $(GO) test -race -count=1 -timeout 55m -ldflags=-w -p $(UNIT_JOBS) $(FIRST_PKGS) ./...
+# Test binaries link without DWARF (-ldflags=-w): panics and race reports
+# need only Go's own symbol tables, and DWARF is about a third of the link
+# time of each of some ninety test binaries. The tools modules' programs
+# (test/toolbin) are built by the first test that needs each, inside this
+# run: measured on a cold 2-core machine, building them all up front beside
+# the tests, or naming the longest packages first with one more package
+# than cores at a time, made the run longer (63 and 68+ minutes against 61),
+# since its first 35 minutes are CPU-bound anyway and the Kueue build that
+# an early start moves away fills the idle end of the run.
+UNIT_TEST     = $(GO) test -race -count=1 -timeout 55m -ldflags=-w ./...
 unit:
-	@mkdir -p $(TOOLS_BIN)
-	$(GO) build -o $(TOOLS_BIN)/build-tools ./test/toolbin/cmd/build-tools
-	@echo '$(TOOLS_BIN)/build-tools >$(TOOLS_LOG) 2>&1 &   (beside the tests)'
-	@echo '$(UNIT_TEST)'
-	@$(TOOLS_BIN)/build-tools >'$(TOOLS_LOG)' 2>&1 & tools=$$!; \
-	  $(UNIT_TEST); rc=$$?; \
-	  if [ $$rc != 0 ]; then kill $$tools 2>/dev/null; wait $$tools 2>/dev/null; exit $$rc; fi; \
-	  if ! wait $$tools; then echo "building the tools modules failed:"; cat '$(TOOLS_LOG)'; exit 1; fi; \
-	  cat '$(TOOLS_LOG)'
+	$(UNIT_TEST)
 	@for m in $(TOOL_MODULES); do echo "cd $$m && $(GO) test -count=1 ./..."; (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 
 lint: $(STATICCHECK)

@@ -5,13 +5,10 @@
 // Kueue from tools/kueue. A module's missing programs are built with one
 // `go build` (static, CGO_ENABLED=0, no symbols or DWARF) into a cache
 // keyed by the pinned versions, go.mod, go.sum and the Go version; callers
-// in several processes at once build once (a file lock). BuildAll builds
-// every module, for `make unit` to start beside the tests
-// (cmd/build-tools).
+// in several processes at once build once (a file lock).
 //
 // It owns only building and finding those binaries: it must not start
 // them (test/testcluster does) and imports nothing outside the standard
-// library, so that cmd/build-tools compiles in seconds on a cold machine.
-// It is test infrastructure only: nothing outside tests and cmd/build-tools
-// may import it.
+// library. It is test infrastructure only: nothing outside tests may
+// import it.
 package toolbin

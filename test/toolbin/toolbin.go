@@ -86,39 +86,10 @@ func buildFlags(module string, versions map[string]string) []string {
 	return []string{"-ldflags", strip + "-X " + versionFlag + "=" + versions["kubelet"]}
 }
 
-// Modules are the tools modules in the order BuildAll builds them: the
-// control plane first (nearly every integration test starts one), then the
-// real node's containerd, then Kueue.
-func Modules() []string { return []string{ClusterModule, ContainerdModule, KueueModule} }
-
 // Pinned is the module whose required version names the tool's binary
 // (for Kueue, the module that also holds its CRDs), or "" for a name
 // Binary does not know.
 func Pinned(name string) string { return knownTools()[name].pinned }
-
-// BuildAll builds every program of every tools module the cache lacks,
-// module by module in Modules' order, and reports each module's binaries
-// on report as they are ready. `make unit` runs it (cmd/build-tools) beside
-// the tests, so that a cold run builds the tools while tests wait on their
-// control planes, instead of the first test of each kind waiting for its
-// build; a test that needs a binary first waits for the build in progress
-// (Binary's lock).
-func BuildAll(ctx context.Context, report func(module string, names []string)) error {
-	for _, module := range Modules() {
-		var names []string
-		for n, t := range knownTools() {
-			if t.module == module {
-				names = append(names, n)
-			}
-		}
-		sort.Strings(names)
-		if _, err := Binary(ctx, names[0]); err != nil { // builds the module's missing programs
-			return err
-		}
-		report(module, names)
-	}
-	return nil
-}
 
 // Binary returns the path of a cached binary of one of the tools modules'
 // programs ("etcd", "kube-apiserver", "kube-scheduler",
