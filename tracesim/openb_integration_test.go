@@ -13,8 +13,17 @@ import (
 // openbDir finds the shared openb traces: $TESSERA_SHARED (the shared
 // folder, or its traces/openb directly), else ../shared/traces/openb beside
 // the repository root.
+//
+// Under the race detector it skips: the openb replays are single-threaded
+// replays of thousands of pods (Matrix's worker pool, their one concurrency,
+// is covered under -race by the tiny-trace matrices), and the detector makes
+// them about fifteen times slower (237 s against 16 s for the package).
+// make unit runs this package a second time without -race, so CI runs them.
 func openbDir(t testing.TB) string {
 	t.Helper()
+	if raceDetector {
+		t.Skip("replays the full openb traces, which the race detector slows about fifteenfold: run without -race (make unit does)")
+	}
 	var candidates []string
 	if env := os.Getenv("TESSERA_SHARED"); env != "" {
 		candidates = append(candidates, filepath.Join(env, "traces", "openb"), env)
