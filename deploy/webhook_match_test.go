@@ -9,7 +9,7 @@ import (
 )
 
 // TestWebhookSeesEveryTranslatedKey: the chart's match conditions that
-// send pods and Jobs to the webhook are the expressions built from the
+// send pods, Jobs and JobSets to the webhook are the expressions built from the
 // admission webhook's translation table, so a key added to the table cannot be
 // missed by the API server (a pod using it would reach kubelet
 // untranslated). deploy/webhook.yaml is the chart's render (kept equal by
@@ -19,7 +19,9 @@ func TestWebhookSeesEveryTranslatedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"gpu-request": admission.MatchExpression(), "gpu-request-in-template": admission.JobMatchExpression()}
+	jobSetScheduler, jobSetRequest := admission.JobSetMatchExpressions("tessera") // manifests-values.yaml's schedulerName
+	want := map[string]string{"gpu-request": admission.MatchExpression(), "gpu-request-in-template": admission.JobMatchExpression(),
+		"gpu-request-in-jobset": jobSetRequest}
 	found := map[string]int{}
 	for _, o := range objs {
 		if o.GetKind() != "MutatingWebhookConfiguration" {
@@ -31,6 +33,14 @@ func TestWebhookSeesEveryTranslatedKey(t *testing.T) {
 			for _, c := range conds {
 				c := c.(map[string]any)
 				name, _ := c["name"].(string)
+				if h.(map[string]any)["name"] == "jobset.gpu.tessera.io" && name == "tessera-scheduler" {
+					// A JobSet's schedulerName is tested before it is read.
+					found["jobset's tessera-scheduler"]++
+					if c["expression"] != jobSetScheduler {
+						t.Errorf("webhook jobset.gpu.tessera.io: match condition tessera-scheduler is\n%v\nwant (kube/admission):\n%s", c["expression"], jobSetScheduler)
+					}
+					continue
+				}
 				w, ok := want[name]
 				if !ok {
 					continue
@@ -42,6 +52,9 @@ func TestWebhookSeesEveryTranslatedKey(t *testing.T) {
 				}
 			}
 		}
+	}
+	if found["jobset's tessera-scheduler"] != 1 {
+		t.Errorf("webhook.yaml has %d tessera-scheduler conditions on jobset.gpu.tessera.io, want 1", found["jobset's tessera-scheduler"])
 	}
 	for name := range want {
 		if found[name] != 1 {

@@ -50,9 +50,11 @@
 // share as 250: a namespace's ResourceQuota and Kueue's pod integration
 // count pods on creation. A batch/v1 Job's pod template (the kind Kueue
 // counts when the Job is created, before any pod exists) gets the same
-// patch on creation; JobMatchExpression selects those Jobs. A wrong
-// gpu-milli is denied; the Job's pods inherit the template and are left
-// alone. Templates of other kinds (JobSet, RayJob) are not patched.
+// patch on creation; JobMatchExpression selects those Jobs. So do a
+// JobSet's replicated Jobs' templates (Kueue's JobSet integration counts
+// them; JobSetMatchExpressions selects those JobSets). A wrong gpu-milli
+// is denied; the Jobs and pods made from a patched template are left
+// alone. Templates of other kinds (RayJob) are not patched.
 //
 // It only translates requests through kube/workload: it must not schedule,
 // call the API server, or hold state beyond its configuration; a request's

@@ -34,16 +34,46 @@ func testJob(pod *corev1.Pod) *batchv1.Job {
 	}
 }
 
+var jobSetKind = metav1.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
+
+// testJobSet is a JobSet of two replicated Jobs, "driver" (one CPU, on the
+// same scheduler as pod) and "workers", whose template is pod's metadata
+// and spec; a pod without annotations or labels makes a template without
+// metadata, as a client may send it (the API server does not default a
+// custom resource's).
+func testJobSet(pod *corev1.Pod) map[string]any {
+	driver := map[string]any{"metadata": map[string]any{"labels": map[string]string{"role": "driver"}},
+		"spec": corev1.PodSpec{SchedulerName: pod.Spec.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{ctr("driver", limits("cpu", "1"))}}}
+	workers := map[string]any{"spec": pod.Spec}
+	if len(pod.Annotations) > 0 || len(pod.Labels) > 0 {
+		workers["metadata"] = metav1.ObjectMeta{Annotations: pod.Annotations, Labels: pod.Labels}
+	}
+	rj := func(name string, tmpl map[string]any) map[string]any {
+		return map[string]any{"name": name, "replicas": 1, "template": map[string]any{"spec": map[string]any{"template": tmpl}}}
+	}
+	return map[string]any{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+		"metadata": map[string]any{"name": "train", "namespace": "ns"},
+		"spec":     map[string]any{"replicatedJobs": []any{rj("driver", driver), rj("workers", workers)}}}
+}
+
 // reviewJob posts job to h as the API server does and returns the response.
 func reviewJob(t *testing.T, h http.Handler, op admissionv1.Operation, job *batchv1.Job) *admissionv1.AdmissionResponse {
 	t.Helper()
-	raw, err := json.Marshal(job)
+	return reviewObject(t, h, op, jobKind, job.Namespace, job)
+}
+
+// reviewObject posts obj, of kind, to h as the API server does and returns
+// the response.
+func reviewObject(t *testing.T, h http.Handler, op admissionv1.Operation, kind metav1.GroupVersionKind, namespace string, obj any) *admissionv1.AdmissionResponse {
+	t.Helper()
+	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, err := json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{UID: "uid-1", Kind: jobKind, Operation: op, Namespace: job.Namespace,
+		Request: &admissionv1.AdmissionRequest{UID: "uid-1", Kind: kind, Operation: op, Namespace: namespace,
 			Object: runtime.RawExtension{Raw: raw}},
 	})
 	if err != nil {
@@ -172,6 +202,33 @@ func TestReviewWritesGPUMilli(t *testing.T) {
 			yes := true
 			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: "u1", Controller: &yes}}
 			check(t, "the Job's pods", pod)
+
+			// The same template as a JobSet's workers, beside a CPU-only
+			// driver the patch leaves alone.
+			js := testJobSet(tc.pod)
+			raw, _ = json.Marshal(js)
+			resp = reviewObject(t, h, admissionv1.Create, jobSetKind, "ns", js)
+			if !resp.Allowed || resp.PatchType == nil {
+				t.Fatalf("JobSet: response %+v: want allowed with a JSON patch", resp)
+			}
+			if out, err = applyPatch(raw, resp.Patch); err != nil {
+				t.Fatalf("apply %s to the JobSet: %v", resp.Patch, err)
+			}
+			var gotSet JobSet
+			if err := json.Unmarshal(out, &gotSet); err != nil {
+				t.Fatal(err)
+			}
+			if len(gotSet.Spec.ReplicatedJobs) != 2 || !strings.Contains(string(resp.Patch), "/spec/replicatedJobs/1/template/spec/template/") ||
+				strings.Contains(string(resp.Patch), "/spec/replicatedJobs/0/") {
+				t.Fatalf("JobSet patch %s: want the workers' template patched and the driver's left alone", resp.Patch)
+			}
+			tmpl := gotSet.Spec.ReplicatedJobs[1].Template.Spec.Template
+			pod = &corev1.Pod{Spec: tmpl.Spec}
+			if tmpl.Metadata != nil {
+				pod.ObjectMeta = *tmpl.Metadata
+			}
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train-workers-0", UID: "u2", Controller: &yes}}
+			check(t, "the JobSet's worker pods", pod)
 			if tc.jobOnly {
 				return
 			}
@@ -203,6 +260,12 @@ func TestReviewLeavesOtherJobsAlone(t *testing.T) {
 		if !resp.Allowed || resp.Patch != nil || resp.PatchType != nil || resp.Result != nil {
 			t.Errorf("%s: response %+v, want allowed with no patch", tc.name, resp)
 		}
+		// The same template as a JobSet's workers.
+		js := testJobSet(&corev1.Pod{ObjectMeta: tc.job.Spec.Template.ObjectMeta, Spec: tc.job.Spec.Template.Spec})
+		resp = reviewObject(t, h, tc.op, jobSetKind, "ns", js)
+		if !resp.Allowed || resp.Patch != nil || resp.PatchType != nil || resp.Result != nil {
+			t.Errorf("%s, as a JobSet: response %+v, want allowed with no patch", tc.name, resp)
+		}
 	}
 }
 
@@ -228,6 +291,15 @@ func TestReviewDeniesBadJobTemplates(t *testing.T) {
 		}
 		if podResp.Result == nil || resp.Result.Message != podResp.Result.Message {
 			t.Errorf("%s: Job denied with %q, its pod with %+v", tc.name, resp.Result.Message, podResp.Result)
+		}
+		// A JobSet's, with the message naming the replicated Job.
+		setResp := reviewObject(t, h, admissionv1.Create, jobSetKind, "ns", testJobSet(tc.pod))
+		if podResp.Result == nil {
+			continue
+		}
+		if want := "spec.replicatedJobs[1] (workers): " + podResp.Result.Message; setResp.Allowed || setResp.Result == nil ||
+			setResp.Result.Code != http.StatusUnprocessableEntity || setResp.Result.Message != want {
+			t.Errorf("%s: JobSet response %+v, want denied with code 422 and %q", tc.name, setResp, want)
 		}
 		for _, w := range tc.want {
 			if !strings.Contains(resp.Result.Message, w) {

@@ -26,7 +26,8 @@ import (
 // whose pods kube-controller-manager creates from their templates (HAMi,
 // nvshare, KAI and Volcano keys); each stored pod must carry the
 // translation, or the API server must refuse it with the webhook's
-// message. Jobs' stored templates must carry tessera.io/gpu-milli.
+// message. Jobs' and JobSets' stored templates must carry
+// tessera.io/gpu-milli.
 func TestMigrationOnRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -55,6 +56,14 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 				mwc.Webhooks[i].MatchConditions[j].Expression = MatchExpression()
 			case "gpu-request-in-template":
 				mwc.Webhooks[i].MatchConditions[j].Expression = JobMatchExpression()
+			case "gpu-request-in-jobset":
+				_, mwc.Webhooks[i].MatchConditions[j].Expression = JobSetMatchExpressions("tessera")
+			case "tessera-scheduler":
+				// The JobSet's is generated too: it tests each field
+				// before reading it.
+				if mwc.Webhooks[i].Name == "jobset.gpu.tessera.io" {
+					mwc.Webhooks[i].MatchConditions[j].Expression, _ = JobSetMatchExpressions("tessera")
+				}
 			}
 		}
 	}
@@ -232,6 +241,8 @@ func TestMigrationOnRealAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("JobSets", func(t *testing.T) { checkJobSets(t, cfg, ns) })
 
 	// A namespace's ResourceQuota counts a share as the webhook writes it
 	// into each pod: 1000 thousandths of GPU hold four quarter-GPU pods,

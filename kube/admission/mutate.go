@@ -134,17 +134,28 @@ func (h *Handler) Mutate(pod *corev1.Pod) ([]Operation, error) {
 	if pod.Spec.SchedulerName != h.cfg.SchedulerName {
 		return nil, nil
 	}
-	return h.mutatePod(pod, "", len(pod.Annotations) > 0)
+	return h.mutatePod(pod, podAt{hasMetadata: true, hasAnnotations: len(pod.Annotations) > 0})
 }
 
-// mutatePod is Mutate and MutateJob: the translation of pod and, in each
-// container with a compute share fixed before placement and no
-// tessera.io/gpu-milli yet, tessera.io/gpu-milli (limit and request) equal
-// to that share in thousandths over all its GPUs, as a JSON Patch of the
-// pod at root ("" for a pod, "/spec/template" for a Job's template;
-// hasAnnotations tells whether it has an annotations object), or nil when
-// nothing changes.
-func (h *Handler) mutatePod(pod *corev1.Pod, root string, hasAnnotations bool) ([]Operation, error) {
+// podAt is where a pod, or a pod template, sits in the reviewed object.
+type podAt struct {
+	// root is the path of its metadata and spec: "" for a pod,
+	// "/spec/template" for a Job's template.
+	root string
+	// hasMetadata and hasAnnotations tell whether the object has a
+	// metadata object and a metadata.annotations object there to add to
+	// (a pod and a Job's template always have metadata; a custom
+	// resource's template may lack it).
+	hasMetadata, hasAnnotations bool
+}
+
+// mutatePod is Mutate's, MutateJob's and the JobSet's patch: the
+// translation of pod and, in each container with a compute share fixed
+// before placement and no tessera.io/gpu-milli yet, tessera.io/gpu-milli
+// (limit and request) equal to that share in thousandths over all its
+// GPUs, as a JSON Patch of the pod where at places it, or nil when nothing
+// changes.
+func (h *Handler) mutatePod(pod *corev1.Pod, at podAt) ([]Operation, error) {
 	t, patched, err := h.translate(pod)
 	if err != nil {
 		return nil, err
@@ -174,7 +185,7 @@ func (h *Handler) mutatePod(pod *corev1.Pod, root string, hasAnnotations bool) (
 	if len(t.resources) == 0 && len(t.replaced) == 0 {
 		return nil, nil
 	}
-	return t.operations(root, hasAnnotations), nil
+	return t.operations(at), nil
 }
 
 func hasGPUMilli(c corev1.Container) bool {
@@ -438,12 +449,11 @@ func (t *translation) addAnnotations() map[string]string {
 	return out
 }
 
-// operations writes t as a JSON Patch, in a stable order; root is the
-// pod's path in the patched object ("" for a pod, "/spec/template" for a
-// Job's template), and hasAnnotations tells whether the pod has a
-// metadata.annotations object to add to. A translation that replaced no
-// key (gpu-milli only) leaves the annotations alone.
-func (t *translation) operations(root string, hasAnnotations bool) []Operation {
+// operations writes t as a JSON Patch of the pod at, in a stable order. A
+// translation that replaced no key (gpu-milli only) leaves the annotations
+// alone.
+func (t *translation) operations(at podAt) []Operation {
+	root := at.root
 	var ops []Operation
 	for _, k := range t.removeAnn {
 		ops = append(ops, Operation{Op: "remove", Path: root + "/metadata/annotations/" + escape(k)})
@@ -451,12 +461,14 @@ func (t *translation) operations(root string, hasAnnotations bool) []Operation {
 	add := t.addAnnotations()
 	switch {
 	case len(t.replaced) == 0:
-	case hasAnnotations:
+	case at.hasAnnotations:
 		for _, k := range sortedKeys(add) {
 			ops = append(ops, Operation{Op: "add", Path: root + "/metadata/annotations/" + escape(k), Value: add[k]})
 		}
-	default:
+	case at.hasMetadata:
 		ops = append(ops, Operation{Op: "add", Path: root + "/metadata/annotations", Value: add})
+	default:
+		ops = append(ops, Operation{Op: "add", Path: root + "/metadata", Value: map[string]map[string]string{"annotations": add}})
 	}
 	idxs := make([]int, 0, len(t.resources))
 	for i := range t.resources {

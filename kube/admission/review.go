@@ -19,12 +19,13 @@ import (
 const maxReviewBytes = 4 << 20
 
 // Review answers one admission request: allowed with a JSON Patch for a pod,
-// or a batch/v1 Job's template, that needs tessera.io/gpu or
-// tessera.io/gpu-milli, allowed untouched for anything else, denied with
-// kube/workload's message for an invalid GPU request. Only creations are
-// reviewed: Kueue counts a Job's template when the Job is created. A
-// suspended Job's template annotations may still change; a pod whose
-// gpu-milli then disagrees with its share is refused by the scheduler.
+// a batch/v1 Job's template or a JobSet's templates that need
+// tessera.io/gpu or tessera.io/gpu-milli, allowed untouched for anything
+// else, denied with kube/workload's message for an invalid GPU request.
+// Only creations are reviewed: Kueue counts a Job's or a JobSet's templates
+// when it is created. A suspended Job's template annotations may still
+// change; a pod whose gpu-milli then disagrees with its share is refused by
+// the scheduler.
 func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	if req.SubResource != "" || req.Operation != admissionv1.Create {
@@ -50,6 +51,13 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 		}
 		kind, name = "job", objectName(job.ObjectMeta)
 		ops, err = h.MutateJob(&job)
+	case req.Kind.Group == "jobset.x-k8s.io" && req.Kind.Kind == "JobSet":
+		var js JobSet
+		if err := json.Unmarshal(req.Object.Raw, &js); err != nil {
+			return deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode jobset: %v", err))
+		}
+		kind, name = "jobset", objectName(js.ObjectMeta)
+		ops, err = h.MutateJobSet(&js)
 	default:
 		return resp
 	}
@@ -67,8 +75,11 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
 	msg := "patched the pod's GPU request with Tessera's keys and " + workload.ResourceGPUMilli
-	if kind == "job" {
+	switch kind {
+	case "job":
 		msg = "patched the job's pod template with Tessera's keys and " + workload.ResourceGPUMilli
+	case "jobset":
+		msg = "patched the jobset's pod templates with Tessera's keys and " + workload.ResourceGPUMilli
 	}
 	h.cfg.Log.Info(msg, "namespace", req.Namespace, kind, name, "patch", string(patch))
 	return resp

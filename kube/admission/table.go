@@ -121,6 +121,26 @@ func JobMatchExpression() string {
 	return requestMatch(tmpl, "has("+tmpl+".metadata) && has("+tmpl+".metadata.annotations)")
 }
 
+// JobSetMatchExpressions are the CEL expressions that select the JobSets
+// (jobset.x-k8s.io) the webhook must see: scheduler, those with a
+// replicated Job whose template names the scheduler schedulerName, and
+// request, those with a replicated Job whose template carries a key
+// MatchExpression selects in a pod. A custom resource is not defaulted
+// before admission, so every optional field is tested before it is read:
+// a JobSet naming no scheduler makes scheduler false, not an error.
+// deploy/webhook.yaml's matchConditions must select at least these
+// JobSets.
+func JobSetMatchExpressions(schedulerName string) (scheduler, request string) {
+	const tmpl = "r.template.spec.template"
+	// Each level down to the template's spec, tested before it is read.
+	present := "has(r.template) && has(r.template.spec) && has(" + tmpl + ") && has(" + tmpl + ".spec)"
+	scheduler = fmt.Sprintf("has(object.spec.replicatedJobs) && object.spec.replicatedJobs.exists(r, %s && "+
+		"has(%s.spec.schedulerName) && %s.spec.schedulerName == '%s')", present, tmpl, tmpl, schedulerName)
+	request = "object.spec.replicatedJobs.exists(r, " + present + " && (" +
+		requestMatch(tmpl, "has("+tmpl+".metadata) && has("+tmpl+".metadata.annotations)") + "))"
+	return scheduler, request
+}
+
 // requestMatch selects the pod at root ("object", or a template's path)
 // when it carries another system's GPU key (foreignMatch) or one of
 // Tessera's; hasAnn tests that it has annotations.

@@ -138,11 +138,32 @@ integrations:
 // KueueCRDDir is the folder of Kueue's CRD manifests in the module cache,
 // for the Kueue that tools/kueue pins (downloaded when missing).
 func KueueCRDDir(ctx context.Context) (string, error) {
+	dir, err := kueueModuleDir(ctx, toolbin.Pinned("kueue"))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "config", "components", "crd", "bases"), nil
+}
+
+// JobSetCRDFile is JobSet's CRD manifest (jobset.x-k8s.io) in the module
+// cache, for the JobSet that tools/kueue's Kueue is built against
+// (downloaded when missing).
+func JobSetCRDFile(ctx context.Context) (string, error) {
+	dir, err := kueueModuleDir(ctx, "sigs.k8s.io/jobset")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"), nil
+}
+
+// kueueModuleDir is the module cache folder of module at the version
+// tools/kueue's build list has (downloaded when missing).
+func kueueModuleDir(ctx context.Context, module string) (string, error) {
 	root, err := toolbin.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", toolbin.Pinned("kueue"))
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
 	cmd.Dir = filepath.Join(root, toolbin.KueueModule)
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.Output()
@@ -151,16 +172,16 @@ func KueueCRDDir(ctx context.Context) (string, error) {
 		if errors.As(err, &ee) {
 			err = fmt.Errorf("%w: %s", err, ee.Stderr)
 		}
-		return "", fmt.Errorf("find Kueue in the module cache (go mod download in %s): %w", toolbin.KueueModule, err)
+		return "", fmt.Errorf("find %s in the module cache (go mod download in %s): %w", module, toolbin.KueueModule, err)
 	}
 	var mod struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil {
 		return "", fmt.Errorf("read go mod download's answer: %w", err)
 	}
 	if mod.Error != "" || mod.Dir == "" {
-		return "", fmt.Errorf("download Kueue: %q", mod.Error)
+		return "", fmt.Errorf("download %s: %q", module, mod.Error)
 	}
-	return filepath.Join(mod.Dir, "config", "components", "crd", "bases"), nil
+	return mod.Dir, nil
 }
 
 func installKueueCRDs(ctx context.Context, dyn dynamic.Interface) error {
