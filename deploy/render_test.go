@@ -282,8 +282,8 @@ func checkChartCertificate(t *testing.T, o objects, host string) {
 	}
 	mwc := o.get(t, "MutatingWebhookConfiguration", "tessera-webhook")
 	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
-	if len(hooks) != 2 {
-		t.Errorf("%d webhooks, want 2 (pods and Jobs)", len(hooks))
+	if len(hooks) != 3 {
+		t.Errorf("%d webhooks, want 3 (pods, Jobs and JobSets)", len(hooks))
 	}
 	for _, h := range hooks {
 		bundle, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "caBundle")
