@@ -156,16 +156,12 @@ type podAt struct {
 // GPUs, as a JSON Patch of the pod where at places it, or nil when nothing
 // changes.
 func (h *Handler) mutatePod(pod *corev1.Pod, at podAt) ([]Operation, error) {
-	t, patched, err := h.translate(pod)
+	t, patched, reqs, err := h.translate(pod)
 	if err != nil {
 		return nil, err
 	}
 	if t == nil {
 		t = &translation{addAnn: map[string]string{}, resources: map[int]corev1.ResourceRequirements{}}
-	}
-	reqs, err := workload.FromPod(patched, h.cfg.Catalog) // translate checked it reads alike
-	if err != nil {
-		return nil, err
 	}
 	for _, r := range reqs {
 		idx := containerIndex(patched, r.Container)
@@ -194,25 +190,26 @@ func hasGPUMilli(c corev1.Container) bool {
 	return inLimits || inRequests
 }
 
-// translate returns what Mutate changes in pod (of any scheduler) and the
-// pod so changed; the translation is nil, and the pod pod itself, when pod
-// asks for no GPU or through tessera.io/gpu already.
-func (h *Handler) translate(pod *corev1.Pod) (*translation, *corev1.Pod, error) {
+// translate returns what Mutate changes in pod (of any scheduler), the
+// pod so changed and its requests as kube/workload reads them; the
+// translation is nil, and the pod pod itself, when pod asks for no GPU or
+// through tessera.io/gpu already.
+func (h *Handler) translate(pod *corev1.Pod) (*translation, *corev1.Pod, []workload.ContainerRequest, error) {
 	before, err := workload.FromPod(pod, h.cfg.Catalog)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := workload.CheckGangKeys(pod); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	t := translation{addAnn: map[string]string{}, resources: map[int]corev1.ResourceRequirements{}}
 	if err := t.fromPodAnnotations(pod, before); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, r := range before {
 		idx := containerIndex(pod, r.Container)
 		if idx < 0 {
-			return nil, nil, fmt.Errorf("admission: kube/workload named container %q, which the pod does not have", r.Container)
+			return nil, nil, nil, fmt.Errorf("admission: kube/workload named container %q, which the pod does not have", r.Container)
 		}
 		switch r.Convention {
 		case workload.KAI:
@@ -223,33 +220,33 @@ func (h *Handler) translate(pod *corev1.Pod) (*translation, *corev1.Pod, error) 
 			err = t.fromNvshare(pod, idx, len(before) == 1)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if len(t.resources) == 0 && len(t.replaced) == 0 {
-		return nil, pod, nil
+		return nil, pod, before, nil
 	}
 	patched := t.apply(pod)
 	// The scheduler and the agent must read the patched pod as the same
 	// request; refuse rather than admit a pod they would disagree on.
 	after, err := workload.FromPod(patched, h.cfg.Catalog)
 	if err != nil {
-		return nil, nil, fmt.Errorf("admission: the translated pod is invalid: %w", err)
+		return nil, nil, nil, fmt.Errorf("admission: the translated pod is invalid: %w", err)
 	}
 	if len(after) != len(before) {
-		return nil, nil, fmt.Errorf("admission: translating the pod changed its requests from %+v to %+v", before, after)
+		return nil, nil, nil, fmt.Errorf("admission: translating the pod changed its requests from %+v to %+v", before, after)
 	}
 	for i := range after {
 		if after[i].Container != before[i].Container || after[i].Convention != workload.Tessera || !reflect.DeepEqual(after[i].GPU, before[i].GPU) ||
 			after[i].Oversubscribe != before[i].Oversubscribe {
-			return nil, nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", before[i].Container, before[i], after[i])
+			return nil, nil, nil, fmt.Errorf("admission: translating container %s changed its request from %+v to %+v", before[i].Container, before[i], after[i])
 		}
 	}
 	pb, _, _, _ := workload.PlacementPolicy(pod)
 	if pa, _, _, err := workload.PlacementPolicy(patched); err != nil || pa != pb {
-		return nil, nil, fmt.Errorf("admission: translating the pod changed its placement policy from %q to %q (%v)", pb, pa, err)
+		return nil, nil, nil, fmt.Errorf("admission: translating the pod changed its placement policy from %q to %q (%v)", pb, pa, err)
 	}
-	return &t, patched, nil
+	return &t, patched, after, nil
 }
 
 // fromKAI moves KAI's pod annotations onto container idx (the pod's first).
