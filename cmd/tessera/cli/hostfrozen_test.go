@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tessera-gpu/tessera/hostd/client"
+	"github.com/tessera-gpu/tessera/hostd/supervisor"
 )
 
 // Issue #34 (6): a frozen daemon (kill -STOP) does not hold the CLI
@@ -79,5 +81,32 @@ func TestFrozenDaemonAndRetries(t *testing.T) {
 	// sleeper ends stopped.
 	if code, _, errs := tessera(append([]string{"stop", ids[0]}, host...)...); code != 0 && !strings.Contains(errs, "already finished (stopped)") {
 		t.Errorf("stop %s: %d %s", ids[0], code, errs)
+	}
+	waitJobsGone(t, host)
+}
+
+// waitJobsGone waits until every job of the daemon is final and its
+// supervisor has exited: a supervisor outlives a killed daemon and writes
+// its exit record into the state folder as it ends, which would race the
+// removal of the test's temporary folder.
+func waitJobsGone(t *testing.T, host []string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second) // a liveness bound, not a performance one
+	for {
+		var busy []string
+		for _, j := range psJobs(t, host) {
+			if !j.State.Final() {
+				busy = append(busy, j.ID+" "+string(j.State))
+			} else if alive, _ := supervisor.Alive(j.SupervisorPID, j.SupervisorStart); j.SupervisorPID > 0 && alive {
+				busy = append(busy, fmt.Sprintf("%s's supervisor %d", j.ID, j.SupervisorPID))
+			}
+		}
+		if len(busy) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs still running 60s after the test: %v", busy)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
