@@ -160,9 +160,6 @@ func (h *Handler) mutatePod(pod *corev1.Pod, at podAt) ([]Operation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t == nil {
-		t = &translation{addAnn: map[string]string{}, resources: map[int]corev1.ResourceRequirements{}}
-	}
 	for _, r := range reqs {
 		idx := containerIndex(patched, r.Container)
 		if idx < 0 || r.Convention != workload.Tessera || r.GPU.ComputeMilli == 0 || hasGPUMilli(patched.Spec.Containers[idx]) {
@@ -192,7 +189,7 @@ func hasGPUMilli(c corev1.Container) bool {
 
 // translate returns what Mutate changes in pod (of any scheduler), the
 // pod so changed and its requests as kube/workload reads them; the
-// translation is nil, and the pod pod itself, when pod asks for no GPU or
+// translation is empty, and the pod pod itself, when pod asks for no GPU or
 // through tessera.io/gpu already.
 func (h *Handler) translate(pod *corev1.Pod) (*translation, *corev1.Pod, []workload.ContainerRequest, error) {
 	before, err := workload.FromPod(pod, h.cfg.Catalog)
@@ -224,7 +221,7 @@ func (h *Handler) translate(pod *corev1.Pod) (*translation, *corev1.Pod, []workl
 		}
 	}
 	if len(t.resources) == 0 && len(t.replaced) == 0 {
-		return nil, pod, before, nil
+		return &t, pod, before, nil
 	}
 	patched := t.apply(pod)
 	// The scheduler and the agent must read the patched pod as the same

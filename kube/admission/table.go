@@ -114,12 +114,7 @@ func MatchExpression() string { return requestMatch("object", "has(object.metada
 // the webhook must see: those whose pod template carries a key
 // MatchExpression selects in a pod. deploy/webhook.yaml's matchConditions
 // must select at least these Jobs.
-func JobMatchExpression() string {
-	const tmpl = "object.spec.template"
-	// A template's metadata may be absent in the request, where a pod's is
-	// not.
-	return requestMatch(tmpl, "has("+tmpl+".metadata) && has("+tmpl+".metadata.annotations)")
-}
+func JobMatchExpression() string { return templateMatch("object.spec.template") }
 
 // JobSetMatchExpressions are the CEL expressions that select the JobSets
 // (jobset.x-k8s.io) the webhook must see: scheduler, those with a
@@ -136,9 +131,14 @@ func JobSetMatchExpressions(schedulerName string) (scheduler, request string) {
 	present := "has(r.template) && has(r.template.spec) && has(" + tmpl + ") && has(" + tmpl + ".spec)"
 	scheduler = fmt.Sprintf("has(object.spec.replicatedJobs) && object.spec.replicatedJobs.exists(r, %s && "+
 		"has(%s.spec.schedulerName) && %s.spec.schedulerName == '%s')", present, tmpl, tmpl, schedulerName)
-	request = "object.spec.replicatedJobs.exists(r, " + present + " && (" +
-		requestMatch(tmpl, "has("+tmpl+".metadata) && has("+tmpl+".metadata.annotations)") + "))"
+	request = "object.spec.replicatedJobs.exists(r, " + present + " && (" + templateMatch(tmpl) + "))"
 	return scheduler, request
+}
+
+// templateMatch is requestMatch for the pod template at tmpl, whose
+// metadata may be absent in the request, where a pod's is not.
+func templateMatch(tmpl string) string {
+	return requestMatch(tmpl, "has("+tmpl+".metadata) && has("+tmpl+".metadata.annotations)")
 }
 
 // requestMatch selects the pod at root ("object", or a template's path)
